@@ -1,0 +1,391 @@
+/*
+ * backend.c - struct shemb_mem_ops for host memory: every operation is cut
+ * into tasks for the context's thread pool and runs the chosen kernels.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shemb.h"
+#include "cpu/convert.h"
+#include "cpu/cpu.h"
+#include "cpu/hostmem.h"
+#include "cpu/kernels.h"
+#include "cpu/threadpool.h"
+#include "lib/rowinit.h"
+
+#define INIT_BLOCK_ROWS 1024
+#define COPY_BLOCK_ROWS 256
+#define WRITE_CHUNK_ROWS 65536
+
+struct cpu {
+	struct shemb__pool *pool;
+	struct shemb__hostmem *hm;
+	const struct shemb__kernels *k;
+	char desc[128];
+};
+
+int shemb__cpu_create(struct shemb__pool *pool, const char *isa, void **out)
+{
+	struct cpu *be = calloc(1, sizeof(*be));
+	int rc;
+
+	if (!be)
+		return SHEMB_ENOMEM;
+	be->pool = pool;
+	be->k = shemb__kernels_select(isa);
+	if (!be->k) {
+		free(be);
+		return SHEMB_ENOTSUP;
+	}
+	rc = shemb__hostmem_create(&be->hm);
+	if (rc) {
+		free(be);
+		return rc;
+	}
+	snprintf(be->desc, sizeof(be->desc), "cpu (%s kernels, %s, %d threads)",
+		 be->k->isa, shemb__hostmem_describe(be->hm),
+		 shemb__pool_nthreads(pool));
+	*out = be;
+	return 0;
+}
+
+void shemb__cpu_destroy(void *p)
+{
+	struct cpu *be = p;
+
+	if (!be)
+		return;
+	shemb__hostmem_destroy(be->hm);
+	free(be);
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static char *record(const struct shemb__store *s, int64_t id)
+{
+	return (char *)s->base + (size_t)id * s->stride;
+}
+
+/* ---- store ---- */
+
+static int store_alloc(void *p, struct shemb__store *s)
+{
+	struct cpu *be = p;
+
+	s->base = shemb__hostmem_alloc(be->hm, s->bytes);
+	return s->base ? 0 : SHEMB_ENOMEM;
+}
+
+static void store_free(void *p, struct shemb__store *s)
+{
+	struct cpu *be = p;
+
+	shemb__hostmem_free(be->hm, s->base, s->bytes);
+	s->base = NULL;
+}
+
+/* Zero the padding of a record and set its optimizer state, so a record's
+ * every byte is defined. */
+static void reset_record_tail(const struct shemb__store *s, char *rec,
+			      float state_init)
+{
+	size_t row = (size_t)s->dim * shemb__dtype_size(s->dtype);
+	float *st = (float *)(rec + s->state_off);
+
+	memset(rec + row, 0, s->state_off - row);
+	for (int i = 0; i < s->nstate; i++)
+		st[i] = state_init;
+	memset(rec + s->state_off + (size_t)s->nstate * sizeof(float), 0,
+	       s->stride - s->state_off - (size_t)s->nstate * sizeof(float));
+}
+
+struct init_task {
+	struct cpu *be;
+	struct shemb__store *s;
+	const struct shemb__init_spec *spec;
+	int rc;
+};
+
+static void init_block(void *arg, int64_t task)
+{
+	struct init_task *t = arg;
+	const struct shemb__store *s = t->s;
+	int64_t r0 = task * INIT_BLOCK_ROWS;
+	int64_t nr = s->rows - r0 < INIT_BLOCK_ROWS ? s->rows - r0
+						    : INIT_BLOCK_ROWS;
+	float *vals = malloc((size_t)nr * (size_t)s->dim * sizeof(float));
+	struct shemb__block dst = { record(s, r0), s->dtype, s->stride };
+	struct shemb__block src = { vals, SHEMB_F32,
+				    (size_t)s->dim * sizeof(float) };
+	int rc;
+
+	if (!vals) {
+		t->rc = SHEMB_ENOMEM;
+		return;
+	}
+	for (int64_t r = 0; r < nr; r++) {
+		shemb__init_row(t->spec, r0 + r, s->dim,
+				vals + (size_t)r * (size_t)s->dim);
+		reset_record_tail(s, record(s, r0 + r), t->spec->state_init);
+	}
+	rc = shemb__convert2d(t->be->k, dst, src, nr, s->dim);
+	if (rc)
+		t->rc = rc;
+	free(vals);
+}
+
+static int init_rows(void *p, struct shemb__store *s,
+		     const struct shemb__init_spec *spec)
+{
+	struct init_task t = { p, s, spec, 0 };
+	struct cpu *be = p;
+
+	shemb__pool_run(be->pool, ceil_div(s->rows, INIT_BLOCK_ROWS),
+			init_block, &t);
+	return t.rc;
+}
+
+/* ---- lookup ---- */
+
+struct pool_task {
+	const struct shemb__kernels *k;
+	const struct shemb__pool_job *job;
+	int64_t n, per_task;
+};
+
+static void pool_task_run(void *arg, int64_t task)
+{
+	struct pool_task *t = arg;
+	int64_t b0 = task * t->per_task;
+	int64_t b1 = b0 + t->per_task < t->n ? b0 + t->per_task : t->n;
+
+	if (t->job->pooling == SHEMB_POOL_NONE)
+		t->k->pool_ids(t->job, b0, b1);
+	else
+		t->k->pool_bags(t->job, b0, b1);
+}
+
+static int gather_pool(void *p, const struct shemb__pool_job *job)
+{
+	struct cpu *be = p;
+	struct pool_task t = { be->k, job, 0, 0 };
+	int64_t ntasks;
+
+	t.n = job->pooling == SHEMB_POOL_NONE ? job->nids : job->nbags;
+	if (t.n == 0)
+		return 0;
+	ntasks = shemb__pool_split(be->pool, t.n, 16);
+	t.per_task = ceil_div(t.n, ntasks);
+	shemb__pool_run(be->pool, ceil_div(t.n, t.per_task), pool_task_run,
+			&t);
+	return 0;
+}
+
+/* ---- backward ---- */
+
+struct update_task {
+	const struct shemb__kernels *k;
+	const struct shemb__update_job *job;
+	int64_t per_task;
+};
+
+static void update_task_run(void *arg, int64_t task)
+{
+	struct update_task *t = arg;
+	int64_t u0 = task * t->per_task;
+	int64_t u1 = u0 + t->per_task < t->job->nunique ? u0 + t->per_task
+							: t->job->nunique;
+
+	t->k->update_rows(t->job, u0, u1);
+}
+
+static int apply_updates(void *p, const struct shemb__update_job *job)
+{
+	struct cpu *be = p;
+	struct update_task t = { be->k, job, 0 };
+
+	if (job->nunique == 0)
+		return 0;
+	t.per_task = ceil_div(job->nunique,
+			      shemb__pool_split(be->pool, job->nunique, 16));
+	shemb__pool_run(be->pool, ceil_div(job->nunique, t.per_task),
+			update_task_run, &t);
+	return 0;
+}
+
+/* ---- rows in and out ---- */
+
+struct copy_task {
+	struct cpu *be;
+	const struct shemb__store *s;
+	int64_t n;
+	const int64_t *ids;
+	void *user;         /* read: out; write: staging */
+	int dtype;          /* of the user's buffer */
+	const void *in;     /* write only */
+	int rc;
+};
+
+static void read_block(void *arg, int64_t task)
+{
+	struct copy_task *t = arg;
+	const struct shemb__store *s = t->s;
+	size_t ub = (size_t)s->dim * shemb__dtype_size(t->dtype);
+	size_t sb = (size_t)s->dim * shemb__dtype_size(s->dtype);
+	int64_t i0 = task * COPY_BLOCK_ROWS;
+	int64_t nr = t->n - i0 < COPY_BLOCK_ROWS ? t->n - i0 : COPY_BLOCK_ROWS;
+	char *out = (char *)t->user + (size_t)i0 * ub;
+	char *stage;
+	int rc;
+
+	if (t->dtype == s->dtype) {
+		for (int64_t i = 0; i < nr; i++)
+			memcpy(out + (size_t)i * ub, record(s, t->ids[i0 + i]),
+			       ub);
+		return;
+	}
+	stage = malloc((size_t)nr * sb);
+	if (!stage) {
+		t->rc = SHEMB_ENOMEM;
+		return;
+	}
+	for (int64_t i = 0; i < nr; i++)
+		memcpy(stage + (size_t)i * sb, record(s, t->ids[i0 + i]), sb);
+	rc = shemb__convert2d(t->be->k,
+			      (struct shemb__block){ out, t->dtype, ub },
+			      (struct shemb__block){ stage, s->dtype, sb }, nr,
+			      s->dim);
+	if (rc)
+		t->rc = rc;
+	free(stage);
+}
+
+static int read_rows(void *p, const struct shemb__store *s, int64_t n,
+		     const int64_t *ids, void *out, int dtype)
+{
+	struct copy_task t = { p, s, n, ids, out, dtype, NULL, 0 };
+	struct cpu *be = p;
+
+	shemb__pool_run(be->pool, ceil_div(n, COPY_BLOCK_ROWS), read_block, &t);
+	return t.rc;
+}
+
+/* Convert one block of the caller's rows into storage format. */
+static void stage_block(void *arg, int64_t task)
+{
+	struct copy_task *t = arg;
+	const struct shemb__store *s = t->s;
+	size_t ub = (size_t)s->dim * shemb__dtype_size(t->dtype);
+	size_t sb = (size_t)s->dim * shemb__dtype_size(s->dtype);
+	int64_t i0 = task * COPY_BLOCK_ROWS;
+	int64_t nr = t->n - i0 < COPY_BLOCK_ROWS ? t->n - i0 : COPY_BLOCK_ROWS;
+	int rc = shemb__convert2d(
+		t->be->k,
+		(struct shemb__block){ (char *)t->user + (size_t)i0 * sb,
+				       s->dtype, sb },
+		(struct shemb__block){ (char *)t->in + (size_t)i0 * ub,
+				       t->dtype, ub },
+		nr, s->dim);
+
+	if (rc)
+		t->rc = rc;
+}
+
+/* Rows are staged in parallel, then stored in id order, so that a repeated
+ * id ends with its last row. */
+static int write_chunk(struct cpu *be, struct shemb__store *s, int64_t n,
+		       const int64_t *ids, const void *in, int dtype,
+		       const float *reset_state, void *stage)
+{
+	struct copy_task t = { be, s, n, ids, stage, dtype, in, 0 };
+	size_t sb = (size_t)s->dim * shemb__dtype_size(s->dtype);
+
+	shemb__pool_run(be->pool, ceil_div(n, COPY_BLOCK_ROWS), stage_block,
+			&t);
+	if (t.rc)
+		return t.rc;
+	for (int64_t i = 0; i < n; i++) {
+		char *rec = record(s, ids[i]);
+
+		memcpy(rec, (char *)stage + (size_t)i * sb, sb);
+		if (reset_state)
+			memcpy(rec + s->state_off, reset_state,
+			       (size_t)s->nstate * sizeof(float));
+	}
+	return 0;
+}
+
+static int write_rows(void *p, struct shemb__store *s, int64_t n,
+		      const int64_t *ids, const void *in, int dtype,
+		      const float *reset_state)
+{
+	struct cpu *be = p;
+	size_t sb = (size_t)s->dim * shemb__dtype_size(s->dtype);
+	size_t ub = (size_t)s->dim * shemb__dtype_size(dtype);
+	int64_t chunk = n < WRITE_CHUNK_ROWS ? n : WRITE_CHUNK_ROWS;
+	void *stage;
+	int rc = 0;
+
+	if (n == 0)
+		return 0;
+	stage = shemb__hostmem_alloc(be->hm, (size_t)chunk * sb);
+	if (!stage)
+		return SHEMB_ENOMEM;
+	for (int64_t i = 0; i < n && !rc; i += chunk) {
+		int64_t m = n - i < chunk ? n - i : chunk;
+
+		rc = write_chunk(be, s, m, ids + i,
+				 (const char *)in + (size_t)i * ub, dtype,
+				 reset_state, stage);
+	}
+	shemb__hostmem_free(be->hm, stage, (size_t)chunk * sb);
+	return rc;
+}
+
+/* ---- misc ---- */
+
+static void *scratch_alloc(void *p, size_t bytes)
+{
+	struct cpu *be = p;
+
+	return shemb__hostmem_alloc(be->hm, bytes);
+}
+
+static void scratch_free(void *p, void *ptr, size_t bytes)
+{
+	struct cpu *be = p;
+
+	shemb__hostmem_free(be->hm, ptr, bytes);
+}
+
+static int synchronize(void *p)
+{
+	return 0; /* every CPU operation completes before it returns */
+}
+
+static const char *describe(void *p)
+{
+	return ((struct cpu *)p)->desc;
+}
+
+const struct shemb_mem_ops shemb__cpu_mem_ops = {
+	.size = sizeof(struct shemb_mem_ops),
+	.name = "cpu",
+	.store_alloc = store_alloc,
+	.store_free = store_free,
+	.init_rows = init_rows,
+	.gather_pool = gather_pool,
+	.apply_updates = apply_updates,
+	.read_rows = read_rows,
+	.write_rows = write_rows,
+	.scratch_alloc = scratch_alloc,
+	.scratch_free = scratch_free,
+	.synchronize = synchronize,
+	.describe = describe,
+};

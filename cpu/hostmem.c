@@ -1,0 +1,145 @@
+/*
+ * hostmem.c - private host memory.
+ *
+ * With jemalloc, every block comes from an arena created for this context
+ * through mallocx(); the host program's malloc is never replaced (the
+ * library only calls jemalloc's non-standard entry points).  Without it,
+ * blocks are anonymous mappings.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifdef HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+#include "shemb.h"
+#include "cpu/hostmem.h"
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+struct shemb__hostmem {
+	unsigned arena;
+	char desc[48];
+};
+
+static void advise_huge(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+	/* best effort: the kernel may have THP off, then this fails */
+	if (bytes >= HUGE_PAGE)
+		madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+}
+
+#ifdef HAVE_JEMALLOC
+
+int shemb__hostmem_create(struct shemb__hostmem **out)
+{
+	struct shemb__hostmem *hm = calloc(1, sizeof(*hm));
+	size_t sz = sizeof(hm->arena);
+
+	if (!hm)
+		return SHEMB_ENOMEM;
+	if (mallctl("arenas.create", &hm->arena, &sz, NULL, 0)) {
+		free(hm);
+		return SHEMB_ENOMEM;
+	}
+	snprintf(hm->desc, sizeof(hm->desc), "jemalloc arena %u", hm->arena);
+	*out = hm;
+	return 0;
+}
+
+void shemb__hostmem_destroy(struct shemb__hostmem *hm)
+{
+	char name[64];
+
+	if (!hm)
+		return;
+	snprintf(name, sizeof(name), "arena.%u.destroy", hm->arena);
+	mallctl(name, NULL, NULL, NULL, 0);
+	free(hm);
+}
+
+static int arena_flags(const struct shemb__hostmem *hm, size_t bytes)
+{
+	size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 4096;
+
+	return MALLOCX_ARENA(hm->arena) | MALLOCX_TCACHE_NONE |
+	       MALLOCX_ALIGN(align);
+}
+
+void *shemb__hostmem_alloc(struct shemb__hostmem *hm, size_t bytes)
+{
+	void *p;
+
+	if (bytes == 0)
+		bytes = 1;
+	p = mallocx(bytes, arena_flags(hm, bytes));
+	if (p)
+		advise_huge(p, bytes);
+	return p;
+}
+
+void shemb__hostmem_free(struct shemb__hostmem *hm, void *p, size_t bytes)
+{
+	if (p)
+		sdallocx(p, bytes ? bytes : 1, arena_flags(hm, bytes ? bytes : 1));
+}
+
+#else /* !HAVE_JEMALLOC */
+
+int shemb__hostmem_create(struct shemb__hostmem **out)
+{
+	struct shemb__hostmem *hm = calloc(1, sizeof(*hm));
+
+	if (!hm)
+		return SHEMB_ENOMEM;
+	snprintf(hm->desc, sizeof(hm->desc), "mmap");
+	*out = hm;
+	return 0;
+}
+
+void shemb__hostmem_destroy(struct shemb__hostmem *hm)
+{
+	free(hm);
+}
+
+static size_t map_size(size_t bytes)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (bytes + page - 1) / page * page;
+}
+
+void *shemb__hostmem_alloc(struct shemb__hostmem *hm, size_t bytes)
+{
+	void *p;
+
+	if (bytes == 0)
+		bytes = 1;
+	p = mmap(NULL, map_size(bytes), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	advise_huge(p, bytes);
+	return p;
+}
+
+void shemb__hostmem_free(struct shemb__hostmem *hm, void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, map_size(bytes ? bytes : 1));
+}
+
+#endif
+
+const char *shemb__hostmem_describe(const struct shemb__hostmem *hm)
+{
+	return hm->desc;
+}

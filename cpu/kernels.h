@@ -1,0 +1,42 @@
+/*
+ * kernels.h - CPU kernels, built once per instruction set and chosen at run
+ * time, so the installed library runs on any x86-64 and uses AVX-512 where
+ * the machine has it.
+ */
+#ifndef SHEMB_KERNELS_H
+#define SHEMB_KERNELS_H
+
+#include <stdint.h>
+
+#include "lib/mem_ops.h"
+
+struct shemb__kernels {
+	const char *isa;
+	/* pool bags [b0, b1) of a SUM, MEAN or MAX job */
+	void (*pool_bags)(const struct shemb__pool_job *job, int64_t b0,
+			  int64_t b1);
+	/* copy out ids [i0, i1) of a POOL_NONE job (one row per id) */
+	void (*pool_ids)(const struct shemb__pool_job *job, int64_t i0,
+			 int64_t i1);
+	/* coalesce and apply the optimizer to distinct rows [u0, u1) */
+	void (*update_rows)(const struct shemb__update_job *job, int64_t u0,
+			    int64_t u1);
+	/* convert n values between fp32 and a storage dtype */
+	void (*load_f32)(int dtype, const void *src, float *dst, int64_t n);
+	void (*store_f32)(int dtype, void *dst, const float *src, int64_t n);
+};
+
+extern const struct shemb__kernels shemb__kernels_generic;
+#ifdef HAVE_X86_KERNELS
+extern const struct shemb__kernels shemb__kernels_avx2;
+extern const struct shemb__kernels shemb__kernels_avx512;
+#endif
+
+/*
+ * The best kernels this CPU runs, or those named by want ("generic", "avx2",
+ * "avx512"; NULL or "" for the best).  NULL when want names a set this CPU
+ * or build lacks.
+ */
+const struct shemb__kernels *shemb__kernels_select(const char *want);
+
+#endif

@@ -1,0 +1,346 @@
+/*
+ * kernels_impl.h - the CPU kernels, written once as plain loops that the
+ * compiler vectorises, and included by kernels_{generic,avx2,avx512}.c with
+ * different target flags.  The including file defines KERNELS_NAME and
+ * KERNELS_ISA and the fp16 row helpers load_f16 / store_f16; everything else
+ * is shared.  Every variant computes in the same order, so all give the
+ * same bits (fp contraction is off).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "shemb.h"
+#include "cpu/half.h"
+#include "cpu/kernels.h"
+
+#define PREFETCH_ROWS 8
+
+static void load_bf16(const uint16_t *restrict src, float *restrict dst,
+		      int64_t n)
+{
+	for (int64_t c = 0; c < n; c++)
+		dst[c] = shemb__bf16_to_f32(src[c]);
+}
+
+static void store_bf16(uint16_t *restrict dst, const float *restrict src,
+		       int64_t n)
+{
+	for (int64_t c = 0; c < n; c++)
+		dst[c] = shemb__f32_to_bf16(src[c]);
+}
+
+static void load_f32(int dtype, const void *src, float *dst, int64_t n)
+{
+	if (dtype == SHEMB_F16)
+		load_f16(src, dst, n);
+	else if (dtype == SHEMB_BF16)
+		load_bf16(src, dst, n);
+	else
+		memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void store_f32(int dtype, void *dst, const float *src, int64_t n)
+{
+	if (dtype == SHEMB_F16)
+		store_f16(dst, src, n);
+	else if (dtype == SHEMB_BF16)
+		store_bf16(dst, src, n);
+	else
+		memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static inline const void *record(const struct shemb__store *s, int64_t id)
+{
+	return (const char *)s->base + (size_t)id * s->stride;
+}
+
+/* The row as fp32: the record itself for F32 storage, else converted
+ * into tmp. */
+static inline const float *row_f32(const struct shemb__store *s, int64_t id,
+				   float *tmp)
+{
+	const void *r = record(s, id);
+
+	if (s->dtype == SHEMB_F32)
+		return r;
+	load_f32(s->dtype, r, tmp, s->dim);
+	return tmp;
+}
+
+static inline void prefetch_row(const struct shemb__store *s, int64_t id,
+				size_t row_bytes)
+{
+	const char *p = record(s, id);
+
+	for (size_t off = 0; off < row_bytes; off += 64)
+		__builtin_prefetch(p + off, 0, 1);
+}
+
+static size_t row_bytes(const struct shemb__store *s)
+{
+	size_t b = (size_t)s->dim * (s->dtype == SHEMB_F32 ? 4 : 2);
+
+	return b < 512 ? b : 512; /* more is left to the hardware prefetcher */
+}
+
+static void add_row(float *restrict o, const float *restrict r, float w,
+		    int dim, int weighted)
+{
+	if (weighted)
+		for (int c = 0; c < dim; c++)
+			o[c] += w * r[c];
+	else
+		for (int c = 0; c < dim; c++)
+			o[c] += r[c];
+}
+
+static void max_row(float *restrict o, int32_t *restrict am,
+		    const float *restrict r, float w, int dim, int32_t pos)
+{
+	if (am) {
+		for (int c = 0; c < dim; c++) {
+			float v = w * r[c];
+
+			if (v > o[c]) {
+				o[c] = v;
+				am[c] = pos;
+			}
+		}
+	} else {
+		for (int c = 0; c < dim; c++) {
+			float v = w * r[c];
+
+			o[c] = v > o[c] ? v : o[c];
+		}
+	}
+}
+
+static void finish_bag(const struct shemb__pool_job *job, float *restrict o,
+		       int32_t *am, int64_t len, int dim)
+{
+	if (len == 0) {
+		memset(o, 0, (size_t)dim * sizeof(float));
+		if (am)
+			for (int c = 0; c < dim; c++)
+				am[c] = -1;
+	} else if (job->pooling == SHEMB_POOL_MEAN) {
+		float n = (float)len;
+
+		for (int c = 0; c < dim; c++)
+			o[c] /= n;
+	}
+}
+
+static void pool_bag(const struct shemb__pool_job *job, int64_t b,
+		     float *tmp, size_t pf_bytes)
+{
+	const struct shemb__store *s = job->store;
+	const int dim = s->dim;
+	const int64_t beg = job->offsets[b], end = job->offsets[b + 1];
+	const int is_max = job->pooling == SHEMB_POOL_MAX;
+	float *o = job->out + (size_t)b * (size_t)dim;
+	int32_t *am = job->argmax ? job->argmax + (size_t)b * (size_t)dim
+				  : NULL;
+
+	for (int c = 0; c < dim; c++)
+		o[c] = is_max ? -INFINITY : 0.0f;
+	for (int64_t i = beg; i < end; i++) {
+		float w = job->weights ? job->weights[i] : 1.0f;
+		const float *r;
+
+		if (i + PREFETCH_ROWS < end)
+			prefetch_row(s, job->ids[i + PREFETCH_ROWS], pf_bytes);
+		r = row_f32(s, job->ids[i], tmp);
+		if (is_max)
+			max_row(o, am, r, w, dim,
+				(int32_t)(job->pos_base + i));
+		else
+			add_row(o, r, w, dim, job->weights != NULL);
+	}
+	finish_bag(job, o, am, end - beg, dim);
+}
+
+static void pool_bags(const struct shemb__pool_job *job, int64_t b0,
+		      int64_t b1)
+{
+	float tmp[SHEMB_MAX_DIM];
+	size_t pf = row_bytes(job->store);
+
+	for (int64_t b = b0; b < b1; b++)
+		pool_bag(job, b, tmp, pf);
+}
+
+static void pool_ids(const struct shemb__pool_job *job, int64_t i0,
+		     int64_t i1)
+{
+	const struct shemb__store *s = job->store;
+	const int dim = s->dim;
+	size_t pf = row_bytes(s);
+	float tmp[SHEMB_MAX_DIM];
+
+	for (int64_t i = i0; i < i1; i++) {
+		float *restrict o = job->out + (size_t)i * (size_t)dim;
+		float w = job->weights ? job->weights[i] : 1.0f;
+		const float *restrict r;
+
+		if (i + PREFETCH_ROWS < i1)
+			prefetch_row(s, job->ids[i + PREFETCH_ROWS], pf);
+		r = row_f32(s, job->ids[i], tmp);
+		for (int c = 0; c < dim; c++)
+			o[c] = w * r[c];
+	}
+}
+
+/* ---- backward: coalesce per distinct row, then the optimizer ---- */
+
+static const struct shemb__bwd_set *set_of_bag(
+	const struct shemb__update_job *job, int64_t bag)
+{
+	int lo = 0, hi = job->nsets - 1;
+
+	while (lo < hi) {
+		int mid = (lo + hi + 1) / 2;
+
+		if (job->sets[mid].bag_base <= bag)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return &job->sets[lo];
+}
+
+/* Add one position's share of its bag's gradient to g. */
+static void add_grad(const struct shemb__update_job *job, int32_t p,
+		     float *restrict g, int dim)
+{
+	int64_t bag = job->bag_of[p];
+	const struct shemb__bwd_set *set = set_of_bag(job, bag);
+	int64_t lb = bag - set->bag_base;
+	const float *restrict gr = set->grad + (size_t)lb * (size_t)dim;
+	float coef = set->weights ? set->weights[p - set->pos_base] : 1.0f;
+
+	if (set->pooling == SHEMB_POOL_MEAN)
+		coef /= (float)(set->offsets[lb + 1] - set->offsets[lb]);
+	if (set->pooling == SHEMB_POOL_MAX) {
+		const int32_t *am = set->argmax + (size_t)lb * (size_t)dim;
+
+		for (int c = 0; c < dim; c++)
+			g[c] += am[c] == p ? coef * gr[c] : 0.0f;
+	} else if (coef == 1.0f) {
+		for (int c = 0; c < dim; c++)
+			g[c] += gr[c];
+	} else {
+		for (int c = 0; c < dim; c++)
+			g[c] += coef * gr[c];
+	}
+}
+
+static void apply_sgd(const struct shemb__opt *o, float *restrict w,
+		      const float *restrict g, int dim)
+{
+	for (int c = 0; c < dim; c++)
+		w[c] -= o->lr * g[c];
+}
+
+static void apply_adagrad(const struct shemb__opt *o, float *restrict w,
+			  const float *restrict g, float *restrict s, int dim)
+{
+	for (int c = 0; c < dim; c++) {
+		s[c] += g[c] * g[c];
+		w[c] -= o->lr * g[c] / (sqrtf(s[c]) + o->eps);
+	}
+}
+
+static void apply_rowwise_adagrad(const struct shemb__opt *o,
+				  float *restrict w, const float *restrict g,
+				  float *restrict s, int dim)
+{
+	float sum = 0.0f, step;
+
+	for (int c = 0; c < dim; c++)
+		sum += g[c] * g[c];
+	s[0] += sum / (float)dim;
+	step = o->lr / (sqrtf(s[0]) + o->eps);
+	for (int c = 0; c < dim; c++)
+		w[c] -= step * g[c];
+}
+
+static void apply_adam(const struct shemb__opt *o, float *restrict w,
+		       const float *restrict g, float *restrict s, int dim)
+{
+	float *restrict m = s, *restrict v = s + dim;
+
+	for (int c = 0; c < dim; c++) {
+		m[c] = o->beta1 * m[c] + (1.0f - o->beta1) * g[c];
+		v[c] = o->beta2 * v[c] + (1.0f - o->beta2) * (g[c] * g[c]);
+		w[c] -= o->lr * (m[c] / o->bc1) /
+			(sqrtf(v[c] / o->bc2) + o->eps);
+	}
+}
+
+static void apply_opt(const struct shemb__opt *o, float *restrict w,
+		      float *restrict g, float *restrict s, int dim)
+{
+	if (o->weight_decay != 0.0f) {
+		if (o->wd_mode == SHEMB_WD_L2) {
+			for (int c = 0; c < dim; c++)
+				g[c] += o->weight_decay * w[c];
+		} else {
+			float k = o->lr * o->weight_decay;
+
+			for (int c = 0; c < dim; c++)
+				w[c] -= k * w[c];
+		}
+	}
+	switch (o->kind) {
+	case SHEMB_OPT_ADAGRAD:
+		apply_adagrad(o, w, g, s, dim);
+		break;
+	case SHEMB_OPT_ROWWISE_ADAGRAD:
+		apply_rowwise_adagrad(o, w, g, s, dim);
+		break;
+	case SHEMB_OPT_ADAM:
+		apply_adam(o, w, g, s, dim);
+		break;
+	default:
+		apply_sgd(o, w, g, dim);
+		break;
+	}
+}
+
+static void update_rows(const struct shemb__update_job *job, int64_t u0,
+			int64_t u1)
+{
+	struct shemb__store *s = job->store;
+	const int dim = s->dim;
+	float g[SHEMB_MAX_DIM], wbuf[SHEMB_MAX_DIM];
+
+	for (int64_t u = u0; u < u1; u++) {
+		char *rec = (char *)s->base + (size_t)job->unique[u] * s->stride;
+		float *state = (float *)(rec + s->state_off);
+		float *w = s->dtype == SHEMB_F32 ? (float *)rec : wbuf;
+
+		if (u + 2 < u1)
+			__builtin_prefetch((char *)s->base +
+					   (size_t)job->unique[u + 2] * s->stride,
+					   1, 1);
+		memset(g, 0, (size_t)dim * sizeof(float));
+		for (int32_t k = job->seg[u]; k < job->seg[u + 1]; k++)
+			add_grad(job, job->pos[k], g, dim);
+		if (w == wbuf)
+			load_f32(s->dtype, rec, wbuf, dim);
+		apply_opt(&job->opt, w, g, state, dim);
+		if (w == wbuf)
+			store_f32(s->dtype, rec, wbuf, dim);
+	}
+}
+
+const struct shemb__kernels KERNELS_NAME = {
+	.isa = KERNELS_ISA,
+	.pool_bags = pool_bags,
+	.pool_ids = pool_ids,
+	.update_rows = update_rows,
+	.load_f32 = load_f32,
+	.store_f32 = store_f32,
+};

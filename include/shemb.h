@@ -1,0 +1,307 @@
+/*
+ * shemb.h - libshemb, sharded embedding tables for training and inference
+ *
+ * libshemb owns the embedding tables of a model: it stores their rows,
+ * looks up pooled bags of rows, turns the gradient of the pooled outputs into
+ * one gradient per distinct row and applies a sparse optimizer in place.
+ *
+ * Conventions (see shemb(7) for the full picture):
+ *  - Every function returns 0 or a negative SHEMB_E* code; nothing is changed
+ *    when a call fails.  shemb_ctx_last_error() gives a detail message.
+ *  - Attribute structs start with `size_t size` and are filled with defaults
+ *    by their *_attr_init() function, so they can grow without breaking
+ *    programs built against an older header.
+ *  - Every create has a destroy that accepts NULL.
+ *  - Batches are CSR bags, as PyTorch's EmbeddingBag takes them.
+ *
+ * This header needs no CUDA or libfabric header and is valid C99 and C++.
+ */
+#ifndef SHEMB_H
+#define SHEMB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SHEMB_BUILDING_LIBRARY) && defined(__GNUC__)
+#define SHEMB_API __attribute__((visibility("default")))
+#else
+#define SHEMB_API
+#endif
+
+/* ------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------ */
+
+#define SHEMB_VERSION_MAJOR 0
+#define SHEMB_VERSION_MINOR 1
+#define SHEMB_VERSION_PATCH 0
+#define SHEMB_VERSION_NUMBER                                                \
+	(SHEMB_VERSION_MAJOR * 10000 + SHEMB_VERSION_MINOR * 100 +          \
+	 SHEMB_VERSION_PATCH)
+
+/* Version of the loaded library as MAJOR * 10000 + MINOR * 100 + PATCH;
+ * compare with SHEMB_VERSION_NUMBER, the version of this header. */
+SHEMB_API unsigned shemb_version(void);
+
+/* The same version as "MAJOR.MINOR.PATCH", followed by the build's features,
+ * e.g. "0.1.0 (jemalloc dnnl avx512)". Static storage. */
+SHEMB_API const char *shemb_version_string(void);
+
+/* ------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------ */
+
+enum shemb_status {
+	SHEMB_OK = 0,
+	SHEMB_EINVAL = -1,    /* an argument is invalid */
+	SHEMB_ENOMEM = -2,    /* out of memory, or over a memory budget */
+	SHEMB_ESTATE = -3,    /* call out of order (backward without lookup) */
+	SHEMB_ENOTSUP = -4,   /* not supported by this build or setup */
+	SHEMB_ENODEV = -5,    /* the requested device is not available */
+	SHEMB_EIO = -6,       /* a read or write of a file failed */
+	SHEMB_EPEER = -7,     /* a peer rank failed or left */
+	SHEMB_ETIMEDOUT = -8, /* a peer did not answer in time */
+	SHEMB_ECORRUPT = -9,  /* stored data failed verification */
+	SHEMB_EPERM = -10,    /* operation not allowed on this object */
+	SHEMB_EINTERNAL = -11 /* unexpected failure inside the library */
+};
+
+/* Short static description of a status code ("invalid argument"). */
+SHEMB_API const char *shemb_strerror(int code);
+
+/* ------------------------------------------------------------------------
+ * Context
+ * ------------------------------------------------------------------------ */
+
+typedef struct shemb_ctx shemb_ctx;
+typedef struct shemb_table shemb_table;
+
+enum shemb_log_level {
+	SHEMB_LOG_OFF = 0,
+	SHEMB_LOG_ERROR = 1,
+	SHEMB_LOG_WARN = 2,
+	SHEMB_LOG_INFO = 3,
+	SHEMB_LOG_DEBUG = 4
+};
+
+/* Receives one log line (no trailing newline); called from any thread. */
+typedef void (*shemb_log_fn)(void *arg, int level, const char *msg);
+
+struct shemb_ctx_attr {
+	size_t size;             /* sizeof(struct shemb_ctx_attr) */
+	int nthreads;            /* threads that run kernels, the caller
+				  * included; 0 = CPUs this process may use */
+	int log_level;           /* enum shemb_log_level; default WARN */
+	shemb_log_fn log_fn;     /* NULL = lines to stderr */
+	void *log_arg;           /* passed to log_fn */
+	uint64_t host_mem_bytes; /* budget for host row storage; 0 = the
+				  * machine's physical memory */
+	int rank;                /* this process's rank; default 0 */
+	int world_size;          /* number of ranks; default 1 */
+};
+
+/* Fill attr with the installed library's defaults (sets attr->size). */
+SHEMB_API void shemb_ctx_attr_init(struct shemb_ctx_attr *attr);
+
+/* Create a context: thread pool, allocator, CPU kernels for this machine.
+ * attr may be NULL for the defaults.  A world_size above 1 needs a transport
+ * and gives SHEMB_ENOTSUP in this release. */
+SHEMB_API int shemb_ctx_create(const struct shemb_ctx_attr *attr,
+			       shemb_ctx **ctx);
+
+/* Destroy a context and every table still attached to it.  NULL is a no-op.
+ * No other call may use the context or its tables during or after it. */
+SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx);
+
+/* Detail of the last failed call made on the calling thread with this
+ * context (or with one of its tables); ctx NULL gives the detail of the
+ * last failure that had no context, such as shemb_ctx_create.  Returns ""
+ * when there is none.  Valid until the next failing call on this thread. */
+SHEMB_API const char *shemb_ctx_last_error(const shemb_ctx *ctx);
+
+/* ------------------------------------------------------------------------
+ * Tables
+ * ------------------------------------------------------------------------ */
+
+enum shemb_dtype {
+	SHEMB_F32 = 0,  /* IEEE binary32 */
+	SHEMB_F16 = 1,  /* IEEE binary16 */
+	SHEMB_BF16 = 2  /* bfloat16 */
+};
+
+enum shemb_init {
+	SHEMB_INIT_UNIFORM = 0,  /* uniform in [init_low, init_high) */
+	SHEMB_INIT_NORMAL = 1,   /* normal(init_mean, init_std) */
+	SHEMB_INIT_ZEROS = 2,
+	SHEMB_INIT_CONSTANT = 3  /* every value init_value */
+};
+
+enum shemb_optimizer {
+	SHEMB_OPT_SGD = 0,
+	SHEMB_OPT_ADAGRAD = 1,         /* one accumulator per value */
+	SHEMB_OPT_ROWWISE_ADAGRAD = 2, /* one accumulator per row */
+	SHEMB_OPT_ADAM = 3             /* lazy: only touched rows change */
+};
+
+enum shemb_weight_decay {
+	SHEMB_WD_L2 = 0,       /* gradient += weight_decay * row */
+	SHEMB_WD_DECOUPLED = 1 /* row -= lr * weight_decay * row (AdamW) */
+};
+
+#define SHEMB_MAX_ROWS (INT64_C(1) << 40)
+#define SHEMB_MAX_DIM 4096
+
+struct shemb_table_attr {
+	size_t size;          /* sizeof(struct shemb_table_attr) */
+	const char *name;     /* copied; for messages; NULL = "table<id>" */
+	int64_t rows;         /* 1 .. SHEMB_MAX_ROWS; no default */
+	int dim;              /* 1 .. SHEMB_MAX_DIM; no default */
+	int dtype;            /* storage: SHEMB_F32 (default), F16, BF16 */
+	int64_t table_id;     /* mixed into initial values; -1 (default) =
+			       * creation order in the context: 0, 1, ... */
+	uint64_t seed;        /* initializer seed; default 0 */
+	int init;             /* enum shemb_init; default UNIFORM */
+	float init_low;       /* uniform range; when both are 0 (default) */
+	float init_high;      /*  the range is +-sqrt(1 / rows) */
+	float init_mean;      /* normal; default 0 */
+	float init_std;       /* normal; default 1 */
+	float init_value;     /* constant; default 0 */
+	int optimizer;        /* enum shemb_optimizer; default SGD */
+	float lr;             /* learning rate >= 0; default 0.01 */
+	float eps;            /* Adagrad and Adam; > 0; default 1e-8 */
+	float beta1;          /* Adam; [0, 1); default 0.9 */
+	float beta2;          /* Adam; [0, 1); default 0.999 */
+	float weight_decay;   /* >= 0; default 0 */
+	int weight_decay_mode;     /* enum shemb_weight_decay; default L2 */
+	float initial_accumulator; /* Adagrad state at start; >= 0; 0 */
+};
+
+/* Fill attr with the installed library's defaults (sets attr->size). */
+SHEMB_API void shemb_table_attr_init(struct shemb_table_attr *attr);
+
+/* Create a table of attr->rows rows of attr->dim values, initialised so
+ * that a value depends only on (seed, table_id, row, column).  Fails with
+ * SHEMB_ENOMEM when its storage would exceed the context's host budget. */
+SHEMB_API int shemb_table_create(shemb_ctx *ctx,
+				 const struct shemb_table_attr *attr,
+				 shemb_table **table);
+
+/* Destroy a table.  NULL is a no-op. */
+SHEMB_API int shemb_table_destroy(shemb_table *table);
+
+/* The table's effective attributes: defaults resolved (table_id, name,
+ * init range) and the current learning rate.  attr->size must be set;
+ * attr->name points into the table and lives as long as it. */
+SHEMB_API int shemb_table_get_attr(const shemb_table *table,
+				   struct shemb_table_attr *attr);
+
+/* Set the learning rate used by the next backward steps (finite, >= 0). */
+SHEMB_API int shemb_table_set_lr(shemb_table *table, float lr);
+
+/* Copy rows out as values of dtype (SHEMB_F32, F16 or BF16) into
+ * out[n][dim].  Reading in the storage dtype is exact. */
+SHEMB_API int shemb_table_read_rows(shemb_table *table, int64_t n,
+				    const int64_t *ids, void *out, int dtype);
+
+/* Overwrite rows from in[n][dim] of dtype, rounding to the storage dtype
+ * (round to nearest even).  Values must be finite; a repeated id takes the
+ * last of its rows.  Optimizer state is kept, unless flags has
+ * SHEMB_WRITE_RESET_STATE. */
+#define SHEMB_WRITE_RESET_STATE (1u << 0)
+SHEMB_API int shemb_table_write_rows(shemb_table *table, int64_t n,
+				     const int64_t *ids, const void *in,
+				     int dtype, unsigned flags);
+
+/* ------------------------------------------------------------------------
+ * Lookup and backward
+ * ------------------------------------------------------------------------ */
+
+enum shemb_pooling {
+	SHEMB_POOL_SUM = 0,  /* sum of weight * row over the bag */
+	SHEMB_POOL_MEAN = 1, /* that sum divided by the bag length */
+	SHEMB_POOL_MAX = 2,  /* column-wise max of weight * row */
+	SHEMB_POOL_NONE = 3  /* no pooling: one output row per id */
+};
+
+/*
+ * One table's input to a step: nbags bags in CSR form.  Bag b holds
+ * ids[offsets[b] .. offsets[b + 1] - 1].  offsets has nbags + 1 entries,
+ * starts at 0, never decreases and ends at nids.  An empty bag pools to
+ * zeros.  Arrays of this struct are read with the stride bags[0].size, so
+ * every element must come from shemb_bags_init().
+ */
+struct shemb_bags {
+	size_t size;            /* sizeof(struct shemb_bags) */
+	shemb_table *table;
+	int pooling;            /* enum shemb_pooling; default SUM */
+	int dim;                /* 0, or the row width the caller's buffers
+				 * assume: checked against the table's dim */
+	int64_t nbags;          /* >= 0 */
+	const int64_t *offsets; /* nbags + 1 entries; NULL when nbags == 0 */
+	int64_t nids;           /* < 2^31 per table and call */
+	const int64_t *ids;     /* 0 <= id < rows */
+	const float *weights;   /* NULL, or one finite weight per id */
+};
+
+/* Fill bags with defaults (sets bags->size). */
+SHEMB_API void shemb_bags_init(struct shemb_bags *bags);
+
+/* Lookup that will not be followed by a backward: keeps no step plan. */
+#define SHEMB_LOOKUP_NO_GRAD (1u << 0)
+
+/*
+ * Look up n tables (features) at once: out[i] receives bags[i].nbags rows
+ * of the table's dim floats (POOL_NONE: bags[i].nids rows).  A table may
+ * appear more than once.  Unless flags has SHEMB_LOOKUP_NO_GRAD, the step
+ * plan (distinct ids, and which positions use each) is kept for the
+ * following shemb_backward() with the same bags.  Collective once world
+ * size exceeds 1.
+ */
+SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
+			   const struct shemb_bags *bags, float *const *out,
+			   unsigned flags);
+
+/*
+ * Backward of the last lookup of these tables: grad[i] holds the gradient
+ * of out[i] of that lookup (same shape).  Gradients are expanded per id,
+ * summed per distinct row in position order, and each row is updated once
+ * by its table's optimizer.  The bags must be those of the lookup (same
+ * tables in the same order, offsets, ids and pooling): anything else gives
+ * SHEMB_EINVAL, no lookup gives SHEMB_ESTATE.  Consumes the plan.
+ */
+SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags,
+			     const float *const *grad);
+
+/* ------------------------------------------------------------------------
+ * Statistics
+ * ------------------------------------------------------------------------ */
+
+struct shemb_table_stats {
+	size_t size;           /* set by the caller: sizeof(the struct) */
+	uint64_t lookups;      /* bag sets looked up (one per shemb_bags) */
+	uint64_t backwards;    /* bag sets through backward */
+	uint64_t bags;         /* bags looked up */
+	uint64_t ids;          /* ids looked up */
+	uint64_t unique_ids;   /* distinct ids, summed over planned lookups */
+	uint64_t rows_updated; /* row updates applied by the optimizer */
+	uint64_t validate_ns;  /* time checking input */
+	uint64_t plan_ns;      /* time deduplicating ids (step plan) */
+	uint64_t pool_ns;      /* time gathering and pooling rows */
+	uint64_t update_ns;    /* time coalescing and applying updates */
+};
+
+/* Cumulative counters of a table since creation or the last reset. */
+SHEMB_API int shemb_table_stats(const shemb_table *table,
+				struct shemb_table_stats *stats);
+SHEMB_API int shemb_table_stats_reset(shemb_table *table);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHEMB_H */

@@ -1,0 +1,243 @@
+/*
+ * backward.c - shemb_backward: check the gradients and that the bags are
+ * those of the planned lookup, then one fused coalesce-and-update per
+ * distinct row.  Every table of the call is checked before any changes.
+ */
+#include "lib/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "lib/plan.h"
+#include "lib/step.h"
+
+static int differ(shemb_ctx *ctx, const shemb_table *t, int i,
+		  const char *what)
+{
+	return shemb__fail(ctx, SHEMB_EINVAL,
+			   "bags[%d] (table '%s'): %s differ from the last "
+			   "lookup of this table", i, t->name, what);
+}
+
+static int same_shape(shemb_ctx *ctx, const struct shemb__plan *p,
+		      const struct shemb__group *grp)
+{
+	if (p->nsets != grp->nsets)
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "table '%s': the last lookup had %d bag "
+				   "sets of it, this backward has %d",
+				   grp->table->name, p->nsets, grp->nsets);
+	for (int s = 0; s < grp->nsets; s++) {
+		const struct shemb_bags *b = grp->sets[s];
+		const struct shemb__plan_set *ps = &p->sets[s];
+
+		if (ps->pooling != b->pooling ||
+		    ps->weighted != (b->weights != NULL))
+			return differ(ctx, grp->table, grp->index[s],
+				      "pooling or weights");
+		if (ps->nbags != b->nbags || ps->nids != b->nids)
+			return differ(ctx, grp->table, grp->index[s],
+				      "bag or id counts");
+	}
+	return 0;
+}
+
+/* Offsets match when every position falls in the same bag as planned. */
+static int same_offsets(shemb_ctx *ctx, const struct shemb__plan *p,
+			const struct shemb__group *grp)
+{
+	for (int s = 0; s < grp->nsets; s++) {
+		const struct shemb_bags *b = grp->sets[s];
+		const struct shemb__plan_set *ps = &p->sets[s];
+		const int32_t *bag_of = p->bag_of + ps->pos_base;
+
+		if (b->pooling == SHEMB_POOL_NONE)
+			continue;
+		for (int64_t bag = 0; bag < b->nbags; bag++)
+			for (int64_t k = b->offsets[bag];
+			     k < b->offsets[bag + 1]; k++)
+				if (bag_of[k] != ps->bag_base + bag)
+					return differ(ctx, grp->table,
+						      grp->index[s], "offsets");
+	}
+	return 0;
+}
+
+static int set_of_position(const struct shemb__plan *p, int64_t pos)
+{
+	int s = 0;
+
+	while (s + 1 < p->nsets && p->sets[s + 1].pos_base <= pos)
+		s++;
+	return s;
+}
+
+static int same_ids(shemb_ctx *ctx, const struct shemb__plan *p,
+		    const struct shemb__group *grp)
+{
+	for (int64_t u = 0; u < p->nunique; u++) {
+		for (int32_t k = p->seg[u]; k < p->seg[u + 1]; k++) {
+			int32_t pos = p->pos[k];
+			int s = set_of_position(p, pos);
+
+			if (grp->sets[s]->ids[pos - p->sets[s].pos_base] !=
+			    p->unique[u])
+				return differ(ctx, grp->table, grp->index[s],
+					      "ids");
+		}
+	}
+	return 0;
+}
+
+static int check_group(shemb_ctx *ctx, const struct shemb__group *grp)
+{
+	const struct shemb__plan *p = grp->table->plan;
+	int rc;
+
+	if (!p)
+		return shemb__fail(ctx, SHEMB_ESTATE,
+				   "table '%s': backward without a lookup to "
+				   "pair with (none since the last backward, "
+				   "or only NO_GRAD lookups)", grp->table->name);
+	rc = same_shape(ctx, p, grp);
+	if (!rc)
+		rc = same_offsets(ctx, p, grp);
+	if (!rc)
+		rc = same_ids(ctx, p, grp);
+	return rc;
+}
+
+static struct shemb__opt opt_of(const shemb_table *t)
+{
+	const struct shemb_table_attr *a = &t->attr;
+	double step = (double)(t->step + 1);
+
+	return (struct shemb__opt){
+		.kind = a->optimizer,
+		.wd_mode = a->weight_decay_mode,
+		.lr = a->lr,
+		.eps = a->eps,
+		.beta1 = a->beta1,
+		.beta2 = a->beta2,
+		.weight_decay = a->weight_decay,
+		.bc1 = (float)(1.0 - pow(a->beta1, step)),
+		.bc2 = (float)(1.0 - pow(a->beta2, step)),
+	};
+}
+
+static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
+			const float *const *grad)
+{
+	shemb_table *t = grp->table;
+	const struct shemb__plan *p = t->plan;
+	struct shemb__bwd_set *sets = calloc((size_t)grp->nsets, sizeof(*sets));
+	struct shemb__update_job job = {
+		.store = &t->store,
+		.nunique = p->nunique,
+		.unique = p->unique,
+		.seg = p->seg,
+		.pos = p->pos,
+		.bag_of = p->bag_of,
+		.nsets = grp->nsets,
+		.sets = sets,
+		.opt = opt_of(t),
+	};
+	int rc;
+
+	if (!sets)
+		return SHEMB_ENOMEM;
+	for (int s = 0; s < grp->nsets; s++) {
+		const struct shemb__plan_set *ps = &p->sets[s];
+
+		sets[s] = (struct shemb__bwd_set){
+			.pooling = ps->pooling,
+			.bag_base = ps->bag_base,
+			.pos_base = ps->pos_base,
+			.nbags = ps->plan_bags,
+			.offsets = grp->sets[s]->offsets,
+			.weights = grp->sets[s]->weights,
+			.grad = grad[grp->index[s]],
+			.argmax = ps->pooling == SHEMB_POOL_MAX
+					  ? p->argmax + ps->argmax_off
+					  : NULL,
+		};
+	}
+	rc = ctx->mem->apply_updates(ctx->be, &job);
+	free(sets);
+	return rc;
+}
+
+/* The plan is used up: keep its buffers as the spare. */
+static void consume_plan(shemb_table *t)
+{
+	struct shemb__plan *drop;
+
+	pthread_mutex_lock(&t->plan_lock);
+	drop = t->spare;
+	t->spare = t->plan;
+	t->plan = NULL;
+	pthread_mutex_unlock(&t->plan_lock);
+	shemb__plan_free(t->ctx, drop);
+}
+
+static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
+		     const float *const *grad)
+{
+	for (int g = 0; g < st->ngroups; g++) {
+		const struct shemb__group *grp = &st->groups[g];
+		shemb_table *t = grp->table;
+		uint64_t t0 = shemb__now_ns();
+		int rc = update_group(ctx, grp, grad);
+
+		if (rc)
+			return shemb__fail(ctx, rc, "table '%s': update failed "
+					   "in the backend", t->name);
+		t->step++;
+		SHEMB__STAT_ADD(t, backwards, grp->nsets);
+		SHEMB__STAT_ADD(t, rows_updated, t->plan->nunique);
+		SHEMB__STAT_ADD(t, update_ns, shemb__now_ns() - t0);
+		consume_plan(t);
+	}
+	return 0;
+}
+
+static int check_grads(struct shemb__step *st, const float *const *grad)
+{
+	if (st->n > 0 && !grad)
+		return shemb__fail(st->ctx, SHEMB_EINVAL, "grad is NULL");
+	for (int i = 0; i < st->n; i++)
+		if (shemb__check_grad(st->ctx, &st->bags[i], i, grad[i]))
+			return SHEMB_EINVAL;
+	return 0;
+}
+
+SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags,
+			     const float *const *grad)
+{
+	struct shemb__step st;
+	uint64_t t0 = shemb__now_ns();
+	int rc;
+
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	rc = shemb__step_begin(&st, ctx, n, bags);
+	if (rc)
+		return rc;
+	rc = check_grads(&st, grad);
+	if (rc) {
+		shemb__step_end(&st);
+		return rc;
+	}
+	shemb__step_lock(&st, true);
+	for (int g = 0; !rc && g < st.ngroups; g++)
+		rc = check_group(ctx, &st.groups[g]);
+	for (int g = 0; g < st.ngroups; g++)
+		SHEMB__STAT_ADD(st.groups[g].table, validate_ns,
+				(shemb__now_ns() - t0) / (uint64_t)st.ngroups);
+	if (!rc)
+		rc = apply_all(ctx, &st, grad);
+	shemb__step_unlock(&st);
+	shemb__step_end(&st);
+	return rc;
+}

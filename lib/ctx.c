@@ -1,0 +1,156 @@
+/*
+ * ctx.c - contexts: attributes, thread pool, backend, memory budget.
+ */
+#define _GNU_SOURCE
+#include "lib/internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu/threadpool.h"
+#include "lib/backend.h"
+#include "lib/table.h"
+
+#define MAX_THREADS 1024
+
+/* The size of the first released struct shemb_ctx_attr. */
+#define CTX_ATTR_V1_SIZE                                                      \
+	(offsetof(struct shemb_ctx_attr, world_size) + sizeof(int))
+
+static atomic_uint_fast64_t next_serial = 1;
+
+SHEMB_API void shemb_ctx_attr_init(struct shemb_ctx_attr *attr)
+{
+	if (!attr)
+		return;
+	memset(attr, 0, sizeof(*attr));
+	attr->size = sizeof(*attr);
+	attr->log_level = SHEMB_LOG_WARN;
+	attr->rank = 0;
+	attr->world_size = 1;
+}
+
+static int cpus_available(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	return (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+static uint64_t physical_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page
+				     : UINT64_MAX;
+}
+
+static int check_attr(const struct shemb_ctx_attr *a)
+{
+	if (a->nthreads < 0 || a->nthreads > MAX_THREADS)
+		return shemb__fail(NULL, SHEMB_EINVAL,
+				   "nthreads %d outside 0 .. %d", a->nthreads,
+				   MAX_THREADS);
+	if (a->log_level < SHEMB_LOG_OFF || a->log_level > SHEMB_LOG_DEBUG)
+		return shemb__fail(NULL, SHEMB_EINVAL,
+				   "log_level %d outside 0 .. %d", a->log_level,
+				   SHEMB_LOG_DEBUG);
+	if (a->world_size < 1 || a->rank < 0 || a->rank >= a->world_size)
+		return shemb__fail(NULL, SHEMB_EINVAL,
+				   "rank %d of world size %d is impossible",
+				   a->rank, a->world_size);
+	if (a->world_size > 1)
+		return shemb__fail(NULL, SHEMB_ENOTSUP,
+				   "world size %d needs the multi-rank "
+				   "transport, which this release lacks",
+				   a->world_size);
+	return 0;
+}
+
+static int ctx_init(shemb_ctx *ctx)
+{
+	int rc;
+
+	ctx->serial = atomic_fetch_add(&next_serial, 1);
+	if (ctx->attr.nthreads == 0)
+		ctx->attr.nthreads = cpus_available();
+	ctx->host_budget = ctx->attr.host_mem_bytes ? ctx->attr.host_mem_bytes
+						    : physical_memory();
+	pthread_mutex_init(&ctx->lock, NULL);
+	rc = shemb__pool_create(ctx->attr.nthreads, &ctx->pool);
+	if (rc)
+		return shemb__fail(NULL, rc, "cannot start %d threads",
+				   ctx->attr.nthreads);
+	return shemb__backend_open(ctx);
+}
+
+SHEMB_API int shemb_ctx_create(const struct shemb_ctx_attr *attr,
+			       shemb_ctx **out)
+{
+	shemb_ctx *ctx;
+	int rc;
+
+	if (!out)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx pointer is NULL");
+	*out = NULL;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_ENOMEM, "no memory for a context");
+	shemb_ctx_attr_init(&ctx->attr);
+	if (attr && shemb__copy_sized(&ctx->attr, sizeof(ctx->attr), attr,
+				      CTX_ATTR_V1_SIZE)) {
+		free(ctx);
+		return shemb__fail(NULL, SHEMB_EINVAL,
+				   "attr->size %zu is not a struct "
+				   "shemb_ctx_attr this library knows "
+				   "(set it with shemb_ctx_attr_init)",
+				   attr->size);
+	}
+	rc = check_attr(&ctx->attr);
+	if (!rc)
+		rc = ctx_init(ctx);
+	if (rc) {
+		shemb_ctx_destroy(ctx);
+		return rc;
+	}
+	shemb__log(ctx, SHEMB_LOG_INFO, "context: %s, host budget %llu MiB",
+		   ctx->mem->describe(ctx->be),
+		   (unsigned long long)(ctx->host_budget >> 20));
+	*out = ctx;
+	return 0;
+}
+
+SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx)
+{
+	if (!ctx)
+		return 0;
+	while (ctx->tables)
+		shemb_table_destroy(ctx->tables);
+	if (ctx->mem)
+		shemb__backend_close(ctx);
+	shemb__pool_destroy(ctx->pool);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+	return 0;
+}
+
+int shemb__ctx_reserve(shemb_ctx *ctx, uint64_t bytes)
+{
+	uint_fast64_t used = atomic_load(&ctx->host_used);
+
+	do {
+		if (bytes > ctx->host_budget || used > ctx->host_budget - bytes)
+			return -1;
+	} while (!atomic_compare_exchange_weak(&ctx->host_used, &used,
+					       used + bytes));
+	return 0;
+}
+
+void shemb__ctx_release(shemb_ctx *ctx, uint64_t bytes)
+{
+	atomic_fetch_sub(&ctx->host_used, bytes);
+}

@@ -1,0 +1,98 @@
+/*
+ * internal.h - the core's view of contexts, tables and step plans.
+ *
+ * Nothing here is installed.  lib/ is backend-neutral: it reaches memory and
+ * kernels only through struct shemb_mem_ops (lib/mem_ops.h).
+ */
+#ifndef SHEMB_INTERNAL_H
+#define SHEMB_INTERNAL_H
+
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shemb.h"
+#include "lib/mem_ops.h"
+
+#define SHEMB__HIDDEN __attribute__((visibility("hidden")))
+
+/*
+ * Memory rule: in a jemalloc build, malloc() and free() inside the library
+ * are those of the library's private, hidden copy of jemalloc, not the host
+ * program's.  Never free() memory that another library allocated (strdup,
+ * getline, asprintf ...), and never hand our malloc()ed memory to another
+ * library to free.
+ */
+
+struct shemb__pool;
+
+struct shemb_ctx {
+	struct shemb_ctx_attr attr;
+	uint64_t serial;              /* tags this context's error details */
+	const struct shemb_mem_ops *mem;
+	void *be;                     /* the backend's own state */
+	struct shemb__pool *pool;     /* threads for the core's own loops */
+	uint64_t host_budget;         /* bytes of row storage allowed */
+	atomic_uint_fast64_t host_used;
+
+	pthread_mutex_t lock;         /* guards the fields below */
+	struct shemb_table *tables;   /* doubly linked, newest first */
+	int64_t next_table_id;
+	uint64_t next_table_serial;
+};
+
+/* Cumulative counters; relaxed atomics, since lookups run concurrently. */
+struct shemb__stats {
+	atomic_uint_fast64_t lookups, backwards, bags, ids, unique_ids;
+	atomic_uint_fast64_t rows_updated;
+	atomic_uint_fast64_t validate_ns, plan_ns, pool_ns, update_ns;
+};
+
+struct shemb__plan;
+
+struct shemb_table {
+	shemb_ctx *ctx;
+	struct shemb_table *prev, *next;
+	uint64_t serial;              /* lock order in multi-table calls */
+	struct shemb_table_attr attr; /* effective; attr.name -> name */
+	char *name;
+	struct shemb__store store;
+	uint64_t step;                /* backward steps applied (Adam) */
+
+	/* Lookups hold it shared; backward, row writes and set_lr hold it
+	 * exclusive, so a lookup never sees a half-updated row. */
+	pthread_rwlock_t rows_lock;
+
+	pthread_mutex_t plan_lock;    /* guards plan and spare */
+	struct shemb__plan *plan;     /* of the last planned lookup */
+	struct shemb__plan *spare;    /* recycled buffers */
+
+	struct shemb__stats stats;
+};
+
+/* error.c */
+SHEMB__HIDDEN int shemb__fail(const shemb_ctx *ctx, int code,
+			      const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* log.c */
+SHEMB__HIDDEN void shemb__log(const shemb_ctx *ctx, int level,
+			      const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* attr.c: copy a caller's sized struct into ours (see attr.c) */
+SHEMB__HIDDEN int shemb__copy_sized(void *dst, size_t dst_size,
+				    const void *src, size_t min_size);
+
+/* time.c */
+SHEMB__HIDDEN uint64_t shemb__now_ns(void);
+
+#define SHEMB__STAT_ADD(t, field, v)                                         \
+	atomic_fetch_add_explicit(&(t)->stats.field, (uint64_t)(v),         \
+				  memory_order_relaxed)
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * lookup.c - shemb_lookup: check, plan (unless NO_GRAD), gather and pool.
+ *
+ * Plans of every table of the call are built before any output is written
+ * and stored only when the whole call succeeds, so a failed call leaves
+ * each table's last plan as it was.
+ */
+#include "lib/internal.h"
+
+#include <stdlib.h>
+
+#include "lib/plan.h"
+#include "lib/step.h"
+
+static void add_shared_time(struct shemb__step *st, uint64_t ns)
+{
+	int64_t total = 0;
+
+	for (int i = 0; i < st->n; i++)
+		total += st->bags[i].nids + 1;
+	for (int i = 0; i < st->n; i++)
+		SHEMB__STAT_ADD(st->bags[i].table, validate_ns,
+				ns * (uint64_t)(st->bags[i].nids + 1) /
+					(uint64_t)total);
+}
+
+static struct shemb__plan *take_spare(shemb_table *t)
+{
+	struct shemb__plan *p;
+
+	pthread_mutex_lock(&t->plan_lock);
+	p = t->spare;
+	t->spare = NULL;
+	pthread_mutex_unlock(&t->plan_lock);
+	return p;
+}
+
+/* Keep plan as the table's current one; the one it replaces is recycled. */
+static void commit_plan(shemb_table *t, struct shemb__plan *plan)
+{
+	struct shemb__plan *old, *drop = NULL;
+
+	pthread_mutex_lock(&t->plan_lock);
+	old = t->plan;
+	t->plan = plan;
+	if (old) {
+		drop = t->spare;
+		t->spare = old;
+	}
+	pthread_mutex_unlock(&t->plan_lock);
+	shemb__plan_free(t->ctx, drop);
+}
+
+static void give_back(shemb_table *t, struct shemb__plan *plan)
+{
+	struct shemb__plan *drop = plan;
+
+	pthread_mutex_lock(&t->plan_lock);
+	if (!t->spare) {
+		t->spare = plan;
+		drop = NULL;
+	}
+	pthread_mutex_unlock(&t->plan_lock);
+	shemb__plan_free(t->ctx, drop);
+}
+
+static int build_plans(struct shemb__step *st, struct shemb__plan **plans)
+{
+	for (int g = 0; g < st->ngroups; g++) {
+		struct shemb__group *grp = &st->groups[g];
+		uint64_t t0 = shemb__now_ns();
+		int rc;
+
+		plans[g] = take_spare(grp->table);
+		rc = shemb__plan_build(grp->table, grp->nsets, grp->sets,
+				       &plans[g]);
+		if (rc)
+			return shemb__fail(st->ctx, rc,
+					   "table '%s': no memory for the step "
+					   "plan of %d sets", grp->table->name,
+					   grp->nsets);
+		SHEMB__STAT_ADD(grp->table, plan_ns, shemb__now_ns() - t0);
+		SHEMB__STAT_ADD(grp->table, unique_ids, plans[g]->nunique);
+	}
+	return 0;
+}
+
+static int pool_group(struct shemb__step *st, const struct shemb__group *grp,
+		      const struct shemb__plan *plan, float *const *out)
+{
+	shemb_table *t = grp->table;
+	uint64_t t0 = shemb__now_ns();
+
+	for (int s = 0; s < grp->nsets; s++) {
+		const struct shemb_bags *b = grp->sets[s];
+		const struct shemb__plan_set *ps = plan ? &plan->sets[s] : NULL;
+		struct shemb__pool_job job = {
+			.store = &t->store,
+			.pooling = b->pooling,
+			.nbags = b->nbags,
+			.nids = b->nids,
+			.offsets = b->offsets,
+			.ids = b->ids,
+			.weights = b->weights,
+			.out = out[grp->index[s]],
+			.argmax = ps && b->pooling == SHEMB_POOL_MAX
+					  ? plan->argmax + ps->argmax_off
+					  : NULL,
+			.pos_base = ps ? ps->pos_base : 0,
+		};
+		int rc = t->ctx->mem->gather_pool(t->ctx->be, &job);
+
+		if (rc)
+			return shemb__fail(st->ctx, rc, "table '%s': lookup "
+					   "failed in the backend", t->name);
+		SHEMB__STAT_ADD(t, lookups, 1);
+		SHEMB__STAT_ADD(t, bags, b->nbags);
+		SHEMB__STAT_ADD(t, ids, b->nids);
+	}
+	SHEMB__STAT_ADD(t, pool_ns, shemb__now_ns() - t0);
+	return 0;
+}
+
+static int check_outputs(struct shemb__step *st, float *const *out)
+{
+	if (st->n > 0 && !out)
+		return shemb__fail(st->ctx, SHEMB_EINVAL, "out is NULL");
+	for (int i = 0; i < st->n; i++)
+		if (shemb__check_rows_out(st->ctx, &st->bags[i], i, out[i],
+					  "out"))
+			return SHEMB_EINVAL;
+	return 0;
+}
+
+static int run_lookup(struct shemb__step *st, float *const *out,
+		      bool planned)
+{
+	struct shemb__plan **plans = NULL;
+	int rc = 0;
+
+	if (planned) {
+		plans = calloc((size_t)st->ngroups, sizeof(*plans));
+		if (!plans)
+			return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	shemb__step_lock(st, false);
+	if (planned)
+		rc = build_plans(st, plans);
+	for (int g = 0; !rc && g < st->ngroups; g++)
+		rc = pool_group(st, &st->groups[g], plans ? plans[g] : NULL,
+				out);
+	shemb__step_unlock(st);
+	for (int g = 0; planned && g < st->ngroups; g++) {
+		if (!plans[g])
+			continue;
+		if (rc)
+			give_back(st->groups[g].table, plans[g]);
+		else
+			commit_plan(st->groups[g].table, plans[g]);
+	}
+	free(plans);
+	return rc;
+}
+
+SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
+			   const struct shemb_bags *bags, float *const *out,
+			   unsigned flags)
+{
+	struct shemb__step st;
+	uint64_t t0 = shemb__now_ns();
+	int rc;
+
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	if (flags & ~SHEMB_LOOKUP_NO_GRAD)
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "unknown lookup flags 0x%x", flags);
+	rc = shemb__step_begin(&st, ctx, n, bags);
+	if (rc)
+		return rc;
+	rc = check_outputs(&st, out);
+	if (!rc) {
+		add_shared_time(&st, shemb__now_ns() - t0);
+		rc = run_lookup(&st, out, !(flags & SHEMB_LOOKUP_NO_GRAD));
+	}
+	shemb__step_end(&st);
+	return rc;
+}

@@ -1,0 +1,108 @@
+/*
+ * mem_ops.h - the memory-and-kernels seam between the core and a backend.
+ *
+ * A backend (cpu/ now, gpu/ later) owns a table's row store and runs the
+ * kernels over it.  The core prepares validated, planned jobs and calls
+ * these operations; it never touches rows itself.  The table starts with
+ * `size` so it can grow, as libfabric's fi_ops tables do.
+ */
+#ifndef SHEMB_MEM_OPS_H
+#define SHEMB_MEM_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * A table's rows on one backend.  Record r starts at base + r * stride and
+ * holds dim values of dtype, then (at state_off) nstate floats of optimizer
+ * state, so a row and its state move together.
+ */
+struct shemb__store {
+	void *base;
+	size_t stride;
+	size_t bytes;
+	size_t state_off;
+	int64_t rows;
+	int dim;
+	int dtype;
+	int nstate;
+};
+
+/* How initial values are made: see lib/rowinit.c. */
+struct shemb__init_spec {
+	int kind;
+	float a, b;          /* uniform: [a, b); normal: mean a, std b;
+			      * constant: a */
+	uint64_t seed;
+	int64_t table_id;
+	float state_init;    /* initial value of every state float */
+};
+
+/* Pool one bag set straight from its ids (lookup). */
+struct shemb__pool_job {
+	const struct shemb__store *store;
+	int pooling;
+	int64_t nbags;
+	int64_t nids;
+	const int64_t *offsets;
+	const int64_t *ids;
+	const float *weights;
+	float *out;
+	int32_t *argmax;     /* MAX with a plan: [nbags][dim] positions */
+	int64_t pos_base;    /* plan position of ids[0] */
+};
+
+struct shemb__opt {
+	int kind;
+	int wd_mode;
+	float lr, eps, beta1, beta2, weight_decay;
+	float bc1, bc2;      /* Adam bias corrections 1 - beta^step */
+};
+
+/* One bag set as seen by the backward kernel. */
+struct shemb__bwd_set {
+	int pooling;
+	int64_t bag_base;    /* plan bag index of this set's bag 0 */
+	int64_t pos_base;    /* plan position of this set's id 0 */
+	int64_t nbags;       /* plan bags: POOL_NONE counts one per id */
+	const int64_t *offsets;
+	const float *weights;
+	const float *grad;
+	const int32_t *argmax;
+};
+
+/* Coalesce and apply: one fused update per distinct row of the plan. */
+struct shemb__update_job {
+	struct shemb__store *store;
+	int64_t nunique;
+	const int64_t *unique;   /* distinct ids, ascending */
+	const int32_t *seg;      /* nunique + 1 */
+	const int32_t *pos;      /* plan positions grouped by id */
+	const int32_t *bag_of;   /* plan bag of each position */
+	int nsets;
+	const struct shemb__bwd_set *sets;
+	struct shemb__opt opt;
+};
+
+struct shemb_mem_ops {
+	size_t size;
+	const char *name;
+	int (*store_alloc)(void *be, struct shemb__store *s);
+	void (*store_free)(void *be, struct shemb__store *s);
+	int (*init_rows)(void *be, struct shemb__store *s,
+			 const struct shemb__init_spec *init);
+	int (*gather_pool)(void *be, const struct shemb__pool_job *job);
+	int (*apply_updates)(void *be, const struct shemb__update_job *job);
+	int (*read_rows)(void *be, const struct shemb__store *s, int64_t n,
+			 const int64_t *ids, void *out, int dtype);
+	int (*write_rows)(void *be, struct shemb__store *s, int64_t n,
+			  const int64_t *ids, const void *in, int dtype,
+			  const float *reset_state);
+	/* staging memory for plans and scratch, from the backend's arena */
+	void *(*scratch_alloc)(void *be, size_t bytes);
+	void (*scratch_free)(void *be, void *p, size_t bytes);
+	int (*synchronize)(void *be);
+	const char *(*describe)(void *be);
+};
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * plan.h - the step plan of one table: its distinct ids and, for each, the
+ * positions of the batch that use it.  Made by a lookup, used by the
+ * backward of that lookup (and later by the exchange between ranks).
+ */
+#ifndef SHEMB_PLAN_H
+#define SHEMB_PLAN_H
+
+#include "lib/internal.h"
+
+/* One bag set (a struct shemb_bags of the call) as the plan sees it. */
+struct shemb__plan_set {
+	int pooling;
+	int weighted;
+	int64_t nbags;        /* the caller's bags */
+	int64_t nids;
+	int64_t bag_base;     /* plan bag index of bag 0 */
+	int64_t pos_base;     /* plan position of id 0 */
+	int64_t plan_bags;    /* nbags, or nids for POOL_NONE */
+	int64_t argmax_off;   /* MAX: offset of its [nbags][dim] in argmax */
+};
+
+struct shemb__plan {
+	int nsets;
+	struct shemb__plan_set *sets;
+	int64_t nids;         /* positions, all sets together */
+	int64_t nbags;        /* plan bags, all sets together */
+	int64_t nunique;
+	int64_t *unique;      /* distinct ids, ascending */
+	int32_t *seg;         /* nunique + 1 */
+	int32_t *pos;         /* positions grouped by id, ascending in a group */
+	int32_t *bag_of;      /* plan bag of each position */
+	int32_t *argmax;      /* MAX sets: position giving each output value */
+	int64_t nargmax;
+
+	/* capacities, so a recycled plan reuses its buffers */
+	int cap_sets;
+	int64_t cap_ids, cap_argmax;
+	uint64_t *keys_tmp;   /* radix sort ping-pong buffers */
+	int32_t *vals_tmp;
+};
+
+/* Build the plan of the bag sets `sets` (all of one table) into *plan,
+ * reusing (*plan)'s buffers when it is not NULL. */
+int shemb__plan_build(shemb_table *t, int nsets,
+		      const struct shemb_bags *const *sets,
+		      struct shemb__plan **plan);
+
+void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *plan);
+
+#endif

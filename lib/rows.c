@@ -1,0 +1,129 @@
+/*
+ * rows.c - read and overwrite rows by id, for inspection, import and tests.
+ */
+#include "lib/internal.h"
+
+#include <stdlib.h>
+
+#include "cpu/half.h"
+#include "lib/step.h"
+
+static int check_dtype(const shemb_table *t, int dtype)
+{
+	if (dtype != SHEMB_F32 && dtype != SHEMB_F16 && dtype != SHEMB_BF16)
+		return shemb__fail(t->ctx, SHEMB_EINVAL,
+				   "table '%s': dtype %d is not SHEMB_F32, F16 "
+				   "or BF16", t->name, dtype);
+	return 0;
+}
+
+static int check_io(const shemb_table *t, int64_t n, const int64_t *ids,
+		    const void *buf, int dtype, const char *where)
+{
+	int rc;
+
+	if (n < 0 || (n > 0 && (!ids || !buf)))
+		return shemb__fail(t->ctx, SHEMB_EINVAL,
+				   "%s (table '%s'): n is %lld with ids or "
+				   "rows NULL or n negative", where, t->name,
+				   (long long)n);
+	rc = check_dtype(t, dtype);
+	if (!rc)
+		rc = shemb__check_ids(t->ctx, t, n, ids, where);
+	return rc;
+}
+
+/* Exponent all ones: infinite or NaN, in any of the three formats. */
+static int64_t first_non_finite(const void *in, int dtype, int64_t n)
+{
+	const uint16_t *h = in;
+	const float *f = in;
+
+	for (int64_t k = 0; k < n; k++) {
+		int bad;
+
+		if (dtype == SHEMB_F32)
+			bad = (shemb__f32_bits(f[k]) & 0x7f800000u) ==
+			      0x7f800000u;
+		else if (dtype == SHEMB_F16)
+			bad = (h[k] & 0x7c00u) == 0x7c00u;
+		else
+			bad = (h[k] & 0x7f80u) == 0x7f80u;
+		if (bad)
+			return k;
+	}
+	return -1;
+}
+
+SHEMB_API int shemb_table_read_rows(shemb_table *t, int64_t n,
+				    const int64_t *ids, void *out, int dtype)
+{
+	shemb_ctx *ctx;
+	int rc;
+
+	if (!t)
+		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	ctx = t->ctx;
+	rc = check_io(t, n, ids, out, dtype, "read_rows");
+	if (rc || n == 0)
+		return rc;
+	pthread_rwlock_rdlock(&t->rows_lock);
+	rc = ctx->mem->read_rows(ctx->be, &t->store, n, ids, out, dtype);
+	pthread_rwlock_unlock(&t->rows_lock);
+	if (rc)
+		return shemb__fail(ctx, rc, "read_rows (table '%s') failed in "
+				   "the backend", t->name);
+	return 0;
+}
+
+static float *initial_state(const shemb_table *t)
+{
+	float *st = malloc(((size_t)t->store.nstate + 1) * sizeof(float));
+	float v = t->attr.optimizer == SHEMB_OPT_ADAM
+			  ? 0.0f
+			  : t->attr.initial_accumulator;
+
+	for (int i = 0; st && i < t->store.nstate; i++)
+		st[i] = v;
+	return st;
+}
+
+SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
+				     const int64_t *ids, const void *in,
+				     int dtype, unsigned flags)
+{
+	float *reset = NULL;
+	shemb_ctx *ctx;
+	int64_t k;
+	int rc;
+
+	if (!t)
+		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	ctx = t->ctx;
+	if (flags & ~SHEMB_WRITE_RESET_STATE)
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "write_rows: unknown flags 0x%x", flags);
+	rc = check_io(t, n, ids, in, dtype, "write_rows");
+	if (rc || n == 0)
+		return rc;
+	k = first_non_finite(in, dtype, n * t->attr.dim);
+	if (k >= 0)
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "write_rows (table '%s') row %lld column "
+				   "%d: value is not finite", t->name,
+				   (long long)(k / t->attr.dim),
+				   (int)(k % t->attr.dim));
+	if (flags & SHEMB_WRITE_RESET_STATE) {
+		reset = initial_state(t);
+		if (!reset)
+			return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	}
+	pthread_rwlock_wrlock(&t->rows_lock);
+	rc = ctx->mem->write_rows(ctx->be, &t->store, n, ids, in, dtype, reset);
+	pthread_rwlock_unlock(&t->rows_lock);
+	free(reset);
+	if (rc)
+		return shemb__fail(ctx, rc, "write_rows (table '%s') failed "
+				   "in the backend", t->name);
+	return 0;
+}

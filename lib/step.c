@@ -1,0 +1,170 @@
+/*
+ * step.c - copy, check and group the bag sets of a call by table.
+ */
+#include "lib/step.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The size of the first released struct shemb_bags. */
+#define BAGS_V1_SIZE (offsetof(struct shemb_bags, weights) + sizeof(void *))
+
+static int copy_sets(struct shemb__step *st, const struct shemb_bags *bags)
+{
+	size_t stride = bags->size;
+
+	if (stride < BAGS_V1_SIZE)
+		return shemb__fail(st->ctx, SHEMB_EINVAL,
+				   "bags[0].size %zu is not a struct "
+				   "shemb_bags (use shemb_bags_init)",
+				   stride);
+	for (int i = 0; i < st->n; i++) {
+		const struct shemb_bags *src =
+			(const void *)((const char *)bags + (size_t)i * stride);
+
+		shemb_bags_init(&st->bags[i]);
+		if (src->size != stride ||
+		    shemb__copy_sized(&st->bags[i], sizeof(st->bags[i]), src,
+				      BAGS_V1_SIZE))
+			return shemb__fail(st->ctx, SHEMB_EINVAL,
+					   "bags[%d].size %zu differs from "
+					   "bags[0].size or sets fields this "
+					   "library lacks",
+					   i, src->size);
+	}
+	return 0;
+}
+
+static int by_serial(const void *a, const void *b)
+{
+	const struct shemb__group *x = a, *y = b;
+
+	return (x->table->serial > y->table->serial) -
+	       (x->table->serial < y->table->serial);
+}
+
+static struct shemb__group *find_group(struct shemb__step *st,
+				       const shemb_table *t)
+{
+	for (int g = 0; g < st->ngroups; g++)
+		if (st->groups[g].table == t)
+			return &st->groups[g];
+	return NULL;
+}
+
+/* Sets of one table stay in call order within their group. */
+static void group_sets(struct shemb__step *st)
+{
+	int used = 0;
+
+	for (int i = 0; i < st->n; i++) {
+		if (find_group(st, st->bags[i].table))
+			continue;
+		st->groups[st->ngroups].table = st->bags[i].table;
+		st->groups[st->ngroups].nsets = 0;
+		st->ngroups++;
+	}
+	qsort(st->groups, (size_t)st->ngroups, sizeof(*st->groups), by_serial);
+	for (int g = 0; g < st->ngroups; g++) {
+		struct shemb__group *grp = &st->groups[g];
+
+		grp->sets = st->set_ptrs + used;
+		grp->index = st->set_index + used;
+		for (int i = 0; i < st->n; i++) {
+			if (st->bags[i].table != grp->table)
+				continue;
+			grp->sets[grp->nsets] = &st->bags[i];
+			grp->index[grp->nsets++] = i;
+		}
+		used += grp->nsets;
+	}
+}
+
+static int check_totals(struct shemb__step *st)
+{
+	for (int g = 0; g < st->ngroups; g++) {
+		const struct shemb__group *grp = &st->groups[g];
+		int64_t ids = 0, bags = 0;
+
+		for (int s = 0; s < grp->nsets; s++) {
+			ids += grp->sets[s]->nids;
+			bags += shemb__set_rows(grp->sets[s]);
+		}
+		if (ids > INT32_MAX || bags > INT32_MAX)
+			return shemb__fail(st->ctx, SHEMB_EINVAL,
+					   "table '%s': more than 2^31 - 1 ids "
+					   "or bags in one call",
+					   grp->table->name);
+	}
+	return 0;
+}
+
+int shemb__step_begin(struct shemb__step *st, shemb_ctx *ctx, int n,
+		      const struct shemb_bags *bags)
+{
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	st->ctx = ctx;
+	st->n = n;
+	if (n < 0 || (n > 0 && !bags))
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "n is %d and bags is %s", n,
+				   bags ? "set" : "NULL");
+	if (n == 0)
+		return 0;
+	st->bags = calloc((size_t)n, sizeof(*st->bags));
+	st->groups = calloc((size_t)n, sizeof(*st->groups));
+	st->set_ptrs = calloc((size_t)n, sizeof(*st->set_ptrs));
+	st->set_index = calloc((size_t)n, sizeof(*st->set_index));
+	if (!st->bags || !st->groups || !st->set_ptrs || !st->set_index) {
+		shemb__step_end(st);
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for %d sets", n);
+	}
+	rc = copy_sets(st, bags);
+	for (int i = 0; !rc && i < n; i++)
+		rc = shemb__check_set(ctx, &st->bags[i], i);
+	if (!rc) {
+		group_sets(st);
+		rc = check_totals(st);
+	}
+	if (rc)
+		shemb__step_end(st);
+	return rc;
+}
+
+void shemb__step_end(struct shemb__step *st)
+{
+	free(st->bags);
+	free(st->groups);
+	free(st->set_ptrs);
+	free(st->set_index);
+	memset(st, 0, sizeof(*st));
+}
+
+void shemb__step_lock(struct shemb__step *st, bool exclusive)
+{
+	for (int g = 0; g < st->ngroups; g++) {
+		pthread_rwlock_t *l = &st->groups[g].table->rows_lock;
+
+		if (exclusive)
+			pthread_rwlock_wrlock(l);
+		else
+			pthread_rwlock_rdlock(l);
+	}
+}
+
+void shemb__step_unlock(struct shemb__step *st)
+{
+	for (int g = st->ngroups - 1; g >= 0; g--)
+		pthread_rwlock_unlock(&st->groups[g].table->rows_lock);
+}
+
+SHEMB_API void shemb_bags_init(struct shemb_bags *bags)
+{
+	if (!bags)
+		return;
+	memset(bags, 0, sizeof(*bags));
+	bags->size = sizeof(*bags);
+	bags->pooling = SHEMB_POOL_SUM;
+}

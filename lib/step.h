@@ -1,0 +1,51 @@
+/*
+ * step.h - one lookup or backward call: its bag sets copied in, grouped by
+ * table, and the tables locked in a fixed order.
+ */
+#ifndef SHEMB_STEP_H
+#define SHEMB_STEP_H
+
+#include "lib/internal.h"
+
+struct shemb__group {
+	shemb_table *table;
+	int nsets;
+	const struct shemb_bags **sets; /* this table's sets, call order */
+	int *index;                     /* their positions in the call */
+};
+
+struct shemb__step {
+	shemb_ctx *ctx;
+	int n;
+	struct shemb_bags *bags;        /* the caller's sets, our layout */
+	int ngroups;
+	struct shemb__group *groups;    /* ascending table serial */
+	const struct shemb_bags **set_ptrs;
+	int *set_index;
+};
+
+/* Copy and group the caller's n bag sets; checks the structure of each
+ * (table, pooling, counts, offsets, ids, weights).  On failure nothing is
+ * held. */
+int shemb__step_begin(struct shemb__step *st, shemb_ctx *ctx, int n,
+		      const struct shemb_bags *bags);
+void shemb__step_end(struct shemb__step *st);
+
+/* Lock every table of the step: shared for lookups, else exclusive.
+ * Tables are taken in serial order, so concurrent calls cannot deadlock. */
+void shemb__step_lock(struct shemb__step *st, bool exclusive);
+void shemb__step_unlock(struct shemb__step *st);
+
+/* validate.c */
+int shemb__check_set(shemb_ctx *ctx, const struct shemb_bags *b, int i);
+int shemb__check_rows_out(shemb_ctx *ctx, const struct shemb_bags *b, int i,
+			  const void *buf, const char *what);
+int shemb__check_grad(shemb_ctx *ctx, const struct shemb_bags *b, int i,
+		      const float *grad);
+int64_t shemb__set_rows(const struct shemb_bags *b);
+int shemb__check_ids(shemb_ctx *ctx, const shemb_table *t, int64_t n,
+		     const int64_t *ids, const char *where);
+int shemb__check_finite(shemb_ctx *ctx, const float *v, int64_t n,
+			const char *what);
+
+#endif

@@ -1,0 +1,272 @@
+/*
+ * table.c - create and destroy tables, their row layout, their attributes.
+ */
+#include "lib/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/plan.h"
+#include "lib/table.h"
+
+/* The size of the first released struct shemb_table_attr. */
+#define TABLE_ATTR_V1_SIZE                                                    \
+	(offsetof(struct shemb_table_attr, initial_accumulator) + sizeof(float))
+
+static size_t round_up(size_t x, size_t to)
+{
+	return (x + to - 1) / to * to;
+}
+
+static size_t next_pow2(size_t x)
+{
+	size_t p = 4;
+
+	while (p < x)
+		p *= 2;
+	return p;
+}
+
+/*
+ * A record is the row, then its optimizer state (fp32).  Records of up to
+ * 32 bytes take a power of two, larger ones a multiple of 64: with the
+ * store cache-line aligned, no record straddles more lines than it must.
+ */
+static void layout(struct shemb__store *s, const struct shemb_table_attr *a)
+{
+	size_t row = (size_t)a->dim * (a->dtype == SHEMB_F32 ? 4 : 2);
+	size_t raw;
+
+	s->rows = a->rows;
+	s->dim = a->dim;
+	s->dtype = a->dtype;
+	s->nstate = shemb__opt_state_floats(a->optimizer, a->dim);
+	s->state_off = round_up(row, 4);
+	raw = s->state_off + (size_t)s->nstate * sizeof(float);
+	s->stride = raw > 32 ? round_up(raw, 64) : next_pow2(raw);
+	s->bytes = (size_t)a->rows * s->stride;
+}
+
+static struct shemb__init_spec init_spec(const struct shemb_table_attr *a)
+{
+	struct shemb__init_spec s = {
+		.kind = a->init,
+		.seed = a->seed,
+		.table_id = a->table_id,
+		.state_init = a->optimizer == SHEMB_OPT_ADAM
+				      ? 0.0f
+				      : a->initial_accumulator,
+	};
+
+	switch (a->init) {
+	case SHEMB_INIT_UNIFORM:
+		s.a = a->init_low;
+		s.b = a->init_high;
+		break;
+	case SHEMB_INIT_NORMAL:
+		s.a = a->init_mean;
+		s.b = a->init_std;
+		break;
+	case SHEMB_INIT_CONSTANT:
+		s.a = a->init_value;
+		break;
+	}
+	return s;
+}
+
+/* Resolve the defaults that depend on the table: id, name, init range. */
+static int resolve(shemb_table *t, const struct shemb_table_attr *a)
+{
+	shemb_ctx *ctx = t->ctx;
+	char fallback[40];
+
+	t->attr = *a;
+	pthread_mutex_lock(&ctx->lock);
+	if (t->attr.table_id < 0)
+		t->attr.table_id = ctx->next_table_id;
+	ctx->next_table_id = t->attr.table_id + 1 > ctx->next_table_id
+				     ? t->attr.table_id + 1
+				     : ctx->next_table_id;
+	t->serial = ctx->next_table_serial++;
+	pthread_mutex_unlock(&ctx->lock);
+
+	if (t->attr.init == SHEMB_INIT_UNIFORM && t->attr.init_low == 0 &&
+	    t->attr.init_high == 0) {
+		t->attr.init_high = (float)sqrt(1.0 / (double)t->attr.rows);
+		t->attr.init_low = -t->attr.init_high;
+	}
+	snprintf(fallback, sizeof(fallback), "table%lld",
+		 (long long)t->attr.table_id);
+	{
+		const char *src = a->name ? a->name : fallback;
+		size_t len = strlen(src) + 1;
+
+		t->name = malloc(len);
+		if (!t->name)
+			return SHEMB_ENOMEM;
+		memcpy(t->name, src, len);
+	}
+	t->attr.name = t->name;
+	return 0;
+}
+
+static int alloc_rows(shemb_table *t)
+{
+	shemb_ctx *ctx = t->ctx;
+	struct shemb__init_spec spec = init_spec(&t->attr);
+	int rc;
+
+	layout(&t->store, &t->attr);
+	if (shemb__ctx_reserve(ctx, t->store.bytes))
+		return shemb__fail(ctx, SHEMB_ENOMEM,
+				   "table '%s' needs %zu bytes of host memory; "
+				   "budget %llu, in use %llu",
+				   t->name, t->store.bytes,
+				   (unsigned long long)ctx->host_budget,
+				   (unsigned long long)atomic_load(
+					   &ctx->host_used));
+	rc = ctx->mem->store_alloc(ctx->be, &t->store);
+	if (rc) {
+		shemb__ctx_release(ctx, t->store.bytes);
+		return shemb__fail(ctx, rc, "table '%s': cannot allocate %zu "
+				   "bytes", t->name, t->store.bytes);
+	}
+	rc = ctx->mem->init_rows(ctx->be, &t->store, &spec);
+	if (rc)
+		return shemb__fail(ctx, rc, "table '%s': initialising rows "
+				   "failed", t->name);
+	return 0;
+}
+
+static void link_table(shemb_table *t)
+{
+	shemb_ctx *ctx = t->ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	t->next = ctx->tables;
+	if (ctx->tables)
+		ctx->tables->prev = t;
+	ctx->tables = t;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void unlink_table(shemb_table *t)
+{
+	shemb_ctx *ctx = t->ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (t->prev)
+		t->prev->next = t->next;
+	else if (ctx->tables == t)
+		ctx->tables = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void table_free(shemb_table *t)
+{
+	shemb_ctx *ctx = t->ctx;
+
+	if (t->store.base) {
+		ctx->mem->store_free(ctx->be, &t->store);
+		shemb__ctx_release(ctx, t->store.bytes);
+	}
+	shemb__plan_free(ctx, t->plan);
+	shemb__plan_free(ctx, t->spare);
+	pthread_rwlock_destroy(&t->rows_lock);
+	pthread_mutex_destroy(&t->plan_lock);
+	free(t->name);
+	free(t);
+}
+
+SHEMB_API int shemb_table_create(shemb_ctx *ctx,
+				 const struct shemb_table_attr *attr,
+				 shemb_table **out)
+{
+	struct shemb_table_attr a;
+	shemb_table *t;
+	int rc;
+
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	if (!attr || !out)
+		return shemb__fail(ctx, SHEMB_EINVAL, "attr or table is NULL");
+	*out = NULL;
+	shemb_table_attr_init(&a);
+	if (shemb__copy_sized(&a, sizeof(a), attr, TABLE_ATTR_V1_SIZE))
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "attr->size %zu is not a struct "
+				   "shemb_table_attr this library knows (set "
+				   "it with shemb_table_attr_init)",
+				   attr->size);
+	rc = shemb__table_attr_check(ctx, &a);
+	if (rc)
+		return rc;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a table");
+	t->ctx = ctx;
+	pthread_rwlock_init(&t->rows_lock, NULL);
+	pthread_mutex_init(&t->plan_lock, NULL);
+	rc = resolve(t, &a);
+	if (rc)
+		rc = shemb__fail(ctx, rc, "no memory for the table's name");
+	else
+		rc = alloc_rows(t);
+	if (rc) {
+		table_free(t);
+		return rc;
+	}
+	link_table(t);
+	shemb__log(ctx, SHEMB_LOG_INFO,
+		   "table '%s': %lld rows x %d, %zu-byte records, %.1f MiB",
+		   t->name, (long long)t->attr.rows, t->attr.dim,
+		   t->store.stride, (double)t->store.bytes / 1048576.0);
+	*out = t;
+	return 0;
+}
+
+SHEMB_API int shemb_table_destroy(shemb_table *t)
+{
+	if (!t)
+		return 0;
+	unlink_table(t);
+	table_free(t);
+	return 0;
+}
+
+SHEMB_API int shemb_table_get_attr(const shemb_table *t,
+				   struct shemb_table_attr *attr)
+{
+	size_t n;
+
+	if (!t || !attr)
+		return shemb__fail(t ? t->ctx : NULL, SHEMB_EINVAL,
+				   "table or attr is NULL");
+	if (attr->size < TABLE_ATTR_V1_SIZE)
+		return shemb__fail(t->ctx, SHEMB_EINVAL,
+				   "attr->size %zu is too small", attr->size);
+	n = attr->size < sizeof(t->attr) ? attr->size : sizeof(t->attr);
+	pthread_rwlock_rdlock((pthread_rwlock_t *)&t->rows_lock);
+	memcpy((char *)attr + sizeof(size_t),
+	       (const char *)&t->attr + sizeof(size_t), n - sizeof(size_t));
+	pthread_rwlock_unlock((pthread_rwlock_t *)&t->rows_lock);
+	return 0;
+}
+
+SHEMB_API int shemb_table_set_lr(shemb_table *t, float lr)
+{
+	if (!t)
+		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	if (!isfinite(lr) || lr < 0)
+		return shemb__fail(t->ctx, SHEMB_EINVAL,
+				   "table '%s': lr %g must be finite and >= 0",
+				   t->name, (double)lr);
+	pthread_rwlock_wrlock(&t->rows_lock);
+	t->attr.lr = lr;
+	pthread_rwlock_unlock(&t->rows_lock);
+	return 0;
+}

@@ -1,0 +1,19 @@
+/*
+ * table.h - what the core's other files need of tables and contexts.
+ */
+#ifndef SHEMB_TABLE_H
+#define SHEMB_TABLE_H
+
+#include "lib/internal.h"
+
+/* Reserve / release bytes of the context's host budget; -1 when over. */
+int shemb__ctx_reserve(shemb_ctx *ctx, uint64_t bytes);
+void shemb__ctx_release(shemb_ctx *ctx, uint64_t bytes);
+
+/* Check table attributes; 0 or SHEMB_EINVAL with the detail recorded. */
+int shemb__table_attr_check(shemb_ctx *ctx, const struct shemb_table_attr *a);
+
+/* fp32 values of optimizer state per row */
+int shemb__opt_state_floats(int optimizer, int dim);
+
+#endif

@@ -1,0 +1,110 @@
+/*
+ * table_attr.c - table attribute defaults and their checks.
+ */
+#include "lib/internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "lib/table.h"
+
+SHEMB_API void shemb_table_attr_init(struct shemb_table_attr *a)
+{
+	if (!a)
+		return;
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->dtype = SHEMB_F32;
+	a->table_id = -1;
+	a->init = SHEMB_INIT_UNIFORM;
+	a->init_std = 1.0f;
+	a->optimizer = SHEMB_OPT_SGD;
+	a->lr = 0.01f;
+	a->eps = 1e-8f;
+	a->beta1 = 0.9f;
+	a->beta2 = 0.999f;
+	a->weight_decay_mode = SHEMB_WD_L2;
+}
+
+int shemb__opt_state_floats(int optimizer, int dim)
+{
+	switch (optimizer) {
+	case SHEMB_OPT_ADAGRAD:
+		return dim;
+	case SHEMB_OPT_ROWWISE_ADAGRAD:
+		return 1;
+	case SHEMB_OPT_ADAM:
+		return 2 * dim;
+	default:
+		return 0;
+	}
+}
+
+static int bad(shemb_ctx *ctx, const struct shemb_table_attr *a,
+	       const char *what)
+{
+	return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': %s",
+			   a->name ? a->name : "(unnamed)", what);
+}
+
+static int check_shape(shemb_ctx *ctx, const struct shemb_table_attr *a)
+{
+	if (a->rows < 1 || a->rows > SHEMB_MAX_ROWS)
+		return bad(ctx, a, "rows must be in 1 .. 2^40");
+	if (a->dim < 1 || a->dim > SHEMB_MAX_DIM)
+		return bad(ctx, a, "dim must be in 1 .. 4096");
+	if (a->dtype != SHEMB_F32 && a->dtype != SHEMB_F16 &&
+	    a->dtype != SHEMB_BF16)
+		return bad(ctx, a, "dtype must be SHEMB_F32, F16 or BF16");
+	if (a->table_id < -1)
+		return bad(ctx, a, "table_id must be -1 (automatic) or >= 0");
+	return 0;
+}
+
+static int check_init(shemb_ctx *ctx, const struct shemb_table_attr *a)
+{
+	if (a->init < SHEMB_INIT_UNIFORM || a->init > SHEMB_INIT_CONSTANT)
+		return bad(ctx, a, "init is not an enum shemb_init value");
+	if (!isfinite(a->init_low) || !isfinite(a->init_high) ||
+	    !isfinite(a->init_mean) || !isfinite(a->init_std) ||
+	    !isfinite(a->init_value))
+		return bad(ctx, a, "initializer parameters must be finite");
+	if (a->init == SHEMB_INIT_UNIFORM && a->init_low > a->init_high)
+		return bad(ctx, a, "init_low is above init_high");
+	if (a->init == SHEMB_INIT_NORMAL && a->init_std < 0)
+		return bad(ctx, a, "init_std is negative");
+	return 0;
+}
+
+static int check_opt(shemb_ctx *ctx, const struct shemb_table_attr *a)
+{
+	if (a->optimizer < SHEMB_OPT_SGD || a->optimizer > SHEMB_OPT_ADAM)
+		return bad(ctx, a, "optimizer is not an enum shemb_optimizer "
+				   "value");
+	if (!isfinite(a->lr) || a->lr < 0)
+		return bad(ctx, a, "lr must be finite and >= 0");
+	if (!isfinite(a->eps) || a->eps <= 0)
+		return bad(ctx, a, "eps must be finite and > 0");
+	if (!(a->beta1 >= 0 && a->beta1 < 1) || !(a->beta2 >= 0 && a->beta2 < 1))
+		return bad(ctx, a, "beta1 and beta2 must be in [0, 1)");
+	if (!isfinite(a->weight_decay) || a->weight_decay < 0)
+		return bad(ctx, a, "weight_decay must be finite and >= 0");
+	if (a->weight_decay_mode != SHEMB_WD_L2 &&
+	    a->weight_decay_mode != SHEMB_WD_DECOUPLED)
+		return bad(ctx, a, "weight_decay_mode must be SHEMB_WD_L2 or "
+				   "SHEMB_WD_DECOUPLED");
+	if (!isfinite(a->initial_accumulator) || a->initial_accumulator < 0)
+		return bad(ctx, a, "initial_accumulator must be finite and >= 0");
+	return 0;
+}
+
+int shemb__table_attr_check(shemb_ctx *ctx, const struct shemb_table_attr *a)
+{
+	int rc = check_shape(ctx, a);
+
+	if (!rc)
+		rc = check_init(ctx, a);
+	if (!rc)
+		rc = check_opt(ctx, a);
+	return rc;
+}
