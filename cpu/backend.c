@@ -129,11 +129,9 @@ static void init_block(void *arg, int64_t task)
 		t->rc = SHEMB_ENOMEM;
 		return;
 	}
-	for (int64_t r = 0; r < nr; r++) {
-		shemb__init_row(t->spec, r0 + r, s->dim,
-				vals + (size_t)r * (size_t)s->dim);
+	t->be->k->init_rows(t->spec, r0, nr, s->dim, vals);
+	for (int64_t r = 0; r < nr; r++)
 		reset_record_tail(s, record(s, r0 + r), t->spec->state_init);
-	}
 	rc = shemb__convert2d(t->be->k, dst, src, nr, s->dim);
 	if (rc)
 		t->rc = rc;

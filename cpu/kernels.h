@@ -21,6 +21,9 @@ struct shemb__kernels {
 	/* coalesce and apply the optimizer to distinct rows [u0, u1) */
 	void (*update_rows)(const struct shemb__update_job *job, int64_t u0,
 			    int64_t u1);
+	/* initial fp32 values of rows r0 .. r0 + n - 1, [n][dim] */
+	void (*init_rows)(const struct shemb__init_spec *spec, int64_t r0,
+			  int64_t n, int dim, float *out);
 	/* convert n values between fp32 and a storage dtype */
 	void (*load_f32)(int dtype, const void *src, float *dst, int64_t n);
 	void (*store_f32)(int dtype, void *dst, const float *src, int64_t n);

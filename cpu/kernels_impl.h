@@ -13,6 +13,7 @@
 #include "shemb.h"
 #include "cpu/half.h"
 #include "cpu/kernels.h"
+#include "lib/rowinit.h"
 
 #define PREFETCH_ROWS 8
 
@@ -336,11 +337,19 @@ static void update_rows(const struct shemb__update_job *job, int64_t u0,
 	}
 }
 
+static void init_rows(const struct shemb__init_spec *spec, int64_t r0,
+		      int64_t n, int dim, float *out)
+{
+	for (int64_t r = 0; r < n; r++)
+		shemb__init_row(spec, r0 + r, dim, out + (size_t)r * (size_t)dim);
+}
+
 const struct shemb__kernels KERNELS_NAME = {
 	.isa = KERNELS_ISA,
 	.pool_bags = pool_bags,
 	.pool_ids = pool_ids,
 	.update_rows = update_rows,
+	.init_rows = init_rows,
 	.load_f32 = load_f32,
 	.store_f32 = store_f32,
 };

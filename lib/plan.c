@@ -1,9 +1,11 @@
 /*
- * plan.c - deduplicate a table's ids: a stable parallel LSD radix sort of
- * (id, position) pairs over just the bits a row number needs, then one scan
- * that cuts the sorted ids into groups.  Stability keeps each group's
- * positions ascending, which fixes the order in which the backward sums a
- * row's gradients: results do not depend on the thread count.
+ * plan.c - deduplicate a table's ids.  Each position becomes one 64-bit key,
+ * id << pos_bits | position, and a parallel LSD radix sort orders the keys
+ * on the id bits only; one scan then cuts them into groups.  The sort is
+ * stable, so each group's positions stay ascending: that fixes the order in
+ * which the backward sums a row's gradients, whatever the thread count.
+ * One packed array moves 8 bytes per id per pass where (id, position) pairs
+ * moved 12, in one write stream instead of two.
  */
 #include "lib/plan.h"
 
@@ -15,6 +17,7 @@
 #define RADIX_BITS 11
 #define RADIX (1 << RADIX_BITS)
 #define MIN_TASK_IDS 8192
+#define MIN_TASK_BAGS 1024
 
 /* ---- buffers ---- */
 
@@ -31,11 +34,11 @@ static void free_id_buffers(shemb_ctx *ctx, struct shemb__plan *p)
 
 	if (!n)
 		return;
-	ctx->mem->scratch_free(ctx->be, p->unique, n * sizeof(int64_t));
+	ctx->mem->scratch_free(ctx->be, p->keys, n * sizeof(uint64_t));
 	ctx->mem->scratch_free(ctx->be, p->keys_tmp, n * sizeof(uint64_t));
+	ctx->mem->scratch_free(ctx->be, p->unique, n * sizeof(int64_t));
 	ctx->mem->scratch_free(ctx->be, p->seg, (n + 1) * sizeof(int32_t));
 	ctx->mem->scratch_free(ctx->be, p->pos, n * sizeof(int32_t));
-	ctx->mem->scratch_free(ctx->be, p->vals_tmp, n * sizeof(int32_t));
 	ctx->mem->scratch_free(ctx->be, p->bag_of, n * sizeof(int32_t));
 	p->cap_ids = 0;
 }
@@ -48,14 +51,14 @@ static int reserve_ids(shemb_ctx *ctx, struct shemb__plan *p, int64_t nids)
 		return 0;
 	free_id_buffers(ctx, p);
 	n = (size_t)(nids + nids / 4 + 64);
-	p->unique = ctx->mem->scratch_alloc(ctx->be, n * sizeof(int64_t));
+	p->keys = ctx->mem->scratch_alloc(ctx->be, n * sizeof(uint64_t));
 	p->keys_tmp = ctx->mem->scratch_alloc(ctx->be, n * sizeof(uint64_t));
+	p->unique = ctx->mem->scratch_alloc(ctx->be, n * sizeof(int64_t));
 	p->seg = ctx->mem->scratch_alloc(ctx->be, (n + 1) * sizeof(int32_t));
 	p->pos = ctx->mem->scratch_alloc(ctx->be, n * sizeof(int32_t));
-	p->vals_tmp = ctx->mem->scratch_alloc(ctx->be, n * sizeof(int32_t));
 	p->bag_of = ctx->mem->scratch_alloc(ctx->be, n * sizeof(int32_t));
 	p->cap_ids = (int64_t)n;
-	if (!p->unique || !p->keys_tmp || !p->seg || !p->pos || !p->vals_tmp ||
+	if (!p->keys || !p->keys_tmp || !p->unique || !p->seg || !p->pos ||
 	    !p->bag_of) {
 		free_id_buffers(ctx, p);
 		return SHEMB_ENOMEM;
@@ -97,6 +100,22 @@ void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *p)
 	free(p);
 }
 
+static int bits_for(uint64_t max_value)
+{
+	int bits = 0;
+
+	while (bits < 64 && (max_value >> bits))
+		bits++;
+	return bits;
+}
+
+int64_t shemb__plan_max_ids(int64_t rows)
+{
+	int free_bits = 64 - bits_for((uint64_t)(rows - 1));
+
+	return free_bits >= 31 ? INT32_MAX : (INT64_C(1) << free_bits);
+}
+
 /* ---- layout of the sets ---- */
 
 static void describe_sets(struct shemb__plan *p, int dim, int nsets,
@@ -123,49 +142,94 @@ static void describe_sets(struct shemb__plan *p, int dim, int nsets,
 	}
 }
 
-/* Positions in call order: keys are the ids, values the positions, and
- * bag_of maps each position to its plan bag. */
-static void fill_positions(struct shemb__plan *p,
-			   const struct shemb_bags *const *sets)
-{
-	for (int i = 0; i < p->nsets; i++) {
-		const struct shemb_bags *b = sets[i];
-		const struct shemb__plan_set *s = &p->sets[i];
-		int32_t *bag_of = p->bag_of + s->pos_base;
+/* ---- keys and bags in call order ---- */
 
-		memcpy(p->unique + s->pos_base, b->ids,
-		       (size_t)b->nids * sizeof(int64_t));
-		for (int64_t k = 0; k < b->nids; k++)
-			p->pos[s->pos_base + k] = (int32_t)(s->pos_base + k);
-		if (b->pooling == SHEMB_POOL_NONE) {
-			for (int64_t k = 0; k < b->nids; k++)
-				bag_of[k] = (int32_t)(s->bag_base + k);
-			continue;
+/* A task fills the keys and bag numbers of a run of one set's bags. */
+struct fill_job {
+	struct shemb__plan *p;
+	const struct shemb_bags *const *sets;
+	int64_t *first_task;    /* per set: its first task number */
+	int64_t *per_task;      /* per set: bags (or NONE ids) per task */
+};
+
+static void fill_range(struct shemb__plan *p, const struct shemb_bags *b,
+		       const struct shemb__plan_set *s, int64_t lo, int64_t hi)
+{
+	int32_t *bag_of = p->bag_of + s->pos_base;
+	uint64_t *keys = p->keys + s->pos_base;
+	int sh = p->pos_bits;
+
+	if (b->pooling == SHEMB_POOL_NONE) {
+		for (int64_t k = lo; k < hi; k++) {
+			keys[k] = (uint64_t)b->ids[k] << sh |
+				  (uint64_t)(s->pos_base + k);
+			bag_of[k] = (int32_t)(s->bag_base + k);
 		}
-		for (int64_t bag = 0; bag < b->nbags; bag++)
-			for (int64_t k = b->offsets[bag];
-			     k < b->offsets[bag + 1]; k++)
-				bag_of[k] = (int32_t)(s->bag_base + bag);
+		return;
+	}
+	for (int64_t bag = lo; bag < hi; bag++) {
+		for (int64_t k = b->offsets[bag]; k < b->offsets[bag + 1]; k++) {
+			keys[k] = (uint64_t)b->ids[k] << sh |
+				  (uint64_t)(s->pos_base + k);
+			bag_of[k] = (int32_t)(s->bag_base + bag);
+		}
 	}
 }
 
-/* ---- parallel radix sort ---- */
+static void fill_task(void *arg, int64_t task)
+{
+	struct fill_job *j = arg;
+	int i = 0;
+	int64_t lo, hi;
+
+	while (i + 1 < j->p->nsets && j->first_task[i + 1] <= task)
+		i++;
+	lo = (task - j->first_task[i]) * j->per_task[i];
+	hi = lo + j->per_task[i];
+	if (hi > j->p->sets[i].plan_bags)
+		hi = j->p->sets[i].plan_bags;
+	fill_range(j->p, j->sets[i], &j->p->sets[i], lo, hi);
+}
+
+static int fill_keys(shemb_ctx *ctx, struct shemb__plan *p,
+		     const struct shemb_bags *const *sets)
+{
+	struct fill_job j = { p, sets, NULL, NULL };
+	int64_t ntasks = 0;
+
+	j.first_task = malloc(2 * (size_t)p->nsets * sizeof(int64_t));
+	if (!j.first_task)
+		return SHEMB_ENOMEM;
+	j.per_task = j.first_task + p->nsets;
+	for (int i = 0; i < p->nsets; i++) {
+		int64_t n = p->sets[i].plan_bags;
+		int64_t t = n ? shemb__pool_split(ctx->pool, n, MIN_TASK_BAGS)
+			      : 0;
+
+		j.first_task[i] = ntasks;
+		j.per_task[i] = t ? (n + t - 1) / t : 1;
+		ntasks += t ? (n + j.per_task[i] - 1) / j.per_task[i] : 0;
+	}
+	shemb__pool_run(ctx->pool, ntasks, fill_task, &j);
+	free(j.first_task);
+	return 0;
+}
+
+/* ---- parallel radix sort on the id bits of the keys ---- */
 
 struct sort_job {
-	const uint64_t *ksrc;
-	uint64_t *kdst;
-	const int32_t *vsrc;
-	int32_t *vdst;
+	const uint64_t *src;
+	uint64_t *dst;
 	int64_t n, chunk;
 	int shift;
 	uint32_t *hist; /* [task][RADIX] counts, then write offsets */
 };
 
-static void chunk_range(const struct sort_job *j, int64_t t, int64_t *lo,
+static void chunk_range(int64_t n, int64_t chunk, int64_t t, int64_t *lo,
 			int64_t *hi)
 {
-	*lo = t * j->chunk;
-	*hi = *lo + j->chunk < j->n ? *lo + j->chunk : j->n;
+	*lo = t * chunk;
+	*hi = *lo + chunk < n ? *lo + chunk : n;
 }
 
 static void count_task(void *arg, int64_t t)
@@ -174,10 +238,10 @@ static void count_task(void *arg, int64_t t)
 	uint32_t *h = j->hist + (size_t)t * RADIX;
 	int64_t lo, hi;
 
-	chunk_range(j, t, &lo, &hi);
+	chunk_range(j->n, j->chunk, t, &lo, &hi);
 	memset(h, 0, RADIX * sizeof(*h));
 	for (int64_t k = lo; k < hi; k++)
-		h[(j->ksrc[k] >> j->shift) & (RADIX - 1)]++;
+		h[(j->src[k] >> j->shift) & (RADIX - 1)]++;
 }
 
 static void scatter_task(void *arg, int64_t t)
@@ -186,13 +250,11 @@ static void scatter_task(void *arg, int64_t t)
 	uint32_t *off = j->hist + (size_t)t * RADIX;
 	int64_t lo, hi;
 
-	chunk_range(j, t, &lo, &hi);
+	chunk_range(j->n, j->chunk, t, &lo, &hi);
 	for (int64_t k = lo; k < hi; k++) {
-		uint32_t d = (uint32_t)(j->ksrc[k] >> j->shift) & (RADIX - 1);
-		uint32_t at = off[d]++;
+		uint64_t key = j->src[k];
 
-		j->kdst[at] = j->ksrc[k];
-		j->vdst[at] = j->vsrc[k];
+		j->dst[off[(key >> j->shift) & (RADIX - 1)]++] = key;
 	}
 }
 
@@ -218,50 +280,40 @@ static int prefix(struct sort_job *j, int64_t ntasks)
 	return 0;
 }
 
-static int key_bits(int64_t rows)
+static int sort_keys(shemb_ctx *ctx, struct shemb__plan *p, int id_bits)
 {
-	int bits = 0;
-
-	while (bits < 63 && ((uint64_t)(rows - 1) >> bits))
-		bits++;
-	return bits;
-}
-
-static int sort_pairs(shemb_ctx *ctx, struct shemb__plan *p, int64_t rows)
-{
+	/* One chunk per thread: smaller chunks would give each bucket too few
+	 * keys per chunk, and the scatter would write scattered lines. */
+	int64_t ntasks = (p->nids + MIN_TASK_IDS - 1) / MIN_TASK_IDS;
+	int top = p->pos_bits + id_bits;
 	struct sort_job j = { 0 };
-	int64_t ntasks = shemb__pool_split(ctx->pool, p->nids, MIN_TASK_IDS);
-	int bits = key_bits(rows);
+
+	if (ntasks > shemb__pool_nthreads(ctx->pool))
+		ntasks = shemb__pool_nthreads(ctx->pool);
 
 	j.n = p->nids;
 	j.chunk = (p->nids + ntasks - 1) / ntasks;
 	j.hist = malloc((size_t)ntasks * RADIX * sizeof(uint32_t));
 	if (!j.hist)
 		return SHEMB_ENOMEM;
-	for (j.shift = 0; j.shift < bits; j.shift += RADIX_BITS) {
-		uint64_t *kt;
-		int32_t *vt;
+	for (j.shift = p->pos_bits; j.shift < top; j.shift += RADIX_BITS) {
+		uint64_t *swap;
 
-		j.ksrc = (uint64_t *)p->unique;
-		j.kdst = p->keys_tmp;
-		j.vsrc = p->pos;
-		j.vdst = p->vals_tmp;
+		j.src = p->keys;
+		j.dst = p->keys_tmp;
 		shemb__pool_run(ctx->pool, ntasks, count_task, &j);
 		if (prefix(&j, ntasks))
 			continue;
 		shemb__pool_run(ctx->pool, ntasks, scatter_task, &j);
-		kt = (uint64_t *)p->unique;
-		p->unique = (int64_t *)p->keys_tmp;
-		p->keys_tmp = kt;
-		vt = p->pos;
-		p->pos = p->vals_tmp;
-		p->vals_tmp = vt;
+		swap = p->keys;
+		p->keys = p->keys_tmp;
+		p->keys_tmp = swap;
 	}
 	free(j.hist);
 	return 0;
 }
 
-/* ---- cut sorted ids into groups ---- */
+/* ---- cut sorted keys into groups ---- */
 
 struct group_job {
 	struct shemb__plan *p;
@@ -269,20 +321,20 @@ struct group_job {
 	int64_t *first; /* per task: group index of its first boundary */
 };
 
-static int is_boundary(const int64_t *keys, int64_t k)
+static int is_boundary(const struct shemb__plan *p, int64_t k)
 {
-	return k == 0 || keys[k] != keys[k - 1];
+	return k == 0 || (p->keys[k] >> p->pos_bits) !=
+				 (p->keys[k - 1] >> p->pos_bits);
 }
 
 static void group_count_task(void *arg, int64_t t)
 {
 	struct group_job *g = arg;
-	int64_t lo = t * g->chunk, hi = lo + g->chunk, c = 0;
+	int64_t lo, hi, c = 0;
 
-	if (hi > g->p->nids)
-		hi = g->p->nids;
+	chunk_range(g->p->nids, g->chunk, t, &lo, &hi);
 	for (int64_t k = lo; k < hi; k++)
-		c += is_boundary(g->p->unique, k);
+		c += is_boundary(g->p, k);
 	g->first[t] = c;
 }
 
@@ -290,16 +342,16 @@ static void group_write_task(void *arg, int64_t t)
 {
 	struct group_job *g = arg;
 	struct shemb__plan *p = g->p;
-	int64_t lo = t * g->chunk, hi = lo + g->chunk, u = g->first[t];
-	uint64_t *out = p->keys_tmp;
+	uint64_t mask = (UINT64_C(1) << p->pos_bits) - 1;
+	int64_t lo, hi, u = g->first[t];
 
-	if (hi > p->nids)
-		hi = p->nids;
+	chunk_range(p->nids, g->chunk, t, &lo, &hi);
 	for (int64_t k = lo; k < hi; k++) {
-		if (is_boundary(p->unique, k)) {
-			out[u] = (uint64_t)p->unique[k];
+		if (is_boundary(p, k)) {
+			p->unique[u] = (int64_t)(p->keys[k] >> p->pos_bits);
 			p->seg[u++] = (int32_t)k;
 		}
+		p->pos[k] = (int32_t)(p->keys[k] & mask);
 	}
 }
 
@@ -308,7 +360,6 @@ static int make_groups(shemb_ctx *ctx, struct shemb__plan *p)
 	int64_t ntasks = shemb__pool_split(ctx->pool, p->nids, MIN_TASK_IDS);
 	struct group_job g = { p, (p->nids + ntasks - 1) / ntasks, NULL };
 	int64_t sum = 0;
-	uint64_t *kt;
 
 	g.first = malloc((size_t)ntasks * sizeof(int64_t));
 	if (!g.first)
@@ -324,9 +375,6 @@ static int make_groups(shemb_ctx *ctx, struct shemb__plan *p)
 	free(g.first);
 	p->nunique = sum;
 	p->seg[sum] = (int32_t)p->nids;
-	kt = (uint64_t *)p->unique;
-	p->unique = (int64_t *)p->keys_tmp;
-	p->keys_tmp = kt;
 	return 0;
 }
 
@@ -359,8 +407,10 @@ int shemb__plan_build(shemb_table *t, int nsets,
 		p->seg[0] = 0;
 		return 0;
 	}
-	fill_positions(p, sets);
-	rc = sort_pairs(ctx, p, t->attr.rows);
+	p->pos_bits = bits_for((uint64_t)(p->nids - 1));
+	rc = fill_keys(ctx, p, sets);
+	if (!rc)
+		rc = sort_keys(ctx, p, bits_for((uint64_t)(t->attr.rows - 1)));
 	if (!rc)
 		rc = make_groups(ctx, p);
 	return rc;

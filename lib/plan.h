@@ -36,9 +36,15 @@ struct shemb__plan {
 	/* capacities, so a recycled plan reuses its buffers */
 	int cap_sets;
 	int64_t cap_ids, cap_argmax;
-	uint64_t *keys_tmp;   /* radix sort ping-pong buffers */
-	int32_t *vals_tmp;
+	uint64_t *keys;       /* id << pos_bits | position: sort buffers */
+	uint64_t *keys_tmp;
+	int pos_bits;
 };
+
+/* Most ids of a table of `rows` rows that one call may hold: each id and
+ * its position must pack into 64 bits (2^31 - 1 for tables up to 2^33
+ * rows, 2^24 at 2^40 rows). */
+int64_t shemb__plan_max_ids(int64_t rows);
 
 /* Build the plan of the bag sets `sets` (all of one table) into *plan,
  * reusing (*plan)'s buffers when it is not NULL. */

@@ -2,6 +2,7 @@
  * step.c - copy, check and group the bag sets of a call by table.
  */
 #include "lib/step.h"
+#include "lib/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -90,11 +91,15 @@ static int check_totals(struct shemb__step *st)
 			ids += grp->sets[s]->nids;
 			bags += shemb__set_rows(grp->sets[s]);
 		}
-		if (ids > INT32_MAX || bags > INT32_MAX)
+		int64_t most = shemb__plan_max_ids(grp->table->attr.rows);
+
+		if (ids > most || bags > INT32_MAX)
 			return shemb__fail(st->ctx, SHEMB_EINVAL,
-					   "table '%s': more than 2^31 - 1 ids "
-					   "or bags in one call",
-					   grp->table->name);
+					   "table '%s': %lld ids and %lld bags "
+					   "in one call; at most %lld ids and "
+					   "2^31 - 1 bags (split the batch)",
+					   grp->table->name, (long long)ids,
+					   (long long)bags, (long long)most);
 	}
 	return 0;
 }
