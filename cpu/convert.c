@@ -46,9 +46,12 @@ int shemb__convert2d(const struct shemb__kernels *k, struct shemb__block dst,
 		     struct shemb__block src, int64_t rows, int cols)
 {
 #ifdef HAVE_DNNL
-	/* oneDNN pays a primitive lookup per call: worth it for blocks */
-	if (dst.dtype != src.dtype && rows * cols >= 4096)
-		return shemb__convert2d_dnnl(dst, src, rows, cols);
+	/* oneDNN pays a primitive lookup per call: worth it for blocks.  If
+	 * it fails, the portable path gives the same bits, so a conversion
+	 * never fails half-way through a multi-block operation. */
+	if (dst.dtype != src.dtype && rows * cols >= 4096 &&
+	    shemb__convert2d_dnnl(dst, src, rows, cols) == 0)
+		return 0;
 #endif
 	shemb__convert2d_portable(k, dst, src, rows, cols);
 	return 0;

@@ -17,8 +17,8 @@ struct shemb__block {
 	size_t stride; /* bytes from one row to the next */
 };
 
-/* Convert rows x cols values from src into dst.  Returns 0, or a negative
- * SHEMB_E* code if oneDNN fails. */
+/* Convert rows x cols values from src into dst.  Cannot fail: a oneDNN
+ * error falls back to the portable path.  Returns 0. */
 int shemb__convert2d(const struct shemb__kernels *k, struct shemb__block dst,
 		     struct shemb__block src, int64_t rows, int cols);
 

@@ -96,6 +96,19 @@ static void add_row(float *restrict o, const float *restrict r, float w,
 			o[c] += r[c];
 }
 
+/* The first position of a bag sets each column; later ones replace it
+ * only when strictly greater, so ties go to the first position, and even a
+ * bag whose products all overflow to -inf names a real position. */
+static void max_first(float *restrict o, int32_t *restrict am,
+		      const float *restrict r, float w, int dim, int32_t pos)
+{
+	for (int c = 0; c < dim; c++)
+		o[c] = w * r[c];
+	if (am)
+		for (int c = 0; c < dim; c++)
+			am[c] = pos;
+}
+
 static void max_row(float *restrict o, int32_t *restrict am,
 		    const float *restrict r, float w, int dim, int32_t pos)
 {
@@ -144,20 +157,22 @@ static void pool_bag(const struct shemb__pool_job *job, int64_t b,
 	int32_t *am = job->argmax ? job->argmax + (size_t)b * (size_t)dim
 				  : NULL;
 
-	for (int c = 0; c < dim; c++)
-		o[c] = is_max ? -INFINITY : 0.0f;
+	if (!is_max)
+		memset(o, 0, (size_t)dim * sizeof(float));
 	for (int64_t i = beg; i < end; i++) {
 		float w = job->weights ? job->weights[i] : 1.0f;
+		int32_t pos = (int32_t)(job->pos_base + i);
 		const float *r;
 
 		if (i + PREFETCH_ROWS < end)
 			prefetch_row(s, job->ids[i + PREFETCH_ROWS], pf_bytes);
 		r = row_f32(s, job->ids[i], tmp);
-		if (is_max)
-			max_row(o, am, r, w, dim,
-				(int32_t)(job->pos_base + i));
-		else
+		if (!is_max)
 			add_row(o, r, w, dim, job->weights != NULL);
+		else if (i == beg)
+			max_first(o, am, r, w, dim, pos);
+		else
+			max_row(o, am, r, w, dim, pos);
 	}
 	finish_bag(job, o, am, end - beg, dim);
 }

@@ -48,7 +48,7 @@ extern "C" {
 SHEMB_API unsigned shemb_version(void);
 
 /* The same version as "MAJOR.MINOR.PATCH", followed by the build's features,
- * e.g. "0.1.0 (jemalloc dnnl avx512)". Static storage. */
+ * e.g. "0.1.0 (cpu jemalloc dnnl avx2 avx512)".  Static storage. */
 SHEMB_API const char *shemb_version_string(void);
 
 /* ------------------------------------------------------------------------
@@ -134,7 +134,7 @@ enum shemb_dtype {
 };
 
 enum shemb_init {
-	SHEMB_INIT_UNIFORM = 0,  /* uniform in [init_low, init_high) */
+	SHEMB_INIT_UNIFORM = 0,  /* uniform in [init_low, init_high] */
 	SHEMB_INIT_NORMAL = 1,   /* normal(init_mean, init_std) */
 	SHEMB_INIT_ZEROS = 2,
 	SHEMB_INIT_CONSTANT = 3  /* every value init_value */
@@ -208,8 +208,8 @@ SHEMB_API int shemb_table_read_rows(shemb_table *table, int64_t n,
 				    const int64_t *ids, void *out, int dtype);
 
 /* Overwrite rows from in[n][dim] of dtype, rounding to the storage dtype
- * (round to nearest even).  Values must be finite; a repeated id takes the
- * last of its rows.  Optimizer state is kept, unless flags has
+ * (round to nearest even).  Values must be finite, also once rounded (1e6
+ * does not fit fp16); a repeated id takes the last of its rows.  Optimizer state is kept, unless flags has
  * SHEMB_WRITE_RESET_STATE. */
 #define SHEMB_WRITE_RESET_STATE (1u << 0)
 SHEMB_API int shemb_table_write_rows(shemb_table *table, int64_t n,
@@ -266,12 +266,14 @@ SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
 			   unsigned flags);
 
 /*
- * Backward of the last lookup of these tables: grad[i] holds the gradient
- * of out[i] of that lookup (same shape).  Gradients are expanded per id,
- * summed per distinct row in position order, and each row is updated once
- * by its table's optimizer.  The bags must be those of the lookup (same
- * tables in the same order, offsets, ids and pooling): anything else gives
- * SHEMB_EINVAL, no lookup gives SHEMB_ESTATE.  Consumes the plan.
+ * Backward of the last planned lookup of each table: grad[i] holds the
+ * gradient of out[i] of that lookup (same shape).  Gradients are expanded
+ * per id, summed per distinct row in position order, and each row is
+ * updated once by its table's optimizer.  For each table, its bag sets
+ * must be those it had in that lookup, in the same order (pooling, counts,
+ * offsets, ids, weights given or not; weight values are taken from this
+ * call): anything else gives SHEMB_EINVAL, no plan SHEMB_ESTATE.  Consumes
+ * the plans.
  */
 SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 			     const struct shemb_bags *bags,

@@ -125,12 +125,12 @@ static struct shemb__opt opt_of(const shemb_table *t)
 	};
 }
 
+/* sets: room for the group's sets, allocated before any table changed */
 static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
-			const float *const *grad)
+			const float *const *grad, struct shemb__bwd_set *sets)
 {
 	shemb_table *t = grp->table;
 	const struct shemb__plan *p = t->plan;
-	struct shemb__bwd_set *sets = calloc((size_t)grp->nsets, sizeof(*sets));
 	struct shemb__update_job job = {
 		.store = &t->store,
 		.nunique = p->nunique,
@@ -142,10 +142,7 @@ static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
 		.sets = sets,
 		.opt = opt_of(t),
 	};
-	int rc;
 
-	if (!sets)
-		return SHEMB_ENOMEM;
 	for (int s = 0; s < grp->nsets; s++) {
 		const struct shemb__plan_set *ps = &p->sets[s];
 
@@ -162,9 +159,7 @@ static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
 					  : NULL,
 		};
 	}
-	rc = ctx->mem->apply_updates(ctx->be, &job);
-	free(sets);
-	return rc;
+	return ctx->mem->apply_updates(ctx->be, &job);
 }
 
 /* The plan is used up: keep its buffers as the spare. */
@@ -181,13 +176,13 @@ static void consume_plan(shemb_table *t)
 }
 
 static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
-		     const float *const *grad)
+		     const float *const *grad, struct shemb__bwd_set *sets)
 {
 	for (int g = 0; g < st->ngroups; g++) {
 		const struct shemb__group *grp = &st->groups[g];
 		shemb_table *t = grp->table;
 		uint64_t t0 = shemb__now_ns();
-		int rc = update_group(ctx, grp, grad);
+		int rc = update_group(ctx, grp, grad, sets);
 
 		if (rc)
 			return shemb__fail(ctx, rc, "table '%s': update failed "
@@ -197,6 +192,7 @@ static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 		SHEMB__STAT_ADD(t, rows_updated, t->plan->nunique);
 		SHEMB__STAT_ADD(t, update_ns, shemb__now_ns() - t0);
 		consume_plan(t);
+		sets += grp->nsets;
 	}
 	return 0;
 }
@@ -215,6 +211,7 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 			     const struct shemb_bags *bags,
 			     const float *const *grad)
 {
+	struct shemb__bwd_set *sets;
 	struct shemb__step st;
 	uint64_t t0 = shemb__now_ns();
 	int rc;
@@ -225,7 +222,11 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 	if (rc)
 		return rc;
 	rc = check_grads(&st, grad);
+	sets = calloc((size_t)n + 1, sizeof(*sets));
+	if (!rc && !sets)
+		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory for %d sets", n);
 	if (rc) {
+		free(sets);
 		shemb__step_end(&st);
 		return rc;
 	}
@@ -236,8 +237,9 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 		SHEMB__STAT_ADD(st.groups[g].table, validate_ns,
 				(shemb__now_ns() - t0) / (uint64_t)st.ngroups);
 	if (!rc)
-		rc = apply_all(ctx, &st, grad);
+		rc = apply_all(ctx, &st, grad, sets);
 	shemb__step_unlock(&st);
 	shemb__step_end(&st);
+	free(sets);
 	return rc;
 }

@@ -58,6 +58,7 @@ struct shemb_table {
 	shemb_ctx *ctx;
 	struct shemb_table *prev, *next;
 	uint64_t serial;              /* lock order in multi-table calls */
+	bool auto_id;                 /* table_id given by the context */
 	struct shemb_table_attr attr; /* effective; attr.name -> name */
 	char *name;
 	struct shemb__store store;

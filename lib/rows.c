@@ -33,25 +33,38 @@ static int check_io(const shemb_table *t, int64_t n, const int64_t *ids,
 	return rc;
 }
 
-/* Exponent all ones: infinite or NaN, in any of the three formats. */
-static int64_t first_non_finite(const void *in, int dtype, int64_t n)
+static int f32_finite(float v)
 {
-	const uint16_t *h = in;
-	const float *f = in;
+	return (shemb__f32_bits(v) & 0x7f800000u) != 0x7f800000u;
+}
 
-	for (int64_t k = 0; k < n; k++) {
-		int bad;
+/* Finite as given, and still finite once rounded to the storage dtype:
+ * 1e6 is a fine fp32 but no fp16. */
+static int storable(const void *in, int dtype, int64_t k, int storage)
+{
+	float v;
 
-		if (dtype == SHEMB_F32)
-			bad = (shemb__f32_bits(f[k]) & 0x7f800000u) ==
-			      0x7f800000u;
-		else if (dtype == SHEMB_F16)
-			bad = (h[k] & 0x7c00u) == 0x7c00u;
-		else
-			bad = (h[k] & 0x7f80u) == 0x7f80u;
-		if (bad)
+	if (dtype == SHEMB_F16)
+		v = shemb__f16_to_f32(((const uint16_t *)in)[k]);
+	else if (dtype == SHEMB_BF16)
+		v = shemb__bf16_to_f32(((const uint16_t *)in)[k]);
+	else
+		v = ((const float *)in)[k];
+	if (!f32_finite(v))
+		return 0;
+	if (storage == SHEMB_F16)
+		return f32_finite(shemb__f16_to_f32(shemb__f32_to_f16(v)));
+	if (storage == SHEMB_BF16)
+		return f32_finite(shemb__bf16_to_f32(shemb__f32_to_bf16(v)));
+	return 1;
+}
+
+static int64_t first_unstorable(const void *in, int dtype, int64_t n,
+				int storage)
+{
+	for (int64_t k = 0; k < n; k++)
+		if (!storable(in, dtype, k, storage))
 			return k;
-	}
 	return -1;
 }
 
@@ -106,11 +119,12 @@ SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
 	rc = check_io(t, n, ids, in, dtype, "write_rows");
 	if (rc || n == 0)
 		return rc;
-	k = first_non_finite(in, dtype, n * t->attr.dim);
+	k = first_unstorable(in, dtype, n * t->attr.dim, t->attr.dtype);
 	if (k >= 0)
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "write_rows (table '%s') row %lld column "
-				   "%d: value is not finite", t->name,
+				   "%d: value is not finite, or overflows the "
+				   "table's storage dtype", t->name,
 				   (long long)(k / t->attr.dim),
 				   (int)(k % t->attr.dim));
 	if (flags & SHEMB_WRITE_RESET_STATE) {

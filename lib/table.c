@@ -84,7 +84,8 @@ static int resolve(shemb_table *t, const struct shemb_table_attr *a)
 
 	t->attr = *a;
 	pthread_mutex_lock(&ctx->lock);
-	if (t->attr.table_id < 0)
+	t->auto_id = t->attr.table_id < 0;
+	if (t->auto_id)
 		t->attr.table_id = ctx->next_table_id;
 	ctx->next_table_id = t->attr.table_id + 1 > ctx->next_table_id
 				     ? t->attr.table_id + 1
@@ -166,6 +167,18 @@ static void unlink_table(shemb_table *t)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
+/* A failed create gives its automatic id back, unless another table took
+ * the next one meanwhile, so ids keep following successful creations. */
+static void give_back_id(shemb_table *t)
+{
+	shemb_ctx *ctx = t->ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (t->auto_id && ctx->next_table_id == t->attr.table_id + 1)
+		ctx->next_table_id = t->attr.table_id;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 static void table_free(shemb_table *t)
 {
 	shemb_ctx *ctx = t->ctx;
@@ -217,6 +230,7 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 	else
 		rc = alloc_rows(t);
 	if (rc) {
+		give_back_id(t);
 		table_free(t);
 		return rc;
 	}
