@@ -123,7 +123,6 @@ static void init_block(void *arg, int64_t task)
 	struct shemb__block dst = { record(s, r0), s->dtype, s->stride };
 	struct shemb__block src = { vals, SHEMB_F32,
 				    (size_t)s->dim * sizeof(float) };
-	int rc;
 
 	if (!vals) {
 		t->rc = SHEMB_ENOMEM;
@@ -132,9 +131,7 @@ static void init_block(void *arg, int64_t task)
 	t->be->k->init_rows(t->spec, r0, nr, s->dim, vals);
 	for (int64_t r = 0; r < nr; r++)
 		reset_record_tail(s, record(s, r0 + r), t->spec->state_init);
-	rc = shemb__convert2d(t->be->k, dst, src, nr, s->dim);
-	if (rc)
-		t->rc = rc;
+	shemb__convert2d(t->be->k, dst, src, nr, s->dim);
 	free(vals);
 }
 
@@ -240,7 +237,6 @@ static void read_block(void *arg, int64_t task)
 	int64_t nr = t->n - i0 < COPY_BLOCK_ROWS ? t->n - i0 : COPY_BLOCK_ROWS;
 	char *out = (char *)t->user + (size_t)i0 * ub;
 	char *stage;
-	int rc;
 
 	if (t->dtype == s->dtype) {
 		for (int64_t i = 0; i < nr; i++)
@@ -255,12 +251,9 @@ static void read_block(void *arg, int64_t task)
 	}
 	for (int64_t i = 0; i < nr; i++)
 		memcpy(stage + (size_t)i * sb, record(s, t->ids[i0 + i]), sb);
-	rc = shemb__convert2d(t->be->k,
-			      (struct shemb__block){ out, t->dtype, ub },
-			      (struct shemb__block){ stage, s->dtype, sb }, nr,
-			      s->dim);
-	if (rc)
-		t->rc = rc;
+	shemb__convert2d(t->be->k, (struct shemb__block){ out, t->dtype, ub },
+			 (struct shemb__block){ stage, s->dtype, sb }, nr,
+			 s->dim);
 	free(stage);
 }
 
@@ -283,16 +276,13 @@ static void stage_block(void *arg, int64_t task)
 	size_t sb = (size_t)s->dim * shemb__dtype_size(s->dtype);
 	int64_t i0 = task * COPY_BLOCK_ROWS;
 	int64_t nr = t->n - i0 < COPY_BLOCK_ROWS ? t->n - i0 : COPY_BLOCK_ROWS;
-	int rc = shemb__convert2d(
-		t->be->k,
-		(struct shemb__block){ (char *)t->user + (size_t)i0 * sb,
-				       s->dtype, sb },
-		(struct shemb__block){ (char *)t->in + (size_t)i0 * ub,
-				       t->dtype, ub },
-		nr, s->dim);
 
-	if (rc)
-		t->rc = rc;
+	shemb__convert2d(t->be->k,
+			 (struct shemb__block){ (char *)t->user + (size_t)i0 * sb,
+						s->dtype, sb },
+			 (struct shemb__block){ (char *)t->in + (size_t)i0 * ub,
+						t->dtype, ub },
+			 nr, s->dim);
 }
 
 /* Rows are staged in parallel, then stored in id order, so that a repeated

@@ -1,5 +1,5 @@
 /*
- * convert.c - bulk dtype conversion: the dispatch and the portable path.
+ * convert.c - bulk dtype conversion of strided blocks.
  */
 #include "config.h"
 
@@ -19,9 +19,8 @@ static const void *row_at(struct shemb__block b, int64_t r)
 	return (const char *)b.ptr + (size_t)r * b.stride;
 }
 
-void shemb__convert2d_portable(const struct shemb__kernels *k,
-			       struct shemb__block dst,
-			       struct shemb__block src, int64_t rows, int cols)
+void shemb__convert2d(const struct shemb__kernels *k, struct shemb__block dst,
+		      struct shemb__block src, int64_t rows, int cols)
 {
 	float tmp[SHEMB_MAX_DIM];
 
@@ -40,19 +39,4 @@ void shemb__convert2d_portable(const struct shemb__kernels *k,
 			k->store_f32(dst.dtype, d, tmp, cols);
 		}
 	}
-}
-
-int shemb__convert2d(const struct shemb__kernels *k, struct shemb__block dst,
-		     struct shemb__block src, int64_t rows, int cols)
-{
-#ifdef HAVE_DNNL
-	/* oneDNN pays a primitive lookup per call: worth it for blocks.  If
-	 * it fails, the portable path gives the same bits, so a conversion
-	 * never fails half-way through a multi-block operation. */
-	if (dst.dtype != src.dtype && rows * cols >= 4096 &&
-	    shemb__convert2d_dnnl(dst, src, rows, cols) == 0)
-		return 0;
-#endif
-	shemb__convert2d_portable(k, dst, src, rows, cols);
-	return 0;
 }

@@ -1,9 +1,10 @@
 /*
  * half.h - portable scalar conversions between fp32 and fp16 / bf16.
  *
- * Rounding is to nearest, ties to even, with subnormals kept and NaNs kept
- * quiet: the results equal the F16C instructions and oneDNN's reorders, so
- * every code path stores the same bits (tests/test_convert.c checks it).
+ * Rounding is to nearest, ties to even, with subnormals and signed zeros
+ * kept and NaNs made quiet: the results equal the F16C instructions, so
+ * every kernel variant stores the same bits (tests/test_internal.c checks
+ * it against the compiler's _Float16).
  */
 #ifndef SHEMB_HALF_H
 #define SHEMB_HALF_H
@@ -47,8 +48,9 @@ static inline float shemb__f16_to_f32(uint16_t h)
 	uint32_t exp = (h >> 10) & 0x1fu;
 	uint32_t man = h & 0x3ffu;
 
-	if (exp == 0x1f)
-		return shemb__bits_f32(sign | 0x7f800000u | (man << 13));
+	if (exp == 0x1f) /* infinity, or a NaN made quiet as F16C does */
+		return shemb__bits_f32(sign | 0x7f800000u | (man << 13) |
+				       (man ? 0x400000u : 0));
 	if (exp == 0) /* zero or subnormal: man * 2^-24, exact in fp32 */
 		return shemb__bits_f32(sign |
 				       shemb__f32_bits((float)man * 0x1p-24f));

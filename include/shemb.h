@@ -48,7 +48,7 @@ extern "C" {
 SHEMB_API unsigned shemb_version(void);
 
 /* The same version as "MAJOR.MINOR.PATCH", followed by the build's features,
- * e.g. "0.1.0 (cpu jemalloc dnnl avx2 avx512)".  Static storage. */
+ * e.g. "0.1.0 (cpu jemalloc avx2 avx512)".  Static storage. */
 SHEMB_API const char *shemb_version_string(void);
 
 /* ------------------------------------------------------------------------

@@ -42,7 +42,9 @@ static int same_shape(shemb_ctx *ctx, const struct shemb__plan *p,
 	return 0;
 }
 
-/* Offsets match when every position falls in the same bag as planned. */
+/* Offsets match when every position falls in the same bag as planned
+ * (for POOL_NONE, whose plan bags are its ids: when the fingerprints
+ * match). */
 static int same_offsets(shemb_ctx *ctx, const struct shemb__plan *p,
 			const struct shemb__group *grp)
 {
@@ -51,8 +53,12 @@ static int same_offsets(shemb_ctx *ctx, const struct shemb__plan *p,
 		const struct shemb__plan_set *ps = &p->sets[s];
 		const int32_t *bag_of = p->bag_of + ps->pos_base;
 
-		if (b->pooling == SHEMB_POOL_NONE)
+		if (b->pooling == SHEMB_POOL_NONE) {
+			if (shemb__offsets_hash(b) != ps->offsets_hash)
+				return differ(ctx, grp->table, grp->index[s],
+					      "offsets");
 			continue;
+		}
 		for (int64_t bag = 0; bag < b->nbags; bag++)
 			for (int64_t k = b->offsets[bag];
 			     k < b->offsets[bag + 1]; k++)

@@ -47,7 +47,8 @@ static int reserve_ids(shemb_ctx *ctx, struct shemb__plan *p, int64_t nids)
 {
 	size_t n;
 
-	if (nids <= p->cap_ids)
+	/* allocated even for no ids: seg[0] always exists */
+	if (nids <= p->cap_ids && p->cap_ids > 0)
 		return 0;
 	free_id_buffers(ctx, p);
 	n = (size_t)(nids + nids / 4 + 64);
@@ -118,6 +119,20 @@ int64_t shemb__plan_max_ids(int64_t rows)
 
 /* ---- layout of the sets ---- */
 
+/* A POOL_NONE set keeps no bag of each position, so its offsets are kept
+ * as a fingerprint for the backward to compare. */
+uint64_t shemb__offsets_hash(const struct shemb_bags *b)
+{
+	uint64_t h = 0x243f6a8885a308d3ull ^ (uint64_t)b->nbags;
+
+	for (int64_t k = 0; b->offsets && k <= b->nbags; k++) {
+		h ^= (uint64_t)b->offsets[k] + 0x9e3779b97f4a7c15ull + (h << 6) +
+		     (h >> 2);
+		h *= 0xff51afd7ed558ccdull;
+	}
+	return h;
+}
+
 static void describe_sets(struct shemb__plan *p, int dim, int nsets,
 			  const struct shemb_bags *const *sets)
 {
@@ -135,6 +150,9 @@ static void describe_sets(struct shemb__plan *p, int dim, int nsets,
 		s->bag_base = p->nbags;
 		s->plan_bags = b->pooling == SHEMB_POOL_NONE ? b->nids : b->nbags;
 		s->argmax_off = p->nargmax;
+		s->offsets_hash = b->pooling == SHEMB_POOL_NONE
+					  ? shemb__offsets_hash(b)
+					  : 0;
 		if (b->pooling == SHEMB_POOL_MAX)
 			p->nargmax += b->nbags * dim;
 		p->nids += b->nids;

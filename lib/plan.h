@@ -18,6 +18,7 @@ struct shemb__plan_set {
 	int64_t pos_base;     /* plan position of id 0 */
 	int64_t plan_bags;    /* nbags, or nids for POOL_NONE */
 	int64_t argmax_off;   /* MAX: offset of its [nbags][dim] in argmax */
+	uint64_t offsets_hash; /* NONE: fingerprint of its offsets */
 };
 
 struct shemb__plan {
@@ -53,5 +54,7 @@ int shemb__plan_build(shemb_table *t, int nsets,
 		      struct shemb__plan **plan);
 
 void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *plan);
+
+uint64_t shemb__offsets_hash(const struct shemb_bags *b);
 
 #endif

@@ -11,11 +11,6 @@
 #else
 #define FEAT_JEMALLOC " mmap-arena"
 #endif
-#ifdef HAVE_DNNL
-#define FEAT_DNNL " dnnl"
-#else
-#define FEAT_DNNL ""
-#endif
 #ifdef HAVE_X86_KERNELS
 #define FEAT_X86 " avx2 avx512"
 #else
@@ -30,5 +25,5 @@ SHEMB_API unsigned shemb_version(void)
 SHEMB_API const char *shemb_version_string(void)
 {
 	return STR(SHEMB_VERSION_MAJOR) "." STR(SHEMB_VERSION_MINOR) "." STR(
-		SHEMB_VERSION_PATCH) " (cpu" FEAT_JEMALLOC FEAT_DNNL FEAT_X86 ")";
+		SHEMB_VERSION_PATCH) " (cpu" FEAT_JEMALLOC FEAT_X86 ")";
 }
