@@ -426,6 +426,46 @@ START_TEST(max_gradient_goes_to_first_argmax)
 }
 END_TEST
 
+/* When every product of a column overflows to -infinity, the first
+ * position still holds the maximum and takes the gradient. */
+START_TEST(max_all_overflowing_goes_to_first)
+{
+	static const float rows[2][2] = { { -2e38f, 1 }, { -1.5e38f, 2 } };
+	static const int64_t ids[2] = { 0, 1 };
+	shemb_ctx *ctx = variant_ctx(_i, 1);
+	struct shemb_table_attr a;
+	struct tu_bags b;
+	shemb_table *t;
+	float got[4], out[2];
+	float *outp = out;
+
+	if (!ctx)
+		return;
+	train_attr(&a, 2, 2, SHEMB_F32, SHEMB_OPT_SGD, NO_DECAY);
+	a.lr = 1e37f; /* a step big enough to see next to 2e38 */
+	t = tu_table_attr(ctx, &a);
+	ck_assert_int_eq(shemb_table_write_rows(t, 2, ids, rows, SHEMB_F32,
+						0), 0);
+	/* weights 10: column 0 is -inf for both rows, column 1 is row 1's */
+	tu_bags_from(&b, 1, (const int64_t[]){ 2 }, ids,
+		     (const float[]){ 10, 10 });
+	{
+		struct shemb_bags set = tu_bags_view(&b, t, SHEMB_POOL_MAX);
+
+		ck_assert_int_eq(shemb_lookup(ctx, 1, &set, &outp,
+					      SHEMB_LOOKUP_NO_GRAD), 0);
+		ck_assert(out[0] == -INFINITY && out[1] == 20.0f);
+	}
+	lookup_backward_one(ctx, t, &b, 2);
+	tu_bags_free(&b);
+	ck_assert_int_eq(shemb_table_read_rows(t, 2, ids, got, SHEMB_F32), 0);
+	/* grad 1 x weight 10 x lr 1e37: row 0 col 0 and row 1 col 1 move */
+	ck_assert(got[0] == -2e38f - 1e38f && got[1] == 1.0f);
+	ck_assert(got[2] == -1.5e38f && got[3] == 2.0f - 1e38f);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
 /* ---- the plan rules ---- */
 
 struct plan_env {
@@ -866,6 +906,7 @@ static Suite *backward_suite(void)
 	tcase_add_loop_test(tv, optimizers_decays_low_precision, 0, 3);
 	tcase_add_loop_test(tv, large_batch, 0, 3);
 	tcase_add_loop_test(tv, max_gradient_goes_to_first_argmax, 0, 3);
+	tcase_add_loop_test(tv, max_all_overflowing_goes_to_first, 0, 3);
 	tcase_add_loop_test(tv, multi_table_calls, 0, 3);
 	tcase_add_test(tv, variants_train_bitwise_identical);
 	suite_add_tcase(s, tv);

@@ -808,6 +808,33 @@ START_TEST(rows_write_not_finite)
 }
 END_TEST
 
+/* Finite values that the storage dtype cannot hold: fp32 65520 rounds to
+ * an fp16 infinity, FLT_MAX to a bf16 one.  side stores bf16. */
+START_TEST(rows_write_overflows_storage)
+{
+	shemb_table *h = named_table("half", 10, 4, SHEMB_F16, SHEMB_OPT_SGD);
+	const int64_t ids[2] = { 0, 1 };
+	float big[2 * 4] = { 0 };
+	struct tu_snapshot before, after;
+
+	tu_snapshot_take(&before, h);
+	big[4 + 3] = 65520.0f;
+	rows_refused(shemb_table_write_rows(h, 2, ids, big, SHEMB_F32, 0),
+		     WORDS("half", "row 1", "column 3"));
+	big[4 + 3] = 65504.0f; /* the largest fp16: accepted */
+	ck_assert_int_eq(shemb_table_write_rows(h, 2, ids, big, SHEMB_F32, 0),
+			 0);
+	big[4 + 3] = 3.4028235e38f;
+	rows_refused(shemb_table_write_rows(env.side, 2, ids, big, SHEMB_F32,
+					    0),
+		     WORDS("side", "row 1", "column 3"));
+	tu_snapshot_take(&after, h);
+	ck_assert(!tu_snapshot_equal(&before, &after)); /* 65504 landed */
+	tu_snapshot_free(&before);
+	tu_snapshot_free(&after);
+}
+END_TEST
+
 START_TEST(rows_null_buffers)
 {
 	float buf[DIM] = { 0 };
@@ -927,6 +954,7 @@ static Suite *invalid_suite(void)
 	tcase_add_test(tr, rows_id_out_of_range);
 	tcase_add_test(tr, rows_dtype_unknown);
 	tcase_add_test(tr, rows_write_not_finite);
+	tcase_add_test(tr, rows_write_overflows_storage);
 	tcase_add_test(tr, rows_null_buffers);
 	tcase_add_test(tr, rows_n_negative);
 	tcase_add_test(tr, rows_write_unknown_flags);
