@@ -406,11 +406,12 @@ void bench_csv_write(struct bench_env *e, const struct bench_csv_row *r)
 
 	if (!f)
 		return;
-	fprintf(f, "%s,%s,%s,%g,%s,%s,%lld,%d,%d,%lld,%d,%d", r->mode,
-		r->variant, bench_dist_name(r->dist),
-		r->dist == BENCH_ZIPF ? o->zipf_s : 0.0,
-		bench_dtype_name(o->dtype), r->optimizer, (long long)o->rows,
-		o->dim, o->pooling, (long long)o->batch, o->threads, o->reps);
+	fprintf(f, "%s,%s,%s,", r->mode, r->variant, bench_dist_name(r->dist));
+	if (r->dist == BENCH_ZIPF)
+		fprintf(f, "%g", o->zipf_s);
+	fprintf(f, ",%s,%s,%lld,%d,%d,%lld,%d,%d", bench_dtype_name(o->dtype),
+		r->optimizer, (long long)o->rows, o->dim, o->pooling,
+		(long long)o->batch, o->threads, o->reps);
 	csv_num(f, r->best_s * 1e3, "%.4f");
 	csv_num(f, r->median_s * 1e3, "%.4f");
 	csv_num(f, r->ids_per_s, "%.0f");
