@@ -21,8 +21,9 @@ struct bwd_run {
 	float *out;             /* the lookup's nbags x dim */
 	float *grad;            /* nbags x dim, uniform in [-1, 1) */
 	double *times;          /* [reps] */
+	double *phase[2];       /* [reps]: the library's own validate and
+				 * update time */
 	double rows;            /* rows updated, summed over timed reps */
-	uint64_t ns[2];         /* library's validate and update time */
 	uint64_t steps;         /* backward calls made on the table */
 };
 
@@ -47,9 +48,10 @@ static int lookup(struct bwd_run *r, const struct shemb_bags *bags)
 	return rc ? fail(r, "shemb_lookup", rc) : 0;
 }
 
-/* One step; returns the backward's time, and the rows it updated. */
+/* One step; returns the backward's time, and the rows it updated.  slot:
+ * the repetition whose times to record, or -1 for none. */
 static double step(struct bwd_run *r, const struct bench_batch *b,
-		   uint64_t *rows, bool timed)
+		   uint64_t *rows, int slot)
 {
 	struct shemb_bags bags = bench_bags_of(r->t, b);
 	struct shemb_table_stats s0 = { .size = sizeof(s0) };
@@ -69,9 +71,11 @@ static double step(struct bwd_run *r, const struct bench_batch *b,
 	r->steps++;
 	shemb_table_stats(r->t, &s1);
 	*rows = s1.rows_updated - s0.rows_updated;
-	if (timed) {
-		r->ns[0] += s1.validate_ns - s0.validate_ns;
-		r->ns[1] += s1.update_ns - s0.update_ns;
+	if (slot >= 0) {
+		r->phase[0][slot] = 1e-9 * (double)(s1.validate_ns -
+						    s0.validate_ns);
+		r->phase[1][slot] = 1e-9 * (double)(s1.update_ns -
+						    s0.update_ns);
 	}
 	return t;
 }
@@ -170,7 +174,7 @@ static int check_step(struct bwd_run *r, const struct bench_batch *b)
 	for (int c = 0; c < dim; c++)
 		want[c] = w[c];
 	expect(r, want, g, r->steps + 1);
-	if (step(r, b, &rows, false) < 0 ||
+	if (step(r, b, &rows, -1) < 0 ||
 	    shemb_table_read_rows(r->t, 1, &id, w, SHEMB_F32))
 		goto out;
 	if ((int64_t)rows != bench_distinct(b)) {
@@ -194,7 +198,6 @@ static int run_reps(struct bwd_run *r, const struct bench_batch *batches,
 	const struct bench_opts *o = r->e->o;
 
 	r->rows = 0;
-	memset(r->ns, 0, sizeof(r->ns));
 	if (check_step(r, &batches[0]))
 		return -1;
 	for (int rep = 1; rep <= o->reps; rep++) {
@@ -205,7 +208,7 @@ static int run_reps(struct bwd_run *r, const struct bench_batch *batches,
 		bench_progress("backward %s %s: repetition %d of %d",
 			       bench_optimizer_name(r->optimizer),
 			       bench_dist_name(dist), rep, o->reps);
-		t = step(r, b, &rows, true);
+		t = step(r, b, &rows, rep - 1);
 		if (t < 0)
 			return -1;
 		r->times[rep - 1] = t;
@@ -220,7 +223,6 @@ static void print_dist(struct bwd_run *r, int dist, struct bwd_result *res)
 	const struct bench_opts *o = r->e->o;
 	struct bench_stat st = bench_stat_of(r->times, o->reps);
 	double rows = r->rows / o->reps, ids = (double)o->batch * o->pooling;
-	double per = 1e6 * o->reps; /* ns -> ms per call */
 	struct bench_csv_row row = {
 		"backward", "backward", bench_optimizer_name(r->optimizer),
 		dist, st.best, st.median, ids / st.median, rows / st.median,
@@ -241,8 +243,9 @@ static void print_dist(struct bwd_run *r, int dist, struct bwd_result *res)
 	       "backward", st.best * 1e3, st.median * 1e3, rows / st.best / 1e6,
 	       rows / st.median / 1e6, ids / st.best / 1e6,
 	       ids / st.median / 1e6);
-	printf("  library time per call, ms: validate %.3f update %.3f\n",
-	       (double)r->ns[0] / per, (double)r->ns[1] / per);
+	printf("  library's own split, median ms: validate %.3f update "
+	       "%.3f\n", 1e3 * bench_stat_of(r->phase[0], o->reps).median,
+	       1e3 * bench_stat_of(r->phase[1], o->reps).median);
 	bench_csv_write(r->e, &row);
 	res->done = true;
 	res->rows_per_s = rows / st.median;
@@ -274,7 +277,10 @@ static int alloc_run(struct bwd_run *r)
 	r->out = malloc(n * sizeof(float));
 	r->grad = malloc(n * sizeof(float));
 	r->times = calloc((size_t)o->reps, sizeof(double));
-	if (!r->out || !r->grad || !r->times) {
+	r->phase[0] = calloc((size_t)o->reps, sizeof(double));
+	r->phase[1] = calloc((size_t)o->reps, sizeof(double));
+	if (!r->out || !r->grad || !r->times || !r->phase[0] ||
+	    !r->phase[1]) {
 		fprintf(stderr, "shemb-bench: out of memory\n");
 		return -1;
 	}
@@ -289,6 +295,8 @@ static void free_run(struct bwd_run *r)
 	free(r->out);
 	free(r->grad);
 	free(r->times);
+	free(r->phase[0]);
+	free(r->phase[1]);
 }
 
 /* Measure every chosen distribution with one table of this optimizer. */

@@ -34,7 +34,8 @@ struct lookup_run {
 	float *copy_out;        /* nids x dim */
 	float *out;             /* the lookup's nbags x dim */
 	double *times[NKINDS];  /* [reps] */
-	uint64_t ns[NKINDS][3]; /* library's validate, plan, pool time */
+	double *phase[2][3];    /* [reps]: the library's own validate, plan
+				 * and pool time of each lookup kind */
 };
 
 /* What one distribution gave: ratios to the copy per lookup kind. */
@@ -121,8 +122,9 @@ static int fill_base(struct lookup_run *r)
 
 /* ---- the library ---- */
 
+/* slot: the repetition whose times to record, or -1 for none */
 static double time_lookup(struct lookup_run *r, const struct bench_batch *b,
-			  enum kind k, bool timed)
+			  enum kind k, int slot)
 {
 	struct shemb_bags bags = bench_bags_of(r->t, b);
 	struct shemb_table_stats s0 = { .size = sizeof(s0) };
@@ -142,10 +144,11 @@ static double time_lookup(struct lookup_run *r, const struct bench_batch *b,
 		return -1;
 	}
 	shemb_table_stats(r->t, &s1);
-	if (timed) {
-		r->ns[k][0] += s1.validate_ns - s0.validate_ns;
-		r->ns[k][1] += s1.plan_ns - s0.plan_ns;
-		r->ns[k][2] += s1.pool_ns - s0.pool_ns;
+	if (slot >= 0) {
+		r->phase[k][0][slot] = 1e-9 * (double)(s1.validate_ns -
+						       s0.validate_ns);
+		r->phase[k][1][slot] = 1e-9 * (double)(s1.plan_ns - s0.plan_ns);
+		r->phase[k][2][slot] = 1e-9 * (double)(s1.pool_ns - s0.pool_ns);
 	}
 	return t;
 }
@@ -220,11 +223,11 @@ static int check(struct lookup_run *r, const struct bench_batch *b,
 /* ---- one distribution ---- */
 
 static double measure(struct lookup_run *r, const struct bench_batch *b,
-		      enum kind k, bool timed)
+		      enum kind k, int slot)
 {
 	if (k == K_COPY)
 		return time_copy(r, b);
-	return time_lookup(r, b, k, timed);
+	return time_lookup(r, b, k, slot);
 }
 
 /* Repetition 0 warms up and is checked; the others are timed. */
@@ -234,7 +237,6 @@ static int run_reps(struct lookup_run *r, const struct bench_batch *batches,
 	const struct bench_opts *o = r->e->o;
 	int n = 0;
 
-	memset(r->ns, 0, sizeof(r->ns));
 	for (int rep = 0; rep <= o->reps; rep++) {
 		bench_progress("lookup %s: repetition %d of %d",
 			       bench_dist_name(dist), rep, o->reps);
@@ -242,7 +244,7 @@ static int run_reps(struct lookup_run *r, const struct bench_batch *batches,
 			enum kind k = (enum kind)((rep + j) % NKINDS);
 			const struct bench_batch *b =
 				&batches[n++ % r->e->nbatches];
-			double t = measure(r, b, k, rep > 0);
+			double t = measure(r, b, k, rep - 1);
 
 			if (t < 0 || (rep == 0 && check(r, b, k)))
 				return -1;
@@ -294,17 +296,19 @@ static void print_kind(struct lookup_run *r, int dist, enum kind k,
 	bench_csv_write(r->e, &row);
 }
 
+/* Median of the library's own time for a phase, in ms. */
+static double phase_ms(const struct lookup_run *r, enum kind k, int phase)
+{
+	return 1e3 * bench_stat_of(r->phase[k][phase], r->e->o->reps).median;
+}
+
 static void print_split(const struct lookup_run *r)
 {
-	double per = 1e6 * r->e->o->reps; /* ns -> ms per call */
-
-	printf("  library time per call, ms: NO_GRAD validate %.3f pool %.3f;"
-	       " training validate %.3f plan %.3f pool %.3f\n",
-	       (double)r->ns[K_NOGRAD][0] / per,
-	       (double)r->ns[K_NOGRAD][2] / per,
-	       (double)r->ns[K_TRAIN][0] / per,
-	       (double)r->ns[K_TRAIN][1] / per,
-	       (double)r->ns[K_TRAIN][2] / per);
+	printf("  library's own split, median ms: NO_GRAD validate %.3f pool "
+	       "%.3f; training validate %.3f plan %.3f pool %.3f\n",
+	       phase_ms(r, K_NOGRAD, 0), phase_ms(r, K_NOGRAD, 2),
+	       phase_ms(r, K_TRAIN, 0), phase_ms(r, K_TRAIN, 1),
+	       phase_ms(r, K_TRAIN, 2));
 }
 
 static void print_dist(struct lookup_run *r, int dist,
@@ -347,6 +351,24 @@ static int run_dist(struct lookup_run *r, int dist, struct dist_result *res)
 
 /* ---- setup and results ---- */
 
+/* Arrays of one double per repetition; false when one is missing. */
+static bool alloc_series(struct lookup_run *r, int reps)
+{
+	bool ok = true;
+
+	for (int k = 0; k < NKINDS; k++) {
+		r->times[k] = calloc((size_t)reps, sizeof(double));
+		ok = ok && r->times[k];
+	}
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < 3; i++) {
+			r->phase[k][i] = calloc((size_t)reps, sizeof(double));
+			ok = ok && r->phase[k][i];
+		}
+	}
+	return ok;
+}
+
 static int alloc_run(struct lookup_run *r)
 {
 	const struct bench_opts *o = r->e->o;
@@ -359,10 +381,8 @@ static int alloc_run(struct lookup_run *r)
 	r->copy_out = bench_alloc_big(r->e->pool, r->copy_bytes, o->thp);
 	r->out = bench_alloc_big(r->e->pool, (size_t)o->batch * dim *
 				 sizeof(float), false);
-	for (int k = 0; k < NKINDS; k++)
-		r->times[k] = calloc((size_t)o->reps, sizeof(double));
-	if (!r->base || !r->copy_out || !r->out || !r->times[0] ||
-	    !r->times[1] || !r->times[2]) {
+	if (!alloc_series(r, o->reps) || !r->base || !r->copy_out ||
+	    !r->out) {
 		fprintf(stderr, "shemb-bench: out of memory\n");
 		return -1;
 	}
@@ -379,6 +399,9 @@ static void free_run(struct lookup_run *r)
 		       sizeof(float));
 	for (int k = 0; k < NKINDS; k++)
 		free(r->times[k]);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 3; i++)
+			free(r->phase[k][i]);
 	shemb_table_destroy(r->t);
 }
 
