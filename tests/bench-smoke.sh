@@ -1,0 +1,83 @@
+#!/bin/sh
+# bench-smoke.sh - shemb-bench and the zipf_train demo on tiny sizes: they
+# run, check their own output, and print the lines scripts read.  No timing
+# is judged here.
+set -u
+: "${top_builddir:=.}"
+bench=$top_builddir/tools/shemb-bench
+train=$top_builddir/examples/zipf_train
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-smoke.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+
+fail()
+{
+	echo "FAIL: $*"
+	for f in "$tmp"/*.out "$tmp"/*.err; do
+		[ -s "$f" ] && { echo "--- $f"; cat "$f"; }
+	done
+	exit 1
+}
+
+# run NAME COMMAND...: stdout and stderr kept as $tmp/NAME.{out,err}
+run()
+{
+	name=$1
+	shift
+	echo "+ $*"
+	"$@" > "$tmp/$name.out" 2> "$tmp/$name.err" || fail "$* exited $?"
+}
+
+# need NAME RESULT: the line "result RESULT V" with V a positive number
+need()
+{
+	v=$(sed -n "s/^result $2 //p" "$tmp/$1.out")
+	awk -v v="$v" 'BEGIN {
+		exit !(v ~ /^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/ && v + 0 > 0)
+	}' || fail "$1: 'result $2' is '$v', not a positive number"
+	echo "  result $2 $v"
+}
+
+tiny="--rows 10000 --batch 64 --reps 2"
+
+run lookup "$bench" lookup $tiny --csv "$tmp/runs.csv"
+for r in lookup_vs_copy lookup_train_vs_copy lookup_vs_copy_zipf \
+	 lookup_vs_copy_uniform; do
+	need lookup $r
+done
+# progress goes to a terminal only
+[ -s "$tmp/lookup.err" ] && fail "lookup wrote to stderr, not a terminal"
+
+run backward "$bench" backward $tiny --csv "$tmp/runs.csv"
+need backward backward_rows_per_s
+need backward backward_ids_per_s
+
+# one header, then 3 lookup lines and 2 x 2 backward lines per distribution
+lines=$(wc -l < "$tmp/runs.csv")
+[ "$lines" -eq 11 ] || fail "runs.csv has $lines lines, not 11"
+head -n 1 "$tmp/runs.csv" | grep -q '^mode,variant,dist,' ||
+	fail "runs.csv has no header"
+
+# the other storage types and optimizers, one distribution each
+run lookup16 "$bench" lookup $tiny --dtype f16 --dist zipf --zipf-s 1.2
+need lookup16 lookup_vs_copy_zipf
+run adam "$bench" backward $tiny --dtype bf16 --dist uniform \
+	--optimizer adam
+need adam backward_rows_per_s
+run rowwise "$bench" backward $tiny --optimizer rowwise_adagrad \
+	--dist zipf --pooling-factor 3 --dim 7 --threads 1
+need rowwise backward_ids_per_s
+
+run help "$bench" --help
+grep -q '^Usage: shemb-bench MODE' "$tmp/help.out" || fail "--help"
+if "$bench" lookup --rows 0 > /dev/null 2>&1; then
+	fail "--rows 0 was accepted"
+fi
+if "$bench" sideways > /dev/null 2>&1; then
+	fail "an unknown mode was accepted"
+fi
+
+# the demo: it exits 0 only when its loss fell below half of the start
+run train "$train" --steps 40 --quiet
+grep -q 'loss .*start .*end' "$tmp/train.out" || fail "no loss summary"
+sed -n 's/^ *loss/  loss/p' "$tmp/train.out"
+exit 0

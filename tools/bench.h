@@ -1,0 +1,77 @@
+/*
+ * bench.h - shemb-bench: options, the setup every mode shares, and the
+ * modes themselves.
+ */
+#ifndef SHEMB_BENCH_H
+#define SHEMB_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "shemb.h"
+#include "tools/bench_util.h"
+
+struct bench_opts {
+	int64_t rows;
+	int dim;
+	int pooling;          /* ids per bag */
+	int64_t batch;        /* bags per batch */
+	int threads;
+	int reps;
+	bool dist[2];         /* indexed by enum bench_dist */
+	double zipf_s;
+	int dtype;            /* enum shemb_dtype */
+	int optimizer;        /* enum shemb_optimizer; -1: the mode's default */
+	const char *csv;      /* NULL: no CSV */
+	uint64_t seed;
+	bool thp;             /* huge pages for the baseline's array */
+};
+
+/* What every mode holds while it runs. */
+struct bench_env {
+	const struct bench_opts *o;
+	shemb_ctx *ctx;
+	struct bench_pool *pool;  /* the bench's own threads (baseline) */
+	int64_t *perm;            /* Zipf rank -> row */
+	int nbatches;             /* batches made per distribution */
+	FILE *csv;
+};
+
+int bench_env_open(struct bench_env *e, const struct bench_opts *o,
+		   const char *mode, int measures_per_rep);
+void bench_env_close(struct bench_env *e);
+
+/* A table of the options' shape, with the given optimizer. */
+int bench_table_create(struct bench_env *e, int optimizer, shemb_table **t);
+
+/* The batches of one distribution, made in parallel. */
+int bench_batches(struct bench_env *e, int dist, struct bench_batch **out);
+
+/* Wrap a batch as the library's bag set of table t. */
+struct shemb_bags bench_bags_of(shemb_table *t, const struct bench_batch *b);
+
+const char *bench_dtype_name(int dtype);
+const char *bench_optimizer_name(int optimizer);
+size_t bench_dtype_size(int dtype);
+
+/* CSV columns; the rates are those of the median time. */
+#define BENCH_CSV_HEADER                                                    \
+	"mode,variant,dist,zipf_s,dtype,optimizer,rows,dim,pooling,batch,"  \
+	"threads,reps,best_ms,median_ms,ids_per_s,rows_per_s,gb_per_s,"     \
+	"vs_copy"
+
+/* One CSV line; empty fields for values below 0. */
+struct bench_csv_row {
+	const char *mode, *variant, *optimizer;
+	int dist;
+	double best_s, median_s;
+	double ids_per_s, rows_per_s, gb_per_s, vs_copy;
+};
+
+void bench_csv_write(struct bench_env *e, const struct bench_csv_row *r);
+
+int bench_lookup(const struct bench_opts *o);
+int bench_backward(const struct bench_opts *o);
+
+#endif

@@ -1,0 +1,459 @@
+/*
+ * shemb-bench.c - benchmarks of libshemb: options, the setup shared by the
+ * modes, and dispatch.  See usage() or shemb-bench --help.
+ */
+#define _GNU_SOURCE
+#include "tools/bench.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Keep the ids of all batches of one distribution under this. */
+#define BATCH_ID_BYTES_MAX ((size_t)512 << 20)
+
+static const char *const dtype_names[] = { "f32", "f16", "bf16" };
+static const char *const opt_names[] = { "sgd", "adagrad", "rowwise_adagrad",
+					 "adam" };
+
+static const char usage_text[] =
+"Usage: shemb-bench MODE [options]\n"
+"\n"
+"Modes:\n"
+"  lookup    pooled SUM lookups, inference (SHEMB_LOOKUP_NO_GRAD) and\n"
+"            training (with the step plan), against a plain parallel gather\n"
+"            (memcpy of each row from a malloc'd fp32 array) in the same run\n"
+"  backward  shemb_backward after each planned lookup: coalesce the\n"
+"            gradients per distinct row and apply the optimizer\n"
+"\n"
+"Options:\n"
+"  --rows N            rows of the table (default 4194304)\n"
+"  --dim N             values per row (default 128)\n"
+"  --pooling-factor N  ids per bag (default 32)\n"
+"  --batch N           bags per batch (default 4096)\n"
+"  --threads N         threads of the library and of the baseline (2)\n"
+"  --reps N            timed repetitions after one warm-up (default 10)\n"
+"  --dist D            zipf, uniform or both (default both)\n"
+"  --zipf-s S          Zipf exponent: rank r has probability ~ 1/r^S (1.05)\n"
+"  --dtype T           row storage: f32, f16 or bf16 (default f32)\n"
+"  --optimizer O       sgd, adagrad, rowwise_adagrad or adam; backward\n"
+"                      measures adagrad then sgd unless given, lookup uses\n"
+"                      sgd (rows without optimizer state) unless given\n"
+"  --seed N            seed of the ids (default 1)\n"
+"  --no-thp            no transparent huge pages for the baseline's array\n"
+"  --csv FILE          append one line per measured configuration to FILE\n"
+"                      (with a header when FILE is new)\n"
+"  -h, --help          this text\n"
+"\n"
+"N takes a k, M or G suffix (x 2^10, 2^20, 2^30).  Every measurement uses\n"
+"its own pre-generated batch, so caches do not hold the previous answer.\n"
+"Figures give the best and the median of the repetitions; a ratio is the\n"
+"median of ratios of measurements taken back to back.  The output ends\n"
+"with lines \"result NAME VALUE\" for scripts.\n";
+
+static void usage(FILE *f)
+{
+	fputs(usage_text, f);
+}
+
+/* ---- options ---- */
+
+static int parse_count(const char *s, int64_t min, int64_t max,
+		       int64_t *out)
+{
+	char *end;
+	long long v;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	if (*end == 'k' || *end == 'K')
+		shift = 10;
+	else if (*end == 'm' || *end == 'M')
+		shift = 20;
+	else if (*end == 'g' || *end == 'G')
+		shift = 30;
+	if (shift)
+		end++;
+	if (*end || v < 0 || v > (INT64_MAX >> shift))
+		return -1;
+	v <<= shift;
+	if (v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_name(const char *s, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -1;
+}
+
+static int parse_dist(const char *s, struct bench_opts *o)
+{
+	o->dist[BENCH_ZIPF] = !strcmp(s, "zipf") || !strcmp(s, "both");
+	o->dist[BENCH_UNIFORM] = !strcmp(s, "uniform") || !strcmp(s, "both");
+	return o->dist[BENCH_ZIPF] || o->dist[BENCH_UNIFORM] ? 0 : -1;
+}
+
+static int parse_real(const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return errno || end == s || *end || !(*out > 0.0) || *out > 100.0
+		       ? -1 : 0;
+}
+
+enum {
+	OPT_ROWS = 256, OPT_DIM, OPT_POOLING, OPT_BATCH, OPT_THREADS,
+	OPT_REPS, OPT_DIST, OPT_ZIPF_S, OPT_DTYPE, OPT_OPTIMIZER, OPT_SEED,
+	OPT_NO_THP, OPT_CSV
+};
+
+static const struct option long_opts[] = {
+	{ "rows", required_argument, NULL, OPT_ROWS },
+	{ "dim", required_argument, NULL, OPT_DIM },
+	{ "pooling-factor", required_argument, NULL, OPT_POOLING },
+	{ "batch", required_argument, NULL, OPT_BATCH },
+	{ "threads", required_argument, NULL, OPT_THREADS },
+	{ "reps", required_argument, NULL, OPT_REPS },
+	{ "dist", required_argument, NULL, OPT_DIST },
+	{ "zipf-s", required_argument, NULL, OPT_ZIPF_S },
+	{ "dtype", required_argument, NULL, OPT_DTYPE },
+	{ "optimizer", required_argument, NULL, OPT_OPTIMIZER },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "no-thp", no_argument, NULL, OPT_NO_THP },
+	{ "csv", required_argument, NULL, OPT_CSV },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+static void set_defaults(struct bench_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->rows = 4194304;
+	o->dim = 128;
+	o->pooling = 32;
+	o->batch = 4096;
+	o->threads = 2;
+	o->reps = 10;
+	o->dist[BENCH_ZIPF] = o->dist[BENCH_UNIFORM] = true;
+	o->zipf_s = 1.05;
+	o->dtype = SHEMB_F32;
+	o->optimizer = -1;
+	o->seed = 1;
+	o->thp = true;
+}
+
+/* One option; returns -1 with a message when its value is bad. */
+static int apply_opt(struct bench_opts *o, int c, const char *arg)
+{
+	int64_t v = 0;
+	int rc = 0;
+
+	switch (c) {
+	case OPT_ROWS:
+		rc = parse_count(arg, 1, SHEMB_MAX_ROWS, &o->rows);
+		break;
+	case OPT_DIM:
+		rc = parse_count(arg, 1, SHEMB_MAX_DIM, &v);
+		o->dim = (int)v;
+		break;
+	case OPT_POOLING:
+		rc = parse_count(arg, 1, 1 << 20, &v);
+		o->pooling = (int)v;
+		break;
+	case OPT_BATCH:
+		rc = parse_count(arg, 1, INT32_MAX, &o->batch);
+		break;
+	case OPT_THREADS:
+		rc = parse_count(arg, 1, 1024, &v);
+		o->threads = (int)v;
+		break;
+	case OPT_REPS:
+		rc = parse_count(arg, 1, 100000, &v);
+		o->reps = (int)v;
+		break;
+	case OPT_DIST:
+		rc = parse_dist(arg, o);
+		break;
+	case OPT_ZIPF_S:
+		rc = parse_real(arg, &o->zipf_s);
+		break;
+	case OPT_DTYPE:
+		o->dtype = parse_name(arg, dtype_names, 3);
+		rc = o->dtype < 0 ? -1 : 0;
+		break;
+	case OPT_OPTIMIZER:
+		o->optimizer = parse_name(arg, opt_names, 4);
+		rc = o->optimizer < 0 ? -1 : 0;
+		break;
+	case OPT_SEED:
+		rc = parse_count(arg, 0, INT64_MAX, &v);
+		o->seed = (uint64_t)v;
+		break;
+	case OPT_NO_THP:
+		o->thp = false;
+		break;
+	case OPT_CSV:
+		o->csv = arg;
+		break;
+	}
+	return rc;
+}
+
+static int parse_args(int argc, char **argv, struct bench_opts *o)
+{
+	int c, idx;
+
+	set_defaults(o);
+	while ((c = getopt_long(argc, argv, "h", long_opts, &idx)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		if (c == '?') {
+			fprintf(stderr, "Try 'shemb-bench --help'.\n");
+			return -1;
+		}
+		if (apply_opt(o, c, optarg)) {
+			fprintf(stderr, "shemb-bench: bad value '%s' for "
+				"--%s\n", optarg, long_opts[idx].name);
+			return -1;
+		}
+	}
+	if ((int64_t)o->pooling * o->batch > INT32_MAX) {
+		fprintf(stderr, "shemb-bench: --batch x --pooling-factor must "
+			"stay below 2^31 ids\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- names ---- */
+
+const char *bench_dtype_name(int dtype)
+{
+	return dtype_names[dtype];
+}
+
+const char *bench_optimizer_name(int optimizer)
+{
+	return opt_names[optimizer];
+}
+
+size_t bench_dtype_size(int dtype)
+{
+	return dtype == SHEMB_F32 ? 4 : 2;
+}
+
+/* ---- the shared setup ---- */
+
+static int batches_per_dist(const struct bench_opts *o, int per_rep)
+{
+	size_t one = (size_t)o->batch * (size_t)o->pooling * sizeof(int64_t);
+	int64_t want = (int64_t)per_rep * (o->reps + 1);
+	int64_t most = (int64_t)(BATCH_ID_BYTES_MAX / (one ? one : 1));
+
+	if (most < 2)
+		most = 2;
+	return (int)(want < most ? want : most);
+}
+
+static void print_setup(const struct bench_env *e, const char *mode)
+{
+	const struct bench_opts *o = e->o;
+	int64_t nids = o->batch * o->pooling;
+
+	printf("shemb-bench %s: libshemb %s\n", mode, shemb_version_string());
+	printf("  batch    %lld bags x %d ids = %lld ids; %d batches per "
+	       "distribution\n", (long long)o->batch, o->pooling,
+	       (long long)nids, e->nbatches);
+	printf("  threads  %d; %d timed repetitions after one warm-up\n",
+	       o->threads, o->reps);
+}
+
+int bench_env_open(struct bench_env *e, const struct bench_opts *o,
+		   const char *mode, int measures_per_rep)
+{
+	struct shemb_ctx_attr ca;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	e->o = o;
+	e->nbatches = batches_per_dist(o, measures_per_rep);
+	shemb_ctx_attr_init(&ca);
+	ca.nthreads = o->threads;
+	rc = shemb_ctx_create(&ca, &e->ctx);
+	if (rc) {
+		fprintf(stderr, "shemb-bench: shemb_ctx_create: %s: %s\n",
+			shemb_strerror(rc), shemb_ctx_last_error(NULL));
+		return -1;
+	}
+	if (bench_pool_create(o->threads, &e->pool))
+		goto fail;
+	if (o->dist[BENCH_ZIPF] && !(e->perm = bench_make_perm(o->rows,
+							       o->seed)))
+		goto fail;
+	if (o->csv && !(e->csv = bench_csv_open(o->csv, BENCH_CSV_HEADER))) {
+		fprintf(stderr, "shemb-bench: cannot open %s: %s\n", o->csv,
+			strerror(errno));
+		bench_env_close(e);
+		return -1;
+	}
+	print_setup(e, mode);
+	return 0;
+fail:
+	fprintf(stderr, "shemb-bench: out of memory\n");
+	bench_env_close(e);
+	return -1;
+}
+
+void bench_env_close(struct bench_env *e)
+{
+	if (e->csv)
+		fclose(e->csv);
+	free(e->perm);
+	bench_pool_destroy(e->pool);
+	shemb_ctx_destroy(e->ctx);
+	memset(e, 0, sizeof(*e));
+}
+
+int bench_table_create(struct bench_env *e, int optimizer, shemb_table **t)
+{
+	const struct bench_opts *o = e->o;
+	struct shemb_table_attr ta;
+	double t0 = bench_now();
+	int rc;
+
+	shemb_table_attr_init(&ta);
+	ta.name = "bench";
+	ta.rows = o->rows;
+	ta.dim = o->dim;
+	ta.dtype = o->dtype;
+	ta.optimizer = optimizer;
+	bench_progress("creating a %lld x %d table", (long long)o->rows,
+		       o->dim);
+	rc = shemb_table_create(e->ctx, &ta, t);
+	bench_progress_done();
+	if (rc) {
+		fprintf(stderr, "shemb-bench: shemb_table_create: %s: %s\n",
+			shemb_strerror(rc), shemb_ctx_last_error(e->ctx));
+		return -1;
+	}
+	printf("  table    %lld x %d %s, optimizer %s, made in %.2f s\n",
+	       (long long)o->rows, o->dim, bench_dtype_name(o->dtype),
+	       bench_optimizer_name(optimizer), bench_now() - t0);
+	return 0;
+}
+
+int bench_batches(struct bench_env *e, int dist, struct bench_batch **out)
+{
+	const struct bench_opts *o = e->o;
+	struct bench_idgen g = {
+		.dist = dist, .rows = o->rows, .perm = e->perm
+	};
+	int rc;
+
+	if (dist == BENCH_ZIPF)
+		bench_zipf_init(&g.zipf, o->rows, o->zipf_s);
+	bench_progress("making %d %s batches", e->nbatches,
+		       bench_dist_name(dist));
+	rc = bench_make_batches(e->pool, &g, o->seed, o->batch, o->pooling,
+				e->nbatches, out);
+	bench_progress_done();
+	if (rc)
+		fprintf(stderr, "shemb-bench: out of memory for the batches\n");
+	return rc;
+}
+
+struct shemb_bags bench_bags_of(shemb_table *t, const struct bench_batch *b)
+{
+	struct shemb_bags bags;
+
+	shemb_bags_init(&bags);
+	bags.table = t;
+	bags.pooling = SHEMB_POOL_SUM;
+	bags.nbags = b->nbags;
+	bags.offsets = b->offsets;
+	bags.nids = b->nids;
+	bags.ids = b->ids;
+	return bags;
+}
+
+/* ---- CSV ---- */
+
+static void csv_num(FILE *f, double v, const char *fmt)
+{
+	fputc(',', f);
+	if (v >= 0)
+		fprintf(f, fmt, v);
+}
+
+void bench_csv_write(struct bench_env *e, const struct bench_csv_row *r)
+{
+	const struct bench_opts *o = e->o;
+	FILE *f = e->csv;
+
+	if (!f)
+		return;
+	fprintf(f, "%s,%s,%s,", r->mode, r->variant, bench_dist_name(r->dist));
+	if (r->dist == BENCH_ZIPF)
+		fprintf(f, "%g", o->zipf_s);
+	fprintf(f, ",%s,%s,%lld,%d,%d,%lld,%d,%d", bench_dtype_name(o->dtype),
+		r->optimizer, (long long)o->rows, o->dim, o->pooling,
+		(long long)o->batch, o->threads, o->reps);
+	csv_num(f, r->best_s * 1e3, "%.4f");
+	csv_num(f, r->median_s * 1e3, "%.4f");
+	csv_num(f, r->ids_per_s, "%.0f");
+	csv_num(f, r->rows_per_s, "%.0f");
+	csv_num(f, r->gb_per_s, "%.3f");
+	csv_num(f, r->vs_copy, "%.4f");
+	fputc('\n', f);
+	fflush(f);
+}
+
+/* ---- main ---- */
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o;
+	const char *mode;
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	mode = argv[1];
+	if (!strcmp(mode, "-h") || !strcmp(mode, "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	/* the mode is argv[1]: parse what follows it as a command line of
+	 * its own, with the program's name in front for getopt's messages */
+	argv[1] = (char *)"shemb-bench";
+	if (parse_args(argc - 1, argv + 1, &o))
+		return 2;
+	if (optind < argc - 1) {
+		fprintf(stderr, "shemb-bench: unexpected argument '%s'\n",
+			argv[optind + 1]);
+		return 2;
+	}
+	bench_progress_on = isatty(STDERR_FILENO);
+	if (!strcmp(mode, "lookup"))
+		return bench_lookup(&o) ? 1 : 0;
+	if (!strcmp(mode, "backward"))
+		return bench_backward(&o) ? 1 : 0;
+	fprintf(stderr, "shemb-bench: unknown mode '%s' (lookup or "
+		"backward; see --help)\n", mode);
+	return 2;
+}
