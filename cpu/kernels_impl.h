@@ -146,8 +146,11 @@ static void finish_bag(const struct shemb__pool_job *job, float *restrict o,
 	}
 }
 
+/* Rows are prefetched PREFETCH_ROWS ids ahead, across bag boundaries up
+ * to pf_end, the end of the caller's range: bags are short (tens of ids),
+ * and stopping at each bag's end would leave its first rows cold. */
 static void pool_bag(const struct shemb__pool_job *job, int64_t b,
-		     float *tmp, size_t pf_bytes)
+		     float *tmp, size_t pf_bytes, int64_t pf_end)
 {
 	const struct shemb__store *s = job->store;
 	const int dim = s->dim;
@@ -164,7 +167,7 @@ static void pool_bag(const struct shemb__pool_job *job, int64_t b,
 		int32_t pos = (int32_t)(job->pos_base + i);
 		const float *r;
 
-		if (i + PREFETCH_ROWS < end)
+		if (i + PREFETCH_ROWS < pf_end)
 			prefetch_row(s, job->ids[i + PREFETCH_ROWS], pf_bytes);
 		r = row_f32(s, job->ids[i], tmp);
 		if (!is_max)
@@ -184,7 +187,7 @@ static void pool_bags(const struct shemb__pool_job *job, int64_t b0,
 	size_t pf = row_bytes(job->store);
 
 	for (int64_t b = b0; b < b1; b++)
-		pool_bag(job, b, tmp, pf);
+		pool_bag(job, b, tmp, pf, job->offsets[b1]);
 }
 
 static void pool_ids(const struct shemb__pool_job *job, int64_t i0,

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/plan.h"
 #include "lib/step.h"
@@ -42,55 +43,23 @@ static int same_shape(shemb_ctx *ctx, const struct shemb__plan *p,
 	return 0;
 }
 
-/* Offsets match when every position falls in the same bag as planned
- * (for POOL_NONE, whose plan bags are its ids: when the fingerprints
- * match). */
-static int same_offsets(shemb_ctx *ctx, const struct shemb__plan *p,
-			const struct shemb__group *grp)
+/* The plan keeps a copy of the lookup's offsets and ids: compare. */
+static int same_contents(shemb_ctx *ctx, const struct shemb__plan *p,
+			 const struct shemb__group *grp)
 {
 	for (int s = 0; s < grp->nsets; s++) {
 		const struct shemb_bags *b = grp->sets[s];
 		const struct shemb__plan_set *ps = &p->sets[s];
-		const int32_t *bag_of = p->bag_of + ps->pos_base;
 
-		if (b->pooling == SHEMB_POOL_NONE) {
-			if (shemb__offsets_hash(b) != ps->offsets_hash)
-				return differ(ctx, grp->table, grp->index[s],
-					      "offsets");
-			continue;
-		}
-		for (int64_t bag = 0; bag < b->nbags; bag++)
-			for (int64_t k = b->offsets[bag];
-			     k < b->offsets[bag + 1]; k++)
-				if (bag_of[k] != ps->bag_base + bag)
-					return differ(ctx, grp->table,
-						      grp->index[s], "offsets");
-	}
-	return 0;
-}
-
-static int set_of_position(const struct shemb__plan *p, int64_t pos)
-{
-	int s = 0;
-
-	while (s + 1 < p->nsets && p->sets[s + 1].pos_base <= pos)
-		s++;
-	return s;
-}
-
-static int same_ids(shemb_ctx *ctx, const struct shemb__plan *p,
-		    const struct shemb__group *grp)
-{
-	for (int64_t u = 0; u < p->nunique; u++) {
-		for (int32_t k = p->seg[u]; k < p->seg[u + 1]; k++) {
-			int32_t pos = p->pos[k];
-			int s = set_of_position(p, pos);
-
-			if (grp->sets[s]->ids[pos - p->sets[s].pos_base] !=
-			    p->unique[u])
-				return differ(ctx, grp->table, grp->index[s],
-					      "ids");
-		}
+		if (b->nbags > 0 &&
+		    memcmp(p->offsets + ps->offsets_off, b->offsets,
+			   (size_t)(b->nbags + 1) * sizeof(int64_t)))
+			return differ(ctx, grp->table, grp->index[s],
+				      "offsets");
+		if (b->nids > 0 &&
+		    memcmp(p->ids + ps->pos_base, b->ids,
+			   (size_t)b->nids * sizeof(int64_t)))
+			return differ(ctx, grp->table, grp->index[s], "ids");
 	}
 	return 0;
 }
@@ -107,9 +76,7 @@ static int check_group(shemb_ctx *ctx, const struct shemb__group *grp)
 				   "or only NO_GRAD lookups)", grp->table->name);
 	rc = same_shape(ctx, p, grp);
 	if (!rc)
-		rc = same_offsets(ctx, p, grp);
-	if (!rc)
-		rc = same_ids(ctx, p, grp);
+		rc = same_contents(ctx, p, grp);
 	return rc;
 }
 

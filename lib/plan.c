@@ -40,6 +40,7 @@ static void free_id_buffers(shemb_ctx *ctx, struct shemb__plan *p)
 	ctx->mem->scratch_free(ctx->be, p->seg, (n + 1) * sizeof(int32_t));
 	ctx->mem->scratch_free(ctx->be, p->pos, n * sizeof(int32_t));
 	ctx->mem->scratch_free(ctx->be, p->bag_of, n * sizeof(int32_t));
+	ctx->mem->scratch_free(ctx->be, p->ids, n * sizeof(int64_t));
 	p->cap_ids = 0;
 }
 
@@ -58,9 +59,10 @@ static int reserve_ids(shemb_ctx *ctx, struct shemb__plan *p, int64_t nids)
 	p->seg = ctx->mem->scratch_alloc(ctx->be, (n + 1) * sizeof(int32_t));
 	p->pos = ctx->mem->scratch_alloc(ctx->be, n * sizeof(int32_t));
 	p->bag_of = ctx->mem->scratch_alloc(ctx->be, n * sizeof(int32_t));
+	p->ids = ctx->mem->scratch_alloc(ctx->be, n * sizeof(int64_t));
 	p->cap_ids = (int64_t)n;
 	if (!p->keys || !p->keys_tmp || !p->unique || !p->seg || !p->pos ||
-	    !p->bag_of) {
+	    !p->bag_of || !p->ids) {
 		free_id_buffers(ctx, p);
 		return SHEMB_ENOMEM;
 	}
@@ -68,7 +70,7 @@ static int reserve_ids(shemb_ctx *ctx, struct shemb__plan *p, int64_t nids)
 }
 
 static int reserve(shemb_ctx *ctx, struct shemb__plan *p, int nsets,
-		   int64_t nids, int64_t nargmax)
+		   int64_t nids, int64_t nargmax, int64_t noffsets)
 {
 	if (nsets > p->cap_sets) {
 		void *s = realloc(p->sets, (size_t)nsets * sizeof(*p->sets));
@@ -86,6 +88,14 @@ static int reserve(shemb_ctx *ctx, struct shemb__plan *p, int nsets,
 		if (!p->argmax)
 			return SHEMB_ENOMEM;
 	}
+	if (noffsets > p->cap_offsets) {
+		p->offsets = grow(ctx, p->offsets,
+				  (size_t)p->cap_offsets * sizeof(int64_t),
+				  (size_t)noffsets * sizeof(int64_t));
+		p->cap_offsets = p->offsets ? noffsets : 0;
+		if (!p->offsets)
+			return SHEMB_ENOMEM;
+	}
 	return reserve_ids(ctx, p, nids);
 }
 
@@ -97,6 +107,9 @@ void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *p)
 	if (p->argmax)
 		ctx->mem->scratch_free(ctx->be, p->argmax,
 				       (size_t)p->cap_argmax * sizeof(int32_t));
+	if (p->offsets)
+		ctx->mem->scratch_free(ctx->be, p->offsets,
+				       (size_t)p->cap_offsets * sizeof(int64_t));
 	free(p->sets);
 	free(p);
 }
@@ -119,25 +132,11 @@ int64_t shemb__plan_max_ids(int64_t rows)
 
 /* ---- layout of the sets ---- */
 
-/* A POOL_NONE set keeps no bag of each position, so its offsets are kept
- * as a fingerprint for the backward to compare. */
-uint64_t shemb__offsets_hash(const struct shemb_bags *b)
-{
-	uint64_t h = 0x243f6a8885a308d3ull ^ (uint64_t)b->nbags;
-
-	for (int64_t k = 0; b->offsets && k <= b->nbags; k++) {
-		h ^= (uint64_t)b->offsets[k] + 0x9e3779b97f4a7c15ull + (h << 6) +
-		     (h >> 2);
-		h *= 0xff51afd7ed558ccdull;
-	}
-	return h;
-}
-
 static void describe_sets(struct shemb__plan *p, int dim, int nsets,
 			  const struct shemb_bags *const *sets)
 {
 	p->nsets = nsets;
-	p->nids = p->nbags = p->nargmax = 0;
+	p->nids = p->nbags = p->nargmax = p->noffsets = 0;
 	for (int i = 0; i < nsets; i++) {
 		const struct shemb_bags *b = sets[i];
 		struct shemb__plan_set *s = &p->sets[i];
@@ -150,9 +149,11 @@ static void describe_sets(struct shemb__plan *p, int dim, int nsets,
 		s->bag_base = p->nbags;
 		s->plan_bags = b->pooling == SHEMB_POOL_NONE ? b->nids : b->nbags;
 		s->argmax_off = p->nargmax;
-		s->offsets_hash = b->pooling == SHEMB_POOL_NONE
-					  ? shemb__offsets_hash(b)
-					  : 0;
+		s->offsets_off = p->noffsets;
+		if (b->nbags > 0)
+			memcpy(p->offsets + p->noffsets, b->offsets,
+			       (size_t)(b->nbags + 1) * sizeof(int64_t));
+		p->noffsets += b->nbags > 0 ? b->nbags + 1 : 0;
 		if (b->pooling == SHEMB_POOL_MAX)
 			p->nargmax += b->nbags * dim;
 		p->nids += b->nids;
@@ -176,6 +177,15 @@ static void fill_range(struct shemb__plan *p, const struct shemb_bags *b,
 	int32_t *bag_of = p->bag_of + s->pos_base;
 	uint64_t *keys = p->keys + s->pos_base;
 	int sh = p->pos_bits;
+
+	if (b->pooling == SHEMB_POOL_NONE && hi > lo)
+		memcpy(p->ids + s->pos_base + lo, b->ids + lo,
+		       (size_t)(hi - lo) * sizeof(int64_t));
+	else if (hi > lo && b->offsets[hi] > b->offsets[lo])
+		memcpy(p->ids + s->pos_base + b->offsets[lo],
+		       b->ids + b->offsets[lo],
+		       (size_t)(b->offsets[hi] - b->offsets[lo]) *
+			       sizeof(int64_t));
 
 	if (b->pooling == SHEMB_POOL_NONE) {
 		for (int64_t k = lo; k < hi; k++) {
@@ -402,7 +412,7 @@ int shemb__plan_build(shemb_table *t, int nsets,
 {
 	shemb_ctx *ctx = t->ctx;
 	struct shemb__plan *p = *planp;
-	int64_t nids = 0, nargmax = 0;
+	int64_t nids = 0, nargmax = 0, noffsets = 0;
 	int rc;
 
 	if (!p) {
@@ -413,10 +423,11 @@ int shemb__plan_build(shemb_table *t, int nsets,
 	}
 	for (int i = 0; i < nsets; i++) {
 		nids += sets[i]->nids;
+		noffsets += sets[i]->nbags > 0 ? sets[i]->nbags + 1 : 0;
 		if (sets[i]->pooling == SHEMB_POOL_MAX)
 			nargmax += sets[i]->nbags * t->attr.dim;
 	}
-	rc = reserve(ctx, p, nsets, nids, nargmax);
+	rc = reserve(ctx, p, nsets, nids, nargmax, noffsets);
 	if (rc)
 		return rc;
 	describe_sets(p, t->attr.dim, nsets, sets);

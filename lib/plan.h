@@ -18,7 +18,7 @@ struct shemb__plan_set {
 	int64_t pos_base;     /* plan position of id 0 */
 	int64_t plan_bags;    /* nbags, or nids for POOL_NONE */
 	int64_t argmax_off;   /* MAX: offset of its [nbags][dim] in argmax */
-	uint64_t offsets_hash; /* NONE: fingerprint of its offsets */
+	int64_t offsets_off;  /* where its nbags + 1 offsets are in offsets */
 };
 
 struct shemb__plan {
@@ -33,10 +33,13 @@ struct shemb__plan {
 	int32_t *bag_of;      /* plan bag of each position */
 	int32_t *argmax;      /* MAX sets: position giving each output value */
 	int64_t nargmax;
+	int64_t *ids;         /* the lookup's ids and offsets, all sets, for */
+	int64_t *offsets;     /* the backward to check its bags against */
+	int64_t noffsets;
 
 	/* capacities, so a recycled plan reuses its buffers */
 	int cap_sets;
-	int64_t cap_ids, cap_argmax;
+	int64_t cap_ids, cap_argmax, cap_offsets;
 	uint64_t *keys;       /* id << pos_bits | position: sort buffers */
 	uint64_t *keys_tmp;
 	int pos_bits;
@@ -55,6 +58,5 @@ int shemb__plan_build(shemb_table *t, int nsets,
 
 void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *plan);
 
-uint64_t shemb__offsets_hash(const struct shemb_bags *b);
 
 #endif

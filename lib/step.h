@@ -45,7 +45,5 @@ int shemb__check_grad(shemb_ctx *ctx, const struct shemb_bags *b, int i,
 int64_t shemb__set_rows(const struct shemb_bags *b);
 int shemb__check_ids(shemb_ctx *ctx, const shemb_table *t, int64_t n,
 		     const int64_t *ids, const char *where);
-int shemb__check_finite(shemb_ctx *ctx, const float *v, int64_t n,
-			const char *what);
 
 #endif

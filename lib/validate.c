@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "cpu/half.h"
+#include "cpu/threadpool.h"
+
+#define SCAN_CHUNK 65536
 
 int64_t shemb__set_rows(const struct shemb_bags *b)
 {
@@ -90,33 +93,78 @@ static int check_offsets(shemb_ctx *ctx, const struct shemb_bags *b, int i)
 	return 0;
 }
 
-static int64_t first_bad_id(const int64_t *ids, int64_t n, int64_t rows)
+/*
+ * Scans for the first bad value: chunks are checked in parallel with a
+ * branch-free loop (the common case has no bad value), and only a chunk
+ * that has one is searched again for the position.
+ */
+struct scan {
+	const void *v;
+	int64_t n, rows;
+	int (*chunk_bad)(const struct scan *sc, int64_t lo, int64_t hi);
+	atomic_int bad;
+};
+
+static int ids_bad(const struct scan *sc, int64_t lo, int64_t hi)
 {
+	const int64_t *ids = sc->v;
 	uint64_t bad = 0;
 
-	/* branch-free scan first: the common case has no bad id */
-	for (int64_t k = 0; k < n; k++)
-		bad |= (uint64_t)ids[k] >= (uint64_t)rows;
-	if (!bad)
+	for (int64_t k = lo; k < hi; k++)
+		bad |= (uint64_t)ids[k] >= (uint64_t)sc->rows;
+	return bad != 0;
+}
+
+static int floats_bad(const struct scan *sc, int64_t lo, int64_t hi)
+{
+	const float *v = sc->v;
+	uint32_t bad = 0;
+
+	for (int64_t k = lo; k < hi; k++)
+		bad |= (shemb__f32_bits(v[k]) & 0x7f800000u) == 0x7f800000u;
+	return bad != 0;
+}
+
+static void scan_task(void *arg, int64_t t)
+{
+	struct scan *sc = arg;
+	int64_t lo = t * SCAN_CHUNK;
+	int64_t hi = lo + SCAN_CHUNK < sc->n ? lo + SCAN_CHUNK : sc->n;
+
+	if (sc->chunk_bad(sc, lo, hi))
+		atomic_store(&sc->bad, 1);
+}
+
+/* The first position whose value is bad, or -1. */
+static int64_t first_bad(const shemb_ctx *ctx, struct scan *sc)
+{
+	int64_t nchunks = (sc->n + SCAN_CHUNK - 1) / SCAN_CHUNK;
+
+	atomic_init(&sc->bad, 0);
+	shemb__pool_run(ctx->pool, nchunks, scan_task, sc);
+	if (!atomic_load(&sc->bad))
 		return -1;
-	for (int64_t k = 0; k < n; k++)
-		if ((uint64_t)ids[k] >= (uint64_t)rows)
+	for (int64_t k = 0; k < sc->n; k++)
+		if (sc->chunk_bad(sc, k, k + 1))
 			return k;
 	return -1;
 }
 
-static int64_t first_non_finite(const float *v, int64_t n)
+static int64_t first_bad_id(const shemb_ctx *ctx, const int64_t *ids,
+			    int64_t n, int64_t rows)
 {
-	uint32_t bad = 0;
+	struct scan sc = { .v = ids, .n = n, .rows = rows,
+			   .chunk_bad = ids_bad };
 
-	for (int64_t k = 0; k < n; k++)
-		bad |= (shemb__f32_bits(v[k]) & 0x7f800000u) == 0x7f800000u;
-	if (!bad)
-		return -1;
-	for (int64_t k = 0; k < n; k++)
-		if ((shemb__f32_bits(v[k]) & 0x7f800000u) == 0x7f800000u)
-			return k;
-	return -1;
+	return first_bad(ctx, &sc);
+}
+
+static int64_t first_non_finite(const shemb_ctx *ctx, const float *v,
+				int64_t n)
+{
+	struct scan sc = { .v = v, .n = n, .chunk_bad = floats_bad };
+
+	return first_bad(ctx, &sc);
 }
 
 static const char *non_finite_name(float v)
@@ -126,7 +174,7 @@ static const char *non_finite_name(float v)
 
 static int check_values(shemb_ctx *ctx, const struct shemb_bags *b, int i)
 {
-	int64_t k = first_bad_id(b->ids, b->nids, b->table->attr.rows);
+	int64_t k = first_bad_id(ctx, b->ids, b->nids, b->table->attr.rows);
 
 	if (k >= 0) {
 		int64_t bag = bag_of_position(b, k);
@@ -141,7 +189,7 @@ static int check_values(shemb_ctx *ctx, const struct shemb_bags *b, int i)
 	}
 	if (!b->weights)
 		return 0;
-	k = first_non_finite(b->weights, b->nids);
+	k = first_non_finite(ctx, b->weights, b->nids);
 	if (k >= 0) {
 		int64_t bag = bag_of_position(b, k);
 
@@ -184,7 +232,7 @@ int shemb__check_grad(shemb_ctx *ctx, const struct shemb_bags *b, int i,
 
 	if (shemb__check_rows_out(ctx, b, i, grad, "grad"))
 		return SHEMB_EINVAL;
-	k = first_non_finite(grad, shemb__set_rows(b) * dim);
+	k = first_non_finite(ctx, grad, shemb__set_rows(b) * dim);
 	if (k >= 0)
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "grad[%d] (table '%s') row %lld column %d: "
@@ -197,23 +245,12 @@ int shemb__check_grad(shemb_ctx *ctx, const struct shemb_bags *b, int i,
 int shemb__check_ids(shemb_ctx *ctx, const shemb_table *t, int64_t n,
 		     const int64_t *ids, const char *where)
 {
-	int64_t k = first_bad_id(ids, n, t->attr.rows);
+	int64_t k = first_bad_id(ctx, ids, n, t->attr.rows);
 
 	if (k >= 0)
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "%s (table '%s') ids[%lld]: id %lld outside "
 				   "[0, %lld)", where, t->name, (long long)k,
 				   (long long)ids[k], (long long)t->attr.rows);
-	return 0;
-}
-
-int shemb__check_finite(shemb_ctx *ctx, const float *v, int64_t n,
-			const char *what)
-{
-	int64_t k = first_non_finite(v, n);
-
-	if (k >= 0)
-		return shemb__fail(ctx, SHEMB_EINVAL, "%s[%lld] is %s", what,
-				   (long long)k, non_finite_name(v[k]));
 	return 0;
 }
