@@ -1,7 +1,8 @@
 /*
  * host_malloc.c - a program linked with -lshemb keeps its own allocator:
- * malloc and C++ operator new resolve to libc and libstdc++, never to the
- * jemalloc inside the library, and jemalloc's API is not exported.
+ * malloc and C++ operator new resolve where they would without libshemb
+ * (libc and libstdc++, or a sanitizer's runtime), never to libshemb or a
+ * jemalloc, and jemalloc's API is not exported.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -23,12 +24,12 @@ static const char *owner(const char *sym)
 	return info.dli_fname;
 }
 
-static int expect_owner(const char *sym, const char *lib)
+static int expect_host_owner(const char *sym)
 {
 	const char *o = owner(sym);
 
-	if (o && !strstr(o, lib)) {
-		printf("FAIL: %s comes from %s, not %s\n", sym, o, lib);
+	if (o && (strstr(o, "libshemb") || strstr(o, "jemalloc"))) {
+		printf("FAIL: %s comes from %s\n", sym, o);
 		return 1;
 	}
 	printf("%s: %s\n", sym, o ? o : "(not loaded)");
@@ -50,11 +51,11 @@ int main(void)
 		printf("FAIL: setup: %s\n", shemb_ctx_last_error(ctx));
 		return 1;
 	}
-	fail |= expect_owner("malloc", "libc.so");
-	fail |= expect_owner("free", "libc.so");
-	fail |= expect_owner("calloc", "libc.so");
-	fail |= expect_owner("_Znwm", "libstdc++");
-	fail |= expect_owner("_ZdlPv", "libstdc++");
+	fail |= expect_host_owner("malloc");
+	fail |= expect_host_owner("free");
+	fail |= expect_host_owner("calloc");
+	fail |= expect_host_owner("_Znwm");
+	fail |= expect_host_owner("_ZdlPv");
 	if (owner("mallocx") || owner("mallctl")) {
 		printf("FAIL: jemalloc's API is visible to the host program\n");
 		fail = 1;
