@@ -149,7 +149,8 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	for (int g = 0; !rc && g < st->ngroups; g++)
 		rc = pool_group(st, &st->groups[g], plans ? plans[g] : NULL,
 				out);
-	shemb__step_unlock(st);
+	/* still under the tables' locks: a backward, which holds them
+	 * exclusively, never sees a plan change under it */
 	for (int g = 0; planned && g < st->ngroups; g++) {
 		if (!plans[g])
 			continue;
@@ -158,6 +159,7 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 		else
 			commit_plan(st->groups[g].table, plans[g]);
 	}
+	shemb__step_unlock(st);
 	free(plans);
 	return rc;
 }
