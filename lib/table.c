@@ -1,6 +1,7 @@
 /*
  * table.c - create and destroy tables, their row layout, their attributes.
  */
+#define _GNU_SOURCE
 #include "lib/internal.h"
 
 #include <math.h>
@@ -113,6 +114,23 @@ static int resolve(shemb_table *t, const struct shemb_table_attr *a)
 	return 0;
 }
 
+/*
+ * Writers first: glibc's default rwlock lets a steady stream of lookups
+ * (an inference server's) starve a backward or a row write for ever.  With
+ * writers preferred, new lookups wait behind a waiting writer; no call
+ * takes a table's lock twice, so this cannot deadlock.
+ */
+static void init_rows_lock(pthread_rwlock_t *lock)
+{
+	pthread_rwlockattr_t a;
+
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a,
+				      PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(lock, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
 static int alloc_rows(shemb_table *t)
 {
 	shemb_ctx *ctx = t->ctx;
@@ -222,7 +240,7 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 	if (!t)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a table");
 	t->ctx = ctx;
-	pthread_rwlock_init(&t->rows_lock, NULL);
+	init_rows_lock(&t->rows_lock);
 	pthread_mutex_init(&t->plan_lock, NULL);
 	rc = resolve(t, &a);
 	if (rc)
