@@ -138,6 +138,8 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	struct shemb__plan **plans = NULL;
 	int rc = 0;
 
+	if (st->ngroups == 0)
+		return 0;
 	if (planned) {
 		plans = calloc((size_t)st->ngroups, sizeof(*plans));
 		if (!plans)
