@@ -1,0 +1,308 @@
+#!/bin/sh
+# test_shemb_run.sh - shemb-run: the environment of the ranks, their output
+# behind prefixes, exit statuses, forwarded signals, --timeout, bad
+# arguments, and that no process of a job outlives the launcher.
+#
+# Every run is bounded by timeout(1); the ranks record their pids in files
+# so that the script can check afterwards that none is left.
+set -u
+: "${top_builddir:=.}"
+run=$top_builddir/tools/shemb-run
+if ! command -v timeout > /dev/null 2>&1; then
+	echo "timeout(1) not found; skipped"
+	exit 77
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_shemb_run.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+
+fail()
+{
+	echo "FAIL: $*"
+	for f in "$tmp"/*.out "$tmp"/*.err; do
+		[ -s "$f" ] && { echo "--- $f"; head -c 2000 "$f"; echo; }
+	done
+	exit 1
+}
+
+# launch NAME SECONDS ARGS...: shemb-run ARGS, killed after SECONDS at the
+# latest, its stdout and stderr in $tmp/NAME.{out,err}, its status in $st.
+launch()
+{
+	name=$1
+	secs=$2
+	shift 2
+	echo "+ shemb-run $*" | tr -s '\n\t' '  ' | cut -c 1-100
+	timeout -k 2 "$secs" "$run" "$@" > "$tmp/$name.out" \
+		2> "$tmp/$name.err"
+	st=$?
+}
+
+expect()
+{
+	[ "$st" -eq "$2" ] || fail "$1: status $st, not $2"
+}
+
+# One rank of a test job, started as: rank.sh CASE MODE.  It writes
+# "PID PPID" (PPID: the launcher) to $tmp/CASE.pid.RANK first.
+cat > "$tmp/rank.sh" << EOF
+#!/bin/sh
+dir='$tmp'
+EOF
+cat >> "$tmp/rank.sh" << 'EOF'
+case=$1
+f=$dir/$case.pid.$SHEMB_RANK
+echo "$$ $PPID" > "$f.tmp" && mv "$f.tmp" "$f" || exit 99
+# until every rank of the job has written its pid
+wait_all()
+{
+	while [ "$(ls "$dir/$case".pid.? 2> /dev/null | wc -l)" \
+		-lt "$SHEMB_WORLD_SIZE" ]; do
+		sleep 0.05
+	done
+}
+case $2 in
+sleep)
+	exec sleep 1000 ;;
+fail)	# rank 1 exits 3 while the others sleep and note SIGTERM
+	if [ "$SHEMB_RANK" != 1 ]; then
+		trap 'echo > "$dir/$case.term.$SHEMB_RANK"; exit 0' TERM
+		sleep 1000 &
+		wait
+		exit 0
+	fi
+	wait_all
+	exit 3 ;;
+kill9)	# rank 1 is killed by SIGKILL while the others sleep
+	[ "$SHEMB_RANK" = 1 ] || exec sleep 1000
+	wait_all
+	kill -KILL $$ ;;
+stubborn) # rank 0 ignores SIGTERM, rank 1 exits 5
+	if [ "$SHEMB_RANK" = 0 ]; then
+		trap '' TERM
+		exec sleep 1000
+	fi
+	wait_all
+	exit 5 ;;
+straggler) # leaves a process behind that holds its stdout open
+	sleep 1000 &
+	echo $! > "$dir/$case.bg.$SHEMB_RANK"
+	echo started ;;
+esac
+EOF
+chmod +x "$tmp/rank.sh" || exit 99
+
+# gone CASE N: N ranks of CASE recorded their pids, and none of them (nor
+# any process they left behind) exists any more.
+gone()
+{
+	n=$(ls "$tmp/$1".pid.? 2> /dev/null | wc -l)
+	[ "$n" -eq "$2" ] || fail "$1: $n ranks wrote their pid, not $2"
+	for f in "$tmp/$1".pid.? "$tmp/$1".bg.?; do
+		[ -f "$f" ] || continue
+		read -r pid _ < "$f"
+		# The launcher reaped its ranks: not even a zombie is left.
+		# Processes a rank left behind are reaped by whoever
+		# inherited them: a zombie of theirs is fine.
+		if kill -0 "$pid" 2> /dev/null; then
+			case $f in
+			*.bg.*) grep -q '^[^)]*) Z' "/proc/$pid/stat" \
+				2> /dev/null && continue ;;
+			esac
+			fail "$1: process $pid ($f) outlived the launcher"
+		fi
+	done
+}
+
+# wait_pids CASE N: until N ranks of CASE have written their pids (5 s)
+wait_pids()
+{
+	i=0
+	while [ "$(ls "$tmp/$1".pid.? 2> /dev/null | wc -l)" -lt "$2" ]; do
+		i=$((i + 1))
+		[ "$i" -le 100 ] || fail "$1: the ranks did not start"
+		sleep 0.05
+	done
+}
+
+# ---- the environment of the ranks
+show_env='echo "rank=$SHEMB_RANK size=$SHEMB_WORLD_SIZE root=$SHEMB_ROOT'
+show_env=$show_env' key=$SHEMB_JOB_KEY provider=${SHEMB_PROVIDER-none}'
+show_env=$show_env' foreign=${OMPI_COMM_WORLD_RANK-}${OMPI_COMM_WORLD_SIZE-}'
+show_env=$show_env'${PMI_RANK-}${PMI_SIZE-}${SLURM_PROCID-}${SLURM_NTASKS-}"'
+
+# check_env NAME N: one line per rank 0..N-1, all with the same root and
+# key; sets key.
+check_env()
+{
+	out=$tmp/$1.out
+	[ "$(wc -l < "$out")" -eq "$2" ] || fail "$1: not $2 lines"
+	r=0
+	while [ "$r" -lt "$2" ]; do
+		c=$(grep -c "^\[$r\] rank=$r size=$2 " "$out")
+		[ "$c" -eq 1 ] || fail "$1: rank $r has $c lines"
+		r=$((r + 1))
+	done
+	n=$(sed 's/.* root=\([^ ]*\) key=\([^ ]*\) .*/\1 \2/' "$out" |
+		sort -u | wc -l)
+	[ "$n" -eq 1 ] || fail "$1: ranks differ in root or key"
+	key=$(sed -n '1s/.* key=\([^ ]*\) .*/\1/p' "$out")
+}
+
+export OMPI_COMM_WORLD_RANK=7 OMPI_COMM_WORLD_SIZE=9 PMI_RANK=7 PMI_SIZE=9 \
+	SLURM_PROCID=7 SLURM_NTASKS=9
+unset SHEMB_JOB_KEY SHEMB_PROVIDER SHEMB_RANK SHEMB_WORLD_SIZE SHEMB_ROOT
+
+launch env1 10 -n 4 sh -c "$show_env"
+expect env1 0
+check_env env1 4
+key1=$key
+echo "$key1" | grep -Eq '^[0-9a-f]{32}$' || fail "env1: key '$key1'"
+grep -Eq ' root=127\.0\.0\.1:[0-9]+ ' "$tmp/env1.out" || fail "env1: root"
+grep -q ' provider=none foreign=$' "$tmp/env1.out" ||
+	fail "env1: SHEMB_PROVIDER, or another launcher's variables, set"
+[ -s "$tmp/env1.err" ] && fail "env1: stderr not empty"
+
+launch env2 10 -n 4 sh -c "$show_env"
+expect env2 0
+check_env env2 4
+key2=$key
+[ "$key1" != "$key2" ] || fail "two jobs got the same key"
+
+export SHEMB_JOB_KEY=given
+launch env3 10 -n 2 --root 10.1.2.3:4567 --provider tcp -- sh -c "$show_env"
+unset SHEMB_JOB_KEY
+expect env3 0
+check_env env3 2
+[ "$(grep -c ' root=10.1.2.3:4567 key=given provider=tcp foreign=$' \
+	"$tmp/env3.out")" -eq 2 ] || fail "env3: --root, --provider or key"
+
+launch ipv6 10 -n 1 --root '[::1]:5000' sh -c 'echo "$SHEMB_ROOT"'
+expect ipv6 0
+grep -qx '\[0\] \[::1\]:5000' "$tmp/ipv6.out" || fail "ipv6: root"
+
+# ---- output
+launch prefix 10 -n 11 sh -c 'echo "out $SHEMB_RANK"
+	echo "err $SHEMB_RANK" >&2'
+expect prefix 0
+r=0
+while [ "$r" -lt 11 ]; do
+	p=$(printf '[%2d] ' "$r")
+	grep -Fqx "${p}out $r" "$tmp/prefix.out" || fail "prefix: out $r"
+	grep -Fqx "${p}err $r" "$tmp/prefix.err" || fail "prefix: err $r"
+	r=$((r + 1))
+done
+[ "$(wc -l < "$tmp/prefix.out")" -eq 11 ] || fail "prefix: stdout lines"
+[ "$(wc -l < "$tmp/prefix.err")" -eq 11 ] || fail "prefix: stderr lines"
+
+# Three ranks write 20 lines of 131072 bytes each at once, then a last
+# line without its newline: every line must come out whole.
+long='awk -v r="$SHEMB_RANK" "BEGIN { s = r; for (i = 0; i < 17; i++) s = s s;
+	for (i = 0; i < 20; i++) print s; printf \"tail %s\", r }"'
+launch long 20 -n 3 sh -c "$long"
+expect long 0
+awk '
+	/^\[[0-2]\] tail [0-2]$/ {
+		if (substr($0, 2, 1) != substr($0, 10, 1)) exit 1
+		tail[substr($0, 2, 1)]++
+		next
+	}
+	{
+		r = substr($0, 2, 1)
+		if (length($0) != 131076 || substr($0, 1, 4) != "[" r "] ")
+			exit 1
+		s = substr($0, 5)
+		gsub(r, "", s)
+		if (s != "") exit 1
+		n[r]++
+	}
+	END {
+		for (r = 0; r < 3; r++)
+			if (n[r] != 20 || tail[r] != 1) exit 1
+	}' "$tmp/long.out" || fail "long: lines mixed, cut or lost"
+[ "$(tail -c 1 "$tmp/long.out" | od -An -c | tr -d ' ')" = '\n' ] ||
+	fail "long: the last line has no newline"
+
+launch raw 10 -n 1 --no-prefix sh -c 'printf "a\nb"; printf "c" >&2'
+expect raw 0
+[ "$(od -An -c "$tmp/raw.out" | tr -d ' ')" = 'a\nb' ] ||
+	fail "raw: --no-prefix changed the output"
+[ "$(cat "$tmp/raw.err")" = c ] || fail "raw: stderr"
+
+echo input | timeout 10 "$run" -n 1 cat > "$tmp/stdin.out" 2>&1
+[ -s "$tmp/stdin.out" ] && fail "stdin: a rank read the launcher's stdin"
+
+# ---- exit statuses
+launch fail 10 -n 3 "$tmp/rank.sh" fail fail
+expect fail 3
+grep -q '^shemb-run: rank 1 exited with status 3' "$tmp/fail.err" ||
+	fail "fail: no line about rank 1"
+[ "$(grep -c '^shemb-run:' "$tmp/fail.err")" -eq 1 ] ||
+	fail "fail: more than one line about the ranks"
+[ -f "$tmp/fail.term.0" ] && [ -f "$tmp/fail.term.2" ] ||
+	fail "fail: the other ranks did not get SIGTERM"
+gone fail 3
+
+launch kill9 10 -n 3 "$tmp/rank.sh" kill9 kill9
+expect kill9 137
+grep -q '^shemb-run: rank 1 was killed by signal 9' "$tmp/kill9.err" ||
+	fail "kill9: no line about rank 1"
+gone kill9 3
+
+# rank 0 ignores SIGTERM: SIGKILL follows after the grace period
+launch stubborn 15 -n 2 "$tmp/rank.sh" stubborn stubborn
+expect stubborn 5
+gone stubborn 2
+
+launch timeout 10 -n 3 --timeout 1 "$tmp/rank.sh" timeout sleep
+expect timeout 124
+grep -q '^shemb-run: timed out' "$tmp/timeout.err" ||
+	fail "timeout: no message (timeout(1) may have killed shemb-run)"
+gone timeout 3
+
+# a process left behind holding the output is stopped after a while
+launch straggler 15 -n 2 "$tmp/rank.sh" straggler straggler
+expect straggler 0
+[ "$(grep -c '^\[[01]\] started$' "$tmp/straggler.out")" -eq 2 ] ||
+	fail "straggler: output"
+gone straggler 2
+
+launch noexec 10 -n 2 "$tmp/no such program"
+expect noexec 127
+grep -q 'cannot run' "$tmp/noexec.err" || fail "noexec: no reason given"
+grep -q '^shemb-run: rank [01] exited with status 127' "$tmp/noexec.err" ||
+	fail "noexec: not reported"
+printf 'true\n' > "$tmp/not-executable"
+launch noexec2 10 -n 1 "$tmp/not-executable"
+expect noexec2 127
+
+# ---- signals: SIGTERM to the launcher reaches every rank
+echo "+ shemb-run -n 3 rank.sh forward sleep; kill -TERM shemb-run"
+timeout -k 2 10 "$run" -n 3 "$tmp/rank.sh" forward sleep \
+	> "$tmp/forward.out" 2> "$tmp/forward.err" &
+bg=$!
+wait_pids forward 3
+read -r pid launcher < "$tmp/forward.pid.0"
+kill -TERM "$launcher" || fail "forward: cannot signal the launcher"
+wait "$bg"
+st=$?
+expect forward 143
+grep -q '^shemb-run: rank [0-2] was killed by signal 15' \
+	"$tmp/forward.err" || fail "forward: no line about the first rank"
+kill -0 "$launcher" 2> /dev/null && fail "forward: the launcher is still there"
+gone forward 3
+
+# ---- usage
+launch help 10 --help
+expect help 0
+grep -q '^Usage: shemb-run -n N' "$tmp/help.out" || fail "--help"
+for args in "-n 0 true" "-n 1025 true" "-n x true" "-n 2" "true" \
+	"-n 2 --root nohost true" "-n 2 --root host:0 true" \
+	"-n 2 --root host:65536 true" "-n 2 --root ::1:80 true" \
+	"-n 2 --timeout 0 true" "-n 2 --timeout -1 true" \
+	"-n 2 --bogus true"; do
+	launch usage 10 $args
+	expect "usage ($args)" 2
+	grep -q '^Usage:' "$tmp/usage.err" || fail "usage ($args): no usage"
+	[ -s "$tmp/usage.out" ] && fail "usage ($args): stdout not empty"
+done
+exit 0

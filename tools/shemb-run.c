@@ -1,0 +1,1003 @@
+/*
+ * shemb-run.c - start the ranks of a job on this host.
+ *
+ * "shemb-run -n N PROGRAM" starts N processes of PROGRAM, tells each its
+ * rank, the world size, the rendezvous address and the job key through
+ * SHEMB_* variables, passes their output on line by line behind the rank,
+ * forwards SIGINT, SIGTERM and SIGHUP, and stops the whole job as soon as
+ * one rank fails.  See usage_text and shemb-run(1).
+ *
+ * Each rank leads a process group of its own: a Ctrl-C at the terminal
+ * reaches the launcher alone, which passes it on once, and a signal to the
+ * group also reaches what the rank started.  A rank that has ended stays a
+ * zombie until the whole job is over (its end is seen with WNOWAIT): its
+ * pid, which is its group's id, cannot be reused meanwhile, so a signal to
+ * the group never reaches an unrelated process.
+ *
+ * The launcher sleeps in poll() on the ranks' pipes and a signalfd that
+ * carries SIGCHLD and the signals to forward; the deadlines (--timeout, the
+ * grace period between SIGTERM and SIGKILL) are its timeout.
+ */
+#define _GNU_SOURCE
+#include "tools/shemb_run_output.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define MAX_RANKS 1024
+/* From SIGTERM to SIGKILL; also how long output may trail the last rank. */
+#define GRACE_MS 3000
+/* The job key: random bytes, given to the ranks in hex. */
+#define KEY_BYTES 16
+/* Descriptors besides the two pipes per rank: the standard ones, the
+ * signalfd, /dev/null, a new rank's pipe ends, and some to spare. */
+#define SPARE_FDS 16
+
+#define EXIT_LAUNCHER 1		/* the launcher itself failed */
+#define EXIT_USAGE 2
+#define EXIT_TIMEOUT 124
+#define EXIT_CANNOT_RUN 127
+
+static const char usage_text[] =
+"Usage: shemb-run -n N [options] [--] PROGRAM [ARGS...]\n"
+"\n"
+"Start N ranks of PROGRAM on this host and pass their output on, line by\n"
+"line, behind the rank: \"[r] \".\n"
+"\n"
+"Options:\n"
+"  -n N                number of ranks, 1 to 1024\n"
+"  --provider P        set SHEMB_PROVIDER=P in every rank\n"
+"  --root HOST:PORT    where rank 0 listens for the others ([ADDRESS]:PORT\n"
+"                      for IPv6); default 127.0.0.1 and a free port\n"
+"  --timeout SECONDS   stop the ranks after this long and exit with 124\n"
+"  --no-prefix         pass the output on as it comes, without prefixes\n"
+"  -h, --help          this text\n"
+"\n"
+"Every rank gets SHEMB_RANK, SHEMB_WORLD_SIZE, SHEMB_ROOT and SHEMB_JOB_KEY\n"
+"(kept from the environment when set there), SHEMB_PROVIDER with\n"
+"--provider, and not the rank variables of other launchers.  SIGINT,\n"
+"SIGTERM and SIGHUP are forwarded to every rank.  When a rank fails, the\n"
+"others are stopped and shemb-run exits with the status of the first that\n"
+"failed (128 + N after signal N); 127: the program could not be run.\n";
+
+struct options {
+	int nranks;
+	const char *provider;
+	const char *root;	/* NULL: 127.0.0.1 and a free port */
+	const char *timeout_arg;
+	double timeout_s;	/* 0: none */
+	bool prefix;
+	char **argv;		/* PROGRAM and its arguments */
+};
+
+/* The rank variables of other launchers, which the library reads when it
+ * finds no SHEMB_RANK: a shemb-run inside an srun allocation must not pass
+ * them on. */
+static const char *const foreign_vars[] = {
+	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+	"PMI_RANK", "PMI_SIZE",
+	"SLURM_PROCID", "SLURM_NTASKS",
+};
+
+enum stage {
+	RUNNING,	/* only --timeout is pending */
+	DRAINING,	/* every rank ended, left-over processes hold output */
+	TERMINATING,	/* SIGTERM sent to every group */
+	KILLING,	/* SIGKILL sent to every group */
+	ABANDONED,	/* output still open after SIGKILL: no longer read */
+};
+
+/* Why the job ends early; the first cause is the one that counts. */
+enum cause { CAUSE_NONE, CAUSE_RANK_FAILED, CAUSE_TIMEOUT, CAUSE_LAUNCHER };
+
+struct rank {
+	pid_t pid;		/* 0: not started */
+	bool ended;		/* its end was seen; still a zombie */
+	bool reaped;
+	int status;		/* exit code, or 128 + signal */
+	char prefix[16];
+	struct stream out, err;
+};
+
+struct job {
+	const struct options *opt;
+	struct rank *ranks;
+	int started;		/* ranks 0..started-1 have a process */
+	int running;		/* started and not ended */
+	int open;		/* streams not closed */
+	int sigfd;
+	int devnull;
+	pid_t self;
+	sigset_t saved_mask;
+	struct sigaction saved_sigpipe;
+	struct rlimit saved_nofile;
+	bool nofile_raised;
+	enum stage stage;
+	int64_t stage_deadline;		/* ms, CLOCK_MONOTONIC; -1: none */
+	int64_t timeout_deadline;	/* -1: no --timeout */
+	enum cause cause;
+	int failed_rank;
+	struct pollfd *pfds;		/* the signalfd, then open streams */
+	struct stream **pstreams;	/* pstreams[i] reads pfds[i] */
+	bool dropped[2];		/* streams of a broken sink closed */
+	struct sink sinks[2];		/* stdout, stderr */
+};
+
+/* ---- messages ---- */
+
+/* A line of the launcher's own on stderr, after the ranks' output so far. */
+static void __attribute__((format(printf, 2, 3)))
+note(struct job *job, const char *fmt, ...)
+{
+	char body[400], line[512];
+	va_list ap;
+	int len;
+
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	len = snprintf(line, sizeof(line), "shemb-run: %s\n", body);
+	sink_flush(&job->sinks[0]);
+	sink_write(&job->sinks[1], line, len);
+	sink_flush(&job->sinks[1]);
+}
+
+static int fail_errno(struct job *job, const char *what)
+{
+	note(job, "%s: %s", what, strerror(errno));
+	return -1;
+}
+
+/* ---- options ---- */
+
+static int usage_only(void)
+{
+	fputs(usage_text, stderr);
+	return -1;
+}
+
+static int __attribute__((format(printf, 1, 2)))
+usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("shemb-run: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n\n", stderr);
+	return usage_only();
+}
+
+static int parse_ranks(const char *s, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 1 || v > MAX_RANKS)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_port(const char *s)
+{
+	char *end;
+	long v;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return errno || *end || v < 1 || v > 65535 ? -1 : 0;
+}
+
+/* HOST:PORT, or [ADDRESS]:PORT for IPv6, as the ranks' rendezvous takes
+ * it; the host itself is left to the ranks to resolve. */
+static int check_root(const char *root)
+{
+	const char *colon = strrchr(root, ':');
+	size_t hostlen;
+
+	if (!colon || parse_port(colon + 1) < 0)
+		return -1;
+	hostlen = colon - root;
+	if (root[0] == '[')
+		return hostlen > 2 && root[hostlen - 1] == ']' ? 0 : -1;
+	return hostlen > 0 && !memchr(root, ':', hostlen) ? 0 : -1;
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return errno || end == s || *end || !(*out > 0) || *out > 1e9 ? -1 : 0;
+}
+
+enum { OPT_PROVIDER = 256, OPT_ROOT, OPT_TIMEOUT, OPT_NO_PREFIX };
+
+static const struct option long_opts[] = {
+	{ "provider", required_argument, NULL, OPT_PROVIDER },
+	{ "root", required_argument, NULL, OPT_ROOT },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "no-prefix", no_argument, NULL, OPT_NO_PREFIX },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+static int apply_option(struct options *o, int c, const char *arg)
+{
+	switch (c) {
+	case 'n':
+		if (parse_ranks(arg, &o->nranks) < 0)
+			return usage_error("-n %s: from 1 to %d ranks", arg,
+					   MAX_RANKS);
+		return 0;
+	case OPT_PROVIDER:
+		if (!*arg)
+			return usage_error("--provider takes a name");
+		o->provider = arg;
+		return 0;
+	case OPT_ROOT:
+		if (check_root(arg) < 0)
+			return usage_error("--root %s: not HOST:PORT", arg);
+		o->root = arg;
+		return 0;
+	case OPT_TIMEOUT:
+		if (parse_seconds(arg, &o->timeout_s) < 0)
+			return usage_error("--timeout %s: not seconds > 0",
+					   arg);
+		o->timeout_arg = arg;
+		return 0;
+	case OPT_NO_PREFIX:
+		o->prefix = false;
+		return 0;
+	default:
+		/* getopt has said what is wrong */
+		return usage_only();
+	}
+}
+
+/* Returns 0 to run the job, 1 after --help, -1 after a usage error. */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->prefix = true;
+	/* "+": the options end at PROGRAM, whose own options stay its own. */
+	while ((c = getopt_long(argc, argv, "+n:h", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			if (fputs(usage_text, stdout) == EOF || fflush(stdout))
+				return -1;
+			return 1;
+		}
+		if (apply_option(o, c, optarg) < 0)
+			return -1;
+	}
+	if (!o->nranks)
+		return usage_error("-n N is required");
+	if (optind >= argc)
+		return usage_error("no program given");
+	o->argv = argv + optind;
+	return 0;
+}
+
+/* ---- the environment of the ranks ---- */
+
+/* 127.0.0.1 and a port free at the moment: bind port 0, ask which port
+ * that gave, and let it go.  Another program may take it before rank 0
+ * binds it; --root is the way out then. */
+static int free_root(struct job *job, char *buf, size_t len)
+{
+	struct sockaddr_in a = {
+		.sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+	};
+	socklen_t alen = sizeof(a);
+	int fd, rc;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return fail_errno(job, "socket");
+	rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
+	if (rc == 0)
+		rc = getsockname(fd, (struct sockaddr *)&a, &alen);
+	if (rc < 0) {
+		fail_errno(job, "finding a free port on 127.0.0.1");
+		(void)close(fd);	/* already failing */
+		return -1;
+	}
+	if (close(fd) < 0)
+		return fail_errno(job, "close");
+	snprintf(buf, len, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+	return 0;
+}
+
+static int make_job_key(struct job *job, char *hex)
+{
+	unsigned char raw[KEY_BYTES];
+	size_t got = 0;
+
+	while (got < sizeof(raw)) {
+		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail_errno(job, "getrandom");
+		}
+		got += n;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		sprintf(hex + 2 * i, "%02x", raw[i]);
+	return 0;
+}
+
+static int set_env(struct job *job, const char *name, const char *value)
+{
+	if (setenv(name, value, 1) == 0)
+		return 0;
+	note(job, "setting %s: %s", name, strerror(errno));
+	return -1;
+}
+
+/* What every rank shares goes into the launcher's own environment, which
+ * the ranks inherit; each rank adds SHEMB_RANK. */
+static int prepare_environment(struct job *job)
+{
+	const struct options *o = job->opt;
+	char root[64], key[2 * KEY_BYTES + 1], size[16];
+
+	for (size_t i = 0; i < ARRAY_SIZE(foreign_vars); i++) {
+		if (unsetenv(foreign_vars[i]) < 0)
+			return fail_errno(job, "unsetenv");
+	}
+	snprintf(size, sizeof(size), "%d", o->nranks);
+	if (set_env(job, "SHEMB_WORLD_SIZE", size) < 0)
+		return -1;
+	if (!o->root && free_root(job, root, sizeof(root)) < 0)
+		return -1;
+	if (set_env(job, "SHEMB_ROOT", o->root ? o->root : root) < 0)
+		return -1;
+	if (!getenv("SHEMB_JOB_KEY") &&
+	    (make_job_key(job, key) < 0 ||
+	     set_env(job, "SHEMB_JOB_KEY", key) < 0))
+		return -1;
+	if (o->provider && set_env(job, "SHEMB_PROVIDER", o->provider) < 0)
+		return -1;
+	return 0;
+}
+
+/* ---- the launcher's own setup ---- */
+
+/* Pipes must not land on 0, 1 or 2, where the ranks' dup2() would then
+ * close them: fill whichever of those is closed with /dev/null. */
+static int open_std_fds(void)
+{
+	for (int fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0)
+			continue;
+		if (errno != EBADF)
+			return -1;
+		/* the lowest free descriptor: fd itself */
+		if (open("/dev/null", fd ? O_WRONLY : O_RDONLY) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Two pipes per rank are open at once; raise the soft limit when needed
+ * (the ranks get the old one back). */
+static int raise_fd_limit(struct job *job)
+{
+	rlim_t need = 2 * (rlim_t)job->opt->nranks + SPARE_FDS;
+	struct rlimit lim;
+
+	if (getrlimit(RLIMIT_NOFILE, &job->saved_nofile) < 0)
+		return fail_errno(job, "getrlimit");
+	lim = job->saved_nofile;
+	if (lim.rlim_cur >= need)
+		return 0;
+	if (lim.rlim_max < need) {
+		note(job, "%d ranks need %llu open files, the limit is %llu",
+		     job->opt->nranks, (unsigned long long)need,
+		     (unsigned long long)lim.rlim_max);
+		return -1;
+	}
+	lim.rlim_cur = need;
+	if (setrlimit(RLIMIT_NOFILE, &lim) < 0)
+		return fail_errno(job, "setrlimit");
+	job->nofile_raised = true;
+	return 0;
+}
+
+static int setup_signals(struct job *job)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	struct sigaction ign = { .sa_handler = SIG_IGN };
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	/* An inherited SIG_IGN would have the kernel reap the ranks. */
+	if (sigaction(SIGCHLD, &dfl, NULL) < 0)
+		return fail_errno(job, "sigaction");
+	/* An output closed under us shows as EPIPE, handled per sink. */
+	if (sigaction(SIGPIPE, &ign, &job->saved_sigpipe) < 0)
+		return fail_errno(job, "sigaction");
+	if (sigprocmask(SIG_BLOCK, &set, &job->saved_mask) < 0)
+		return fail_errno(job, "sigprocmask");
+	job->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (job->sigfd < 0)
+		return fail_errno(job, "signalfd");
+	return 0;
+}
+
+static int count_digits(int v)
+{
+	int n = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+static int job_init(struct job *job, const struct options *opt)
+{
+	int n = opt->nranks;
+	int width = count_digits(n - 1);
+
+	job->opt = opt;
+	job->self = getpid();
+	job->sigfd = -1;
+	job->stage = RUNNING;
+	job->stage_deadline = -1;
+	job->timeout_deadline = -1;
+	job->failed_rank = -1;
+	job->ranks = calloc(n, sizeof(*job->ranks));
+	job->pfds = calloc(1 + 2 * (size_t)n, sizeof(*job->pfds));
+	job->pstreams = calloc(1 + 2 * (size_t)n, sizeof(*job->pstreams));
+	if (!job->ranks || !job->pfds || !job->pstreams)
+		return fail_errno(job, "calloc");
+	for (int r = 0; r < n; r++) {
+		struct rank *rk = &job->ranks[r];
+		int len = snprintf(rk->prefix, sizeof(rk->prefix), "[%*d] ",
+				   width, r);
+
+		if (len < 0 || len >= (int)sizeof(rk->prefix))
+			return -1;	/* not with at most MAX_RANKS */
+		rk->out.fd = -1;
+		rk->err.fd = -1;
+	}
+	job->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (job->devnull < 0)
+		return fail_errno(job, "/dev/null");
+	if (raise_fd_limit(job) < 0 || setup_signals(job) < 0)
+		return -1;
+	return 0;
+}
+
+/* ---- clocks and signals to the ranks ---- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	/* Cannot fail with CLOCK_MONOTONIC; the ranks die with the launcher
+	 * (PR_SET_PDEATHSIG) if it ever did. */
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+		abort();
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Signal every rank's group, those of ended ranks too: what they left
+ * behind is part of the job. */
+static void signal_groups(struct job *job, int sig)
+{
+	for (int r = 0; r < job->started; r++) {
+		struct rank *rk = &job->ranks[r];
+
+		if (rk->reaped || kill(-rk->pid, sig) == 0 || errno == ESRCH)
+			continue;
+		note(job, "cannot signal rank %d: %s", r, strerror(errno));
+	}
+}
+
+static void close_stream(struct job *job, struct stream *s)
+{
+	if (s->fd < 0)
+		return;
+	if (stream_close(s) < 0)
+		fail_errno(job, "close");
+	job->open--;
+}
+
+static void close_streams(struct job *job)
+{
+	for (int r = 0; r < job->started; r++) {
+		close_stream(job, &job->ranks[r].out);
+		close_stream(job, &job->ranks[r].err);
+	}
+}
+
+static void set_stage(struct job *job, enum stage stage)
+{
+	job->stage = stage;
+	job->stage_deadline = now_ms() + GRACE_MS;
+	if (stage == TERMINATING) {
+		signal_groups(job, SIGTERM);
+	} else if (stage == KILLING) {
+		signal_groups(job, SIGKILL);
+	} else if (stage == ABANDONED) {
+		close_streams(job);
+		job->stage_deadline = -1;
+	}
+}
+
+static void stop_job(struct job *job, enum cause cause)
+{
+	if (job->cause == CAUSE_NONE)
+		job->cause = cause;
+	if (job->stage < TERMINATING)
+		set_stage(job, TERMINATING);
+}
+
+/* ---- starting the ranks ---- */
+
+static void __attribute__((noreturn)) child_fail(int r, const char *what)
+{
+	dprintf(STDERR_FILENO, "shemb-run: rank %d: %s: %s\n", r, what,
+		strerror(errno));
+	_exit(EXIT_CANNOT_RUN);
+}
+
+/* In the child: become rank r and run the program.  Never returns. */
+static void __attribute__((noreturn))
+exec_rank(struct job *job, int r, int out, int err)
+{
+	char num[16];
+
+	if (setpgid(0, 0) < 0)
+		child_fail(r, "setpgid");
+	/* A launcher that dies, even by SIGKILL, takes the rank along. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		child_fail(r, "prctl");
+	if (getppid() != job->self)
+		_exit(EXIT_CANNOT_RUN);	/* it is already gone */
+	/* Ranks in groups of their own would stop on reading a terminal. */
+	if (dup2(job->devnull, STDIN_FILENO) < 0 ||
+	    dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0)
+		child_fail(r, "dup2");
+	if (job->nofile_raised &&
+	    setrlimit(RLIMIT_NOFILE, &job->saved_nofile) < 0)
+		child_fail(r, "setrlimit");
+	snprintf(num, sizeof(num), "%d", r);
+	if (setenv("SHEMB_RANK", num, 1) < 0)
+		child_fail(r, "setenv");
+	if (sigaction(SIGPIPE, &job->saved_sigpipe, NULL) < 0 ||
+	    sigprocmask(SIG_SETMASK, &job->saved_mask, NULL) < 0)
+		child_fail(r, "signal setup");
+	execvp(job->opt->argv[0], job->opt->argv);
+	dprintf(STDERR_FILENO, "shemb-run: cannot run %s: %s\n",
+		job->opt->argv[0], strerror(errno));
+	_exit(EXIT_CANNOT_RUN);
+}
+
+/* On the way out of a failed start: closing a pipe made a moment ago and
+ * never used loses nothing, whatever close() says. */
+static void close_pipe(int p[2])
+{
+	(void)close(p[0]);
+	(void)close(p[1]);
+}
+
+static int start_rank(struct job *job, int r)
+{
+	struct rank *rk = &job->ranks[r];
+	const char *prefix = job->opt->prefix ? rk->prefix : NULL;
+	int out[2], err[2];
+	pid_t pid;
+
+	/* close-on-exec: no rank may hold another's pipe open */
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return fail_errno(job, "pipe");
+	if (pipe2(err, O_CLOEXEC) < 0) {
+		fail_errno(job, "pipe");
+		close_pipe(out);
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		fail_errno(job, "fork");
+		close_pipe(out);
+		close_pipe(err);
+		return -1;
+	}
+	if (pid == 0)
+		exec_rank(job, r, out[1], err[1]);
+
+	rk->pid = pid;
+	job->started++;
+	job->running++;
+	stream_init(&rk->out, out[0], &job->sinks[0], prefix);
+	stream_init(&rk->err, err[0], &job->sinks[1], prefix);
+	job->open += 2;
+	/*
+	 * Make the group from this side too: the child may not have run yet,
+	 * and a signal sent to a group that does not exist is lost.  EACCES:
+	 * the child made it and has already exec'd.
+	 */
+	if (setpgid(pid, pid) < 0 && errno != EACCES)
+		fail_errno(job, "setpgid");
+	if (close(out[1]) < 0 || close(err[1]) < 0)
+		return fail_errno(job, "close");
+	return 0;
+}
+
+static void start_ranks(struct job *job)
+{
+	if (job->opt->timeout_s > 0)
+		job->timeout_deadline = now_ms() +
+			(int64_t)(job->opt->timeout_s * 1000 + 0.999);
+	for (int r = 0; r < job->opt->nranks; r++) {
+		if (start_rank(job, r) < 0) {
+			stop_job(job, CAUSE_LAUNCHER);
+			return;
+		}
+	}
+}
+
+/* ---- ends of ranks ---- */
+
+/* Pass on what an ended rank left in its pipes, so that its last words
+ * come before the launcher's line about it. */
+static void drain_rank(struct job *job, struct rank *rk)
+{
+	struct stream *ss[] = { &rk->out, &rk->err };
+
+	for (size_t i = 0; i < ARRAY_SIZE(ss); i++) {
+		/* bounded: left-over processes may keep writing */
+		for (int n = 0; n < 64 && ss[i]->fd >= 0; n++) {
+			struct pollfd p = { .fd = ss[i]->fd, .events = POLLIN };
+
+			if (poll(&p, 1, 0) <= 0)
+				break;
+			if (stream_read(ss[i]) <= 0) {
+				job->open--;
+				break;
+			}
+		}
+	}
+}
+
+static void report_failure(struct job *job, int r, const siginfo_t *si)
+{
+	const char *then = job->running > 0 ? "; stopping the other ranks" : "";
+
+	if (si->si_code == CLD_EXITED) {
+		note(job, "rank %d exited with status %d%s", r, si->si_status,
+		     then);
+		return;
+	}
+	note(job, "rank %d was killed by signal %d (%s)%s%s", r,
+	     si->si_status, strsignal(si->si_status),
+	     si->si_code == CLD_DUMPED ? ", core dumped" : "", then);
+}
+
+static void rank_ended(struct job *job, int r, const siginfo_t *si)
+{
+	struct rank *rk = &job->ranks[r];
+	bool exited = si->si_code == CLD_EXITED;
+
+	rk->ended = true;
+	rk->status = exited ? si->si_status : 128 + si->si_status;
+	job->running--;
+	if (rk->status == 0 || job->cause != CAUSE_NONE)
+		return;
+	job->failed_rank = r;
+	drain_rank(job, rk);
+	report_failure(job, r, si);
+	stop_job(job, CAUSE_RANK_FAILED);
+}
+
+/* 1 when the process has ended, 0 while it runs, -1 on error; a process
+ * that has ended stays a zombie (WNOWAIT). */
+static int peek_end(pid_t pid, siginfo_t *si)
+{
+	int rc;
+
+	do {
+		si->si_pid = 0;
+		rc = waitid(P_PID, pid, si, WEXITED | WNOHANG | WNOWAIT);
+	} while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		return -1;
+	return si->si_pid != 0;
+}
+
+/*
+ * Look at every rank still running, without reaping any: the group ids stay
+ * taken (see the top of the file).  O(ranks) per SIGCHLD; the signalfd
+ * merges SIGCHLDs that come together.
+ */
+static void check_ranks(struct job *job)
+{
+	for (int r = 0; r < job->started; r++) {
+		struct rank *rk = &job->ranks[r];
+		siginfo_t si;
+		int rc;
+
+		if (rk->ended)
+			continue;
+		rc = peek_end(rk->pid, &si);
+		if (rc == 0)
+			continue;
+		if (rc < 0) {
+			note(job, "waiting for rank %d: %s", r,
+			     strerror(errno));
+			/* not a child of ours any more: count it as failed */
+			si.si_code = CLD_EXITED;
+			si.si_status = EXIT_LAUNCHER;
+			rk->reaped = true;
+		}
+		rank_ended(job, r, &si);
+	}
+	if (job->running == 0 && job->stage == RUNNING && job->open > 0)
+		set_stage(job, DRAINING);
+}
+
+/* ---- the loop ---- */
+
+static void read_signals(struct job *job)
+{
+	struct signalfd_siginfo si[16];
+	bool child = false;
+	ssize_t n;
+
+	for (;;) {
+		n = read(job->sigfd, si, sizeof(si));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			fail_errno(job, "reading signals");
+		if (n <= 0)
+			break;
+		for (size_t i = 0; i < n / sizeof(si[0]); i++) {
+			if (si[i].ssi_signo == SIGCHLD)
+				child = true;
+			else
+				signal_groups(job, si[i].ssi_signo);
+		}
+	}
+	if (child)
+		check_ranks(job);
+}
+
+static int gather_pollfds(struct job *job)
+{
+	int n = 0;
+
+	job->pfds[n].fd = job->sigfd;
+	job->pfds[n].events = POLLIN;
+	job->pstreams[n++] = NULL;
+	for (int r = 0; r < job->started; r++) {
+		struct stream *ss[] = { &job->ranks[r].out,
+					&job->ranks[r].err };
+
+		for (size_t i = 0; i < ARRAY_SIZE(ss); i++) {
+			if (ss[i]->fd < 0)
+				continue;
+			job->pfds[n].fd = ss[i]->fd;
+			job->pfds[n].events = POLLIN;
+			job->pstreams[n++] = ss[i];
+		}
+	}
+	return n;
+}
+
+static void read_streams(struct job *job, int n)
+{
+	for (int i = 1; i < n; i++) {
+		struct stream *s = job->pstreams[i];
+		int rc;
+
+		/* drain_rank() may have closed it in this round */
+		if (!job->pfds[i].revents || s->fd < 0)
+			continue;
+		rc = stream_read(s);
+		if (rc < 0)
+			fail_errno(job, "reading the output of a rank");
+		if (rc <= 0)
+			job->open--;
+	}
+}
+
+/*
+ * Once a sink is broken (stdout closed by its reader, a full disk), stop
+ * reading the pipes that feed it: ranks that write there then get EPIPE or
+ * SIGPIPE, as they would writing to the broken output themselves.
+ */
+static void drop_broken_sinks(struct job *job)
+{
+	for (int k = 0; k < 2; k++) {
+		struct sink *sink = &job->sinks[k];
+
+		if (!sink->broken || job->dropped[k])
+			continue;
+		job->dropped[k] = true;
+		if (k == 0 && sink->error != EPIPE)
+			note(job, "writing to stdout: %s",
+			     strerror(sink->error));
+		for (int r = 0; r < job->started; r++)
+			close_stream(job, k ? &job->ranks[r].err
+					    : &job->ranks[r].out);
+	}
+}
+
+static int poll_timeout(const struct job *job)
+{
+	int64_t deadline = job->stage == RUNNING ? job->timeout_deadline
+						 : job->stage_deadline;
+	int64_t left;
+
+	if (deadline < 0)
+		return -1;
+	left = deadline - now_ms();
+	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+}
+
+static void check_deadlines(struct job *job)
+{
+	int64_t now = now_ms();
+
+	if (job->stage == RUNNING) {
+		if (job->timeout_deadline < 0 || now < job->timeout_deadline)
+			return;
+		note(job, "timed out after %s s; stopping the ranks",
+		     job->opt->timeout_arg);
+		stop_job(job, CAUSE_TIMEOUT);
+		return;
+	}
+	if (job->stage_deadline < 0 || now < job->stage_deadline)
+		return;
+	if (job->stage == DRAINING)
+		set_stage(job, TERMINATING);
+	else if (job->stage == TERMINATING)
+		set_stage(job, KILLING);
+	else if (job->running == 0)
+		set_stage(job, ABANDONED);
+	else
+		job->stage_deadline = now + GRACE_MS;	/* SIGKILL pending */
+}
+
+/* Until every rank has ended and its output is passed on. */
+static void run_job(struct job *job)
+{
+	while (job->running > 0 || job->open > 0) {
+		int n = gather_pollfds(job);
+		int ready = poll(job->pfds, n, poll_timeout(job));
+
+		if (ready < 0 && errno != EINTR) {
+			fail_errno(job, "poll");
+			stop_job(job, CAUSE_LAUNCHER);
+			return;
+		}
+		if (ready > 0 && job->pfds[0].revents)
+			read_signals(job);
+		if (ready > 0)
+			read_streams(job, n);
+		sink_flush(&job->sinks[0]);
+		sink_flush(&job->sinks[1]);
+		drop_broken_sinks(job);
+		check_deadlines(job);
+	}
+}
+
+/* Kill what is left of every group and reap the ranks: nothing of the job
+ * outlives the launcher. */
+static void reap_ranks(struct job *job)
+{
+	signal_groups(job, SIGKILL);
+	for (int r = 0; r < job->started; r++) {
+		struct rank *rk = &job->ranks[r];
+		int st;
+
+		if (rk->reaped)
+			continue;
+		while (waitpid(rk->pid, &st, 0) < 0) {
+			if (errno != EINTR) {
+				note(job, "waiting for rank %d: %s", r,
+				     strerror(errno));
+				break;
+			}
+		}
+		rk->reaped = true;
+	}
+}
+
+static int exit_status(const struct job *job)
+{
+	switch (job->cause) {
+	case CAUSE_NONE:
+		return 0;
+	case CAUSE_RANK_FAILED:
+		return job->ranks[job->failed_rank].status;
+	case CAUSE_TIMEOUT:
+		return EXIT_TIMEOUT;
+	default:
+		return EXIT_LAUNCHER;
+	}
+}
+
+static void job_free(struct job *job)
+{
+	close_streams(job);
+	if (job->sigfd >= 0 && close(job->sigfd) < 0)
+		fail_errno(job, "close");
+	if (job->devnull >= 0 && close(job->devnull) < 0)
+		fail_errno(job, "close");
+	free(job->ranks);
+	free(job->pfds);
+	free(job->pstreams);
+}
+
+int main(int argc, char **argv)
+{
+	static struct job job;
+	struct options opt;
+	int status;
+
+	status = parse_options(argc, argv, &opt);
+	if (status)
+		return status > 0 ? 0 : EXIT_USAGE;
+	if (open_std_fds() < 0) {
+		perror("shemb-run: standard descriptors");
+		return EXIT_LAUNCHER;
+	}
+	sink_init(&job.sinks[0], STDOUT_FILENO);
+	sink_init(&job.sinks[1], STDERR_FILENO);
+	job.devnull = -1;
+	if (job_init(&job, &opt) < 0 || prepare_environment(&job) < 0) {
+		job_free(&job);
+		return EXIT_LAUNCHER;
+	}
+	start_ranks(&job);
+	run_job(&job);
+	reap_ranks(&job);
+	status = exit_status(&job);
+	job_free(&job);
+	sink_flush(&job.sinks[0]);
+	sink_flush(&job.sinks[1]);
+	return status;
+}
