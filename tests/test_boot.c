@@ -1468,6 +1468,27 @@ START_TEST(test_ipv6_loopback)
 }
 END_TEST
 
+START_TEST(test_root_by_name)
+{
+	int port = free_port();
+	struct rank_spec s0 = spec(0, 2, port), s1 = spec(1, 2, port);
+	struct kid *k0, *k1;
+	struct report r;
+
+	/* rank 0 listens on every address of the name on this host */
+	snprintf(s0.root, sizeof(s0.root), "localhost:%d", port);
+	snprintf(s1.root, sizeof(s1.root), "localhost:%d", port);
+	k1 = start_rank(&s1);
+	k0 = start_rank(&s0);
+	expect_report(k0, &r);
+	ck_assert_msg(r.rc == 0, "%s", r.err);
+	ck_assert_msg(!strcmp(r.ip, "127.0.0.1") || !strcmp(r.ip, "::1"),
+		      "%s", r.ip);
+	expect_joined(k1, 1);
+	finish();
+}
+END_TEST
+
 static TCase *tcase(const char *name)
 {
 	TCase *tc = tcase_create(name);
@@ -1497,6 +1518,7 @@ static Suite *boot_suite(void)
 	tcase_add_test(tc, test_no_key);
 	tcase_add_test(tc, test_length_mismatch);
 	tcase_add_test(tc, test_ipv6_loopback);
+	tcase_add_test(tc, test_root_by_name);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("refusals");
