@@ -48,7 +48,7 @@ extern "C" {
 SHEMB_API unsigned shemb_version(void);
 
 /* The same version as "MAJOR.MINOR.PATCH", followed by the build's features,
- * e.g. "0.1.0 (cpu jemalloc avx2 avx512)".  Static storage. */
+ * e.g. "0.1.0 (cpu jemalloc avx2 avx512 libfabric)".  Static storage. */
 SHEMB_API const char *shemb_version_string(void);
 
 /* ------------------------------------------------------------------------
@@ -91,6 +91,21 @@ enum shemb_log_level {
 /* Receives one log line (no trailing newline); called from any thread. */
 typedef void (*shemb_log_fn)(void *arg, int level, const char *msg);
 
+/*
+ * A host's own out-of-band allgather (MPI, PMIx ...), used once while a
+ * context is created instead of the TCP rendezvous: every rank passes len
+ * bytes in `mine`; `all` receives world_size * len bytes, rank r's at
+ * r * len.  Returns 0, or non-zero on failure.  Called on the thread that
+ * creates the context, by every rank in the same order.
+ */
+typedef int (*shemb_oob_allgather_fn)(void *arg, const void *mine,
+				      void *all, size_t len);
+
+enum shemb_progress {
+	SHEMB_PROGRESS_THREAD = 0, /* a context thread drives transfers */
+	SHEMB_PROGRESS_CALLER = 1  /* only shemb_wait / shemb_test do */
+};
+
 struct shemb_ctx_attr {
 	size_t size;             /* sizeof(struct shemb_ctx_attr) */
 	int nthreads;            /* threads that run kernels, the caller
@@ -100,22 +115,53 @@ struct shemb_ctx_attr {
 	void *log_arg;           /* passed to log_fn */
 	uint64_t host_mem_bytes; /* budget for host row storage; 0 = the
 				  * machine's physical memory */
-	int rank;                /* this process's rank; default 0 */
-	int world_size;          /* number of ranks; default 1 */
+	int rank;                /* this process's rank; -1 (default): from
+				  * the environment, else 0 */
+	int world_size;          /* number of ranks; 0 (default): from the
+				  * environment, else 1 */
+	/* fields below: more than one rank */
+	const char *root;        /* rendezvous "host:port", where rank 0
+				  * listens; NULL: SHEMB_ROOT */
+	const char *job_key;     /* secret every rank presents; NULL:
+				  * SHEMB_JOB_KEY, else none */
+	const char *provider;    /* libfabric provider; NULL: SHEMB_PROVIDER,
+				  * FI_PROVIDER, else shm when every rank is
+				  * on one host and "tcp;ofi_rxm" if not */
+	int progress;            /* enum shemb_progress; default THREAD */
+	int timeout_ms;          /* a peer silent this long has failed;
+				  * 0: 30000 */
+	shemb_oob_allgather_fn oob_allgather; /* NULL: TCP rendezvous */
+	void *oob_arg;
+	size_t chunk_bytes;      /* messages are cut in chunks of this;
+				  * 0: 1 MiB */
 };
 
 /* Fill attr with the installed library's defaults (sets attr->size). */
 SHEMB_API void shemb_ctx_attr_init(struct shemb_ctx_attr *attr);
 
-/* Create a context: thread pool, allocator, CPU kernels for this machine.
- * attr may be NULL for the defaults.  A world_size above 1 needs a transport
- * and gives SHEMB_ENOTSUP in this release. */
+/* Create a context: thread pool, allocator, CPU kernels for this machine,
+ * and, with more than one rank, the connection to every other rank (a
+ * collective call).  attr may be NULL for the defaults.  The environment
+ * gives rank and world size when the attrs leave them to it: SHEMB_RANK
+ * and SHEMB_WORLD_SIZE, or OMPI_COMM_WORLD_RANK / _SIZE, PMI_RANK /
+ * PMI_SIZE, SLURM_PROCID / SLURM_NTASKS. */
 SHEMB_API int shemb_ctx_create(const struct shemb_ctx_attr *attr,
 			       shemb_ctx **ctx);
 
 /* Destroy a context and every table still attached to it.  NULL is a no-op.
  * No other call may use the context or its tables during or after it. */
 SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx);
+
+/* The context's effective attributes: rank and world size resolved, the
+ * provider chosen (attr->provider points into the context).  attr->size
+ * must be set. */
+SHEMB_API int shemb_ctx_get_attr(const shemb_ctx *ctx,
+				 struct shemb_ctx_attr *attr);
+
+/* 0, or the error that background progress met (a peer failed: every
+ * later collective of the context fails the same way), with its detail in
+ * shemb_ctx_last_error(ctx). */
+SHEMB_API int shemb_ctx_async_error(shemb_ctx *ctx);
 
 /* Detail of the last failed call made on the calling thread with this
  * context (or with one of its tables); ctx NULL gives the detail of the
@@ -130,7 +176,9 @@ SHEMB_API const char *shemb_ctx_last_error(const shemb_ctx *ctx);
 enum shemb_dtype {
 	SHEMB_F32 = 0,  /* IEEE binary32 */
 	SHEMB_F16 = 1,  /* IEEE binary16 */
-	SHEMB_BF16 = 2  /* bfloat16 */
+	SHEMB_BF16 = 2, /* bfloat16 */
+	SHEMB_F64 = 3,  /* IEEE binary64: shemb_allreduce only */
+	SHEMB_I64 = 4   /* int64_t: shemb_allreduce only */
 };
 
 enum shemb_init {
@@ -278,6 +326,67 @@ SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
 SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 			     const struct shemb_bags *bags,
 			     const float *const *grad);
+
+/* ------------------------------------------------------------------------
+ * Collectives between ranks
+ *
+ * Every rank of the context makes the same collective calls in the same
+ * order, as with MPI and NCCL.  Each call starts the collective and returns:
+ * with req NULL it waits for it; otherwise *req tracks it, the buffers stay
+ * the caller's until shemb_wait() or shemb_test() reports it done, and
+ * shemb_request_free() releases the request.  Several collectives may be in
+ * flight at once.  With one rank they are local copies.  When a collective
+ * fails, transfers of it may still be under way: keep its buffers until
+ * shemb_ctx_destroy() (a peer that failed ends the job, and mismatched
+ * calls are a program error).
+ * ------------------------------------------------------------------------ */
+
+typedef struct shemb_request shemb_request;
+
+enum shemb_reduce {
+	SHEMB_REDUCE_SUM = 0,
+	SHEMB_REDUCE_MAX = 1
+};
+
+/* Rank i sends sendcounts[j] bytes at sendbuf + sdispls[j] to every rank
+ * j, and receives recvcounts[j] bytes from j at recvbuf + rdispls[j].  A
+ * pair whose counts are 0 both ways exchanges no data; counts that
+ * disagree between sender and receiver fail the collective on every rank
+ * with SHEMB_EINVAL (the detail names the ranks and counts). */
+SHEMB_API int shemb_alltoallv(shemb_ctx *ctx, const void *sendbuf,
+			      const size_t *sendcounts, const size_t *sdispls,
+			      void *recvbuf, const size_t *recvcounts,
+			      const size_t *rdispls, shemb_request **req);
+
+/* Every rank's sendcount bytes, rank j's at recvbuf + rdispls[j]
+ * (recvcounts[j] must equal rank j's sendcount). */
+SHEMB_API int shemb_allgatherv(shemb_ctx *ctx, const void *sendbuf,
+			       size_t sendcount, void *recvbuf,
+			       const size_t *recvcounts, const size_t *rdispls,
+			       shemb_request **req);
+
+/* recvbuf[k] = sum or max over ranks of sendbuf[k], k < count, of dtype
+ * (F32, F64, I64, BF16, F16; 16-bit values are reduced in fp32).  sendbuf
+ * may equal recvbuf.  Every rank gets the same bits. */
+SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
+			      void *recvbuf, size_t count, int dtype, int op,
+			      shemb_request **req);
+
+/* Returns on every rank once every rank has entered it. */
+SHEMB_API int shemb_barrier(shemb_ctx *ctx, shemb_request **req);
+
+/* Wait for a collective: its status (0, SHEMB_EINVAL for mismatched
+ * calls, SHEMB_EPEER or SHEMB_ETIMEDOUT for a failed peer).  A request
+ * reports its status once: later waits give SHEMB_ESTATE. */
+SHEMB_API int shemb_wait(shemb_request *req);
+
+/* *done = 1 and the status as shemb_wait() when finished, else *done = 0
+ * and 0.  Moves transfers along when the context has no progress thread. */
+SHEMB_API int shemb_test(shemb_request *req, int *done);
+
+/* Release a request (NULL is a no-op).  An unfinished collective goes on
+ * to its end without it.  shemb_ctx_destroy() releases the requests left. */
+SHEMB_API void shemb_request_free(shemb_request *req);
 
 /* ------------------------------------------------------------------------
  * Statistics

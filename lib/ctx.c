@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cpu/threadpool.h"
+#include "lib/comm.h"
 #include "lib/backend.h"
 #include "lib/table.h"
 
@@ -28,8 +29,9 @@ SHEMB_API void shemb_ctx_attr_init(struct shemb_ctx_attr *attr)
 	memset(attr, 0, sizeof(*attr));
 	attr->size = sizeof(*attr);
 	attr->log_level = SHEMB_LOG_WARN;
-	attr->rank = 0;
-	attr->world_size = 1;
+	attr->rank = -1;
+	attr->world_size = 0;
+	attr->progress = SHEMB_PROGRESS_THREAD;
 }
 
 static int cpus_available(void)
@@ -49,7 +51,7 @@ static uint64_t physical_memory(void)
 				     : UINT64_MAX;
 }
 
-static int check_attr(const struct shemb_ctx_attr *a)
+static int check_attr(struct shemb_ctx_attr *a)
 {
 	if (a->nthreads < 0 || a->nthreads > MAX_THREADS)
 		return shemb__fail(NULL, SHEMB_EINVAL,
@@ -59,16 +61,11 @@ static int check_attr(const struct shemb_ctx_attr *a)
 		return shemb__fail(NULL, SHEMB_EINVAL,
 				   "log_level %d outside 0 .. %d", a->log_level,
 				   SHEMB_LOG_DEBUG);
-	if (a->world_size < 1 || a->rank < 0 || a->rank >= a->world_size)
+	if (a->world_size < 0 || a->rank < -1)
 		return shemb__fail(NULL, SHEMB_EINVAL,
 				   "rank %d of world size %d is impossible",
 				   a->rank, a->world_size);
-	if (a->world_size > 1)
-		return shemb__fail(NULL, SHEMB_ENOTSUP,
-				   "world size %d needs the multi-rank "
-				   "transport, which this release lacks",
-				   a->world_size);
-	return 0;
+	return shemb__resolve_identity(a);
 }
 
 static int ctx_init(shemb_ctx *ctx)
@@ -85,7 +82,10 @@ static int ctx_init(shemb_ctx *ctx)
 	if (rc)
 		return shemb__fail(NULL, rc, "cannot start %d threads",
 				   ctx->attr.nthreads);
-	return shemb__backend_open(ctx);
+	rc = shemb__backend_open(ctx);
+	if (!rc)
+		rc = shemb__comm_open(ctx);
+	return rc;
 }
 
 SHEMB_API int shemb_ctx_create(const struct shemb_ctx_attr *attr,
@@ -117,8 +117,9 @@ SHEMB_API int shemb_ctx_create(const struct shemb_ctx_attr *attr,
 		shemb_ctx_destroy(ctx);
 		return rc;
 	}
-	shemb__log(ctx, SHEMB_LOG_INFO, "context: %s, host budget %llu MiB",
-		   ctx->mem->describe(ctx->be),
+	shemb__log(ctx, SHEMB_LOG_INFO, "context: %s, %s, host budget %llu "
+		   "MiB", ctx->mem->describe(ctx->be),
+		   ctx->comm_ops->describe(ctx->comm),
 		   (unsigned long long)(ctx->host_budget >> 20));
 	*out = ctx;
 	return 0;
@@ -128,6 +129,7 @@ SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx)
 {
 	if (!ctx)
 		return 0;
+	shemb__comm_close(ctx);
 	while (ctx->tables)
 		shemb_table_destroy(ctx->tables);
 	if (ctx->mem)
@@ -135,6 +137,26 @@ SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx)
 	shemb__pool_destroy(ctx->pool);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);
+	return 0;
+}
+
+SHEMB_API int shemb_ctx_get_attr(const shemb_ctx *ctx,
+				 struct shemb_ctx_attr *attr)
+{
+	struct shemb_ctx_attr a;
+
+	if (!ctx || !attr)
+		return shemb__fail(ctx, SHEMB_EINVAL, "ctx or attr is NULL");
+	if (attr->size < CTX_ATTR_V1_SIZE)
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "attr->size %zu is too small", attr->size);
+	a = ctx->attr;
+	a.root = ctx->root[0] ? ctx->root : NULL;
+	a.provider = ctx->provider;
+	a.job_key = NULL; /* a secret: not handed out again */
+	memcpy((char *)attr + sizeof(size_t), (const char *)&a + sizeof(size_t),
+	       (attr->size < sizeof(a) ? attr->size : sizeof(a)) -
+		       sizeof(size_t));
 	return 0;
 }
 

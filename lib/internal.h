@@ -39,8 +39,14 @@ struct shemb_ctx {
 	uint64_t host_budget;         /* bytes of row storage allowed */
 	atomic_uint_fast64_t host_used;
 
+	const struct shemb_comm_ops *comm_ops; /* self, or libfabric */
+	void *comm;
+	char root[256];               /* effective root and provider, for */
+	char provider[64];            /* shemb_ctx_get_attr */
+
 	pthread_mutex_t lock;         /* guards the fields below */
 	struct shemb_table *tables;   /* doubly linked, newest first */
+	struct shemb_request *requests; /* not yet released */
 	int64_t next_table_id;
 	uint64_t next_table_serial;
 };
@@ -88,6 +94,16 @@ SHEMB__HIDDEN void shemb__log(const shemb_ctx *ctx, int level,
 /* attr.c: copy a caller's sized struct into ours (see attr.c) */
 SHEMB__HIDDEN int shemb__copy_sized(void *dst, size_t dst_size,
 				    const void *src, size_t min_size);
+
+/* collectives.c */
+SHEMB__HIDDEN void shemb__requests_free_all(shemb_ctx *ctx);
+
+/* ident.c: rank and world size from the attrs or the environment */
+SHEMB__HIDDEN int shemb__resolve_identity(struct shemb_ctx_attr *a);
+
+/* connect.c: the context's communicator */
+SHEMB__HIDDEN int shemb__comm_open(shemb_ctx *ctx);
+SHEMB__HIDDEN void shemb__comm_close(shemb_ctx *ctx);
 
 /* time.c */
 SHEMB__HIDDEN uint64_t shemb__now_ns(void);

@@ -11,6 +11,11 @@
 #else
 #define FEAT_JEMALLOC " mmap-arena"
 #endif
+#ifdef HAVE_LIBFABRIC
+#define FEAT_FABRIC " libfabric"
+#else
+#define FEAT_FABRIC ""
+#endif
 #ifdef HAVE_X86_KERNELS
 #define FEAT_X86 " avx2 avx512"
 #else
@@ -25,5 +30,5 @@ SHEMB_API unsigned shemb_version(void)
 SHEMB_API const char *shemb_version_string(void)
 {
 	return STR(SHEMB_VERSION_MAJOR) "." STR(SHEMB_VERSION_MINOR) "." STR(
-		SHEMB_VERSION_PATCH) " (cpu" FEAT_JEMALLOC FEAT_X86 ")";
+		SHEMB_VERSION_PATCH) " (cpu" FEAT_JEMALLOC FEAT_X86 FEAT_FABRIC ")";
 }

@@ -8,6 +8,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -199,8 +200,9 @@ END_TEST
 
 START_TEST(ctx_rank_world_impossible)
 {
-	static const int rank_world[][2] = { { 0, 0 }, { -1, 1 }, { 1, 1 },
-					     { 2, 2 }, { 0, -4 } };
+	/* -1 and 0 mean "from the environment": not impossible */
+	static const int rank_world[][2] = { { 1, 1 }, { 2, 2 }, { 0, -4 },
+					     { -2, 1 }, { 5, 3 } };
 	struct shemb_ctx_attr a;
 
 	for (size_t i = 0; i < TU_ARRAY_SIZE(rank_world); i++) {
@@ -212,14 +214,55 @@ START_TEST(ctx_rank_world_impossible)
 }
 END_TEST
 
+/* Four ranks with no rendezvous address: refused before any network
+ * (SHEMB_ENOTSUP in a build without libfabric). */
 START_TEST(ctx_world_size_above_one)
+{
+	bool fabric = strstr(shemb_version_string(), "libfabric") != NULL;
+	struct shemb_ctx_attr a;
+
+	unsetenv("SHEMB_ROOT");
+	shemb_ctx_attr_init(&a);
+	a.world_size = 4;
+	a.rank = 3;
+	ctx_refused(&a, fabric ? SHEMB_EINVAL : SHEMB_ENOTSUP);
+}
+END_TEST
+
+/* Launcher variables that hold no number. */
+START_TEST(ctx_environment_not_numbers)
+{
+	static const char *const pairs[][2] = {
+		{ "SHEMB_RANK", "SHEMB_WORLD_SIZE" },
+		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+		{ "PMI_RANK", "PMI_SIZE" },
+		{ "SLURM_PROCID", "SLURM_NTASKS" },
+	};
+
+	for (size_t i = 0; i < TU_ARRAY_SIZE(pairs); i++) {
+		setenv(pairs[i][1], "two", 1);
+		setenv(pairs[i][0], "0", 1);
+		ctx_refused(NULL, SHEMB_EINVAL);
+		setenv(pairs[i][1], "1", 1);
+		setenv(pairs[i][0], "", 1); /* size without a rank */
+		ctx_refused(NULL, SHEMB_EINVAL);
+		unsetenv(pairs[i][0]);
+		unsetenv(pairs[i][1]);
+	}
+}
+END_TEST
+
+/* Collective transport attributes out of range. */
+START_TEST(ctx_transport_attrs)
 {
 	struct shemb_ctx_attr a;
 
 	shemb_ctx_attr_init(&a);
-	a.world_size = 4;
-	a.rank = 3;
-	ctx_refused(&a, SHEMB_ENOTSUP);
+	a.progress = 7;
+	ctx_refused(&a, SHEMB_EINVAL);
+	shemb_ctx_attr_init(&a);
+	a.timeout_ms = -1;
+	ctx_refused(&a, SHEMB_EINVAL);
 }
 END_TEST
 
@@ -911,6 +954,8 @@ static Suite *invalid_suite(void)
 	tcase_add_test(tc, ctx_log_level_out_of_range);
 	tcase_add_test(tc, ctx_rank_world_impossible);
 	tcase_add_test(tc, ctx_world_size_above_one);
+	tcase_add_test(tc, ctx_environment_not_numbers);
+	tcase_add_test(tc, ctx_transport_attrs);
 	tcase_add_test(tc, ctx_attr_size_unknown);
 	suite_add_tcase(s, tc);
 

@@ -1,0 +1,422 @@
+/*
+ * coll.c - each collective as rounds of transfers.
+ *
+ * alltoallv, allgatherv: one round; a header to and from every peer, the
+ *   data in chunks to and from each peer with a non-zero count.
+ * allreduce up to SMALL_BYTES: one round; every rank sends its buffer to
+ *   every other, then each adds the N buffers in rank order (latency of
+ *   one message; every rank computes the same bits).
+ * allreduce above: a ring, N - 1 reduce-scatter rounds then N - 1
+ *   allgather rounds, each moving 1/N of the buffer to the right neighbour
+ *   (bandwidth-optimal).
+ * barrier: dissemination, ceil(log2 N) rounds of one header each way.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shemb.h"
+#include "fabric/engine.h"
+#include "cpu/reduce.h"
+
+#define HDR_MAGIC 0x424d4853u /* "SHMB" */
+#define SMALL_BYTES (64 * 1024)
+
+/* ---- building rounds ---- */
+
+static struct xfer *add_xfer(struct op *op, int r, bool send, int peer,
+			     void *buf, size_t len, uint64_t tag)
+{
+	struct round *rd = &op->rounds[r];
+	struct xfer *x;
+
+	if ((rd->nx & (rd->nx - 1)) == 0) { /* grow at powers of two */
+		void *p = realloc(rd->x, (size_t)(rd->nx ? 2 * rd->nx : 4) *
+						 sizeof(*rd->x));
+
+		if (!p)
+			return NULL;
+		rd->x = p;
+	}
+	x = &rd->x[rd->nx++];
+	memset(x, 0, sizeof(*x));
+	x->op = op;
+	x->send = send;
+	x->peer = peer;
+	x->buf = buf;
+	x->len = len;
+	x->tag = tag;
+	return x;
+}
+
+/* len bytes at buf, cut in chunks, to or from peer. */
+static int add_chunks(struct op *op, int r, bool send, int peer, void *buf,
+		      size_t len)
+{
+	size_t chunk = op->f->chunk;
+
+	if (len / chunk >= MAX_CHUNKS)
+		return SHEMB_EINVAL;
+	for (size_t off = 0, k = 0; off < len; off += chunk, k++) {
+		size_t n = len - off < chunk ? len - off : chunk;
+
+		if (!add_xfer(op, r, send, peer, (char *)buf + off, n,
+			      shemb__fab_tag(TAG_DATA, op->seq, r, (int)k)))
+			return SHEMB_ENOMEM;
+	}
+	return 0;
+}
+
+static int add_header(struct op *op, int r, int peer, bool send)
+{
+	struct shemb__hdr *h = send ? &op->hdr_out[peer] : &op->hdr_in[peer];
+	struct xfer *x = add_xfer(op, r, send, peer, h, sizeof(*h),
+				  shemb__fab_tag(TAG_HDR, op->seq, r, 0));
+
+	if (!x)
+		return SHEMB_ENOMEM;
+	x->is_hdr = true;
+	return 0;
+}
+
+static void fill_header(struct op *op, int peer, uint64_t bytes,
+			uint64_t expect)
+{
+	struct shemb__hdr *h = &op->hdr_out[peer];
+
+	h->magic = HDR_MAGIC;
+	h->kind = (uint16_t)op->kind;
+	h->dtype = (uint8_t)op->c.dtype;
+	h->op = (uint8_t)op->c.op;
+	h->seq = op->seq;
+	h->from = (uint32_t)op->f->rank;
+	h->bytes = bytes;
+	h->expect = expect;
+	h->count = op->c.count;
+}
+
+/* Headers both ways with peer in round r. */
+static int exchange_headers(struct op *op, int r, int peer, uint64_t bytes,
+			    uint64_t expect)
+{
+	int rc;
+
+	fill_header(op, peer, bytes, expect);
+	rc = add_header(op, r, peer, false);
+	if (!rc)
+		rc = add_header(op, r, peer, true);
+	return rc;
+}
+
+/* Headers both ways with peer, then len bytes from peer into buf, which
+ * wait for its header (see engine.h). */
+static int headers_and_receive(struct op *op, int r, int peer, uint64_t bytes,
+			       uint64_t expect, void *buf, size_t len)
+{
+	struct round *rd = &op->rounds[r];
+	int hdr = rd->nx, lo, rc;
+
+	rc = exchange_headers(op, r, peer, bytes, expect);
+	lo = rd->nx;
+	if (!rc)
+		rc = add_chunks(op, r, false, peer, buf, len);
+	if (rc)
+		return rc;
+	for (int i = lo; i < rd->nx; i++)
+		rd->x[i].gated = true;
+	rd->x[hdr].gate_lo = lo;
+	rd->x[hdr].gate_hi = rd->nx;
+	return 0;
+}
+
+static int alloc_rounds(struct op *op, int n)
+{
+	int world = op->f->world;
+
+	if (n > MAX_ROUNDS)
+		return SHEMB_EINVAL;
+	op->rounds = calloc((size_t)(n ? n : 1), sizeof(*op->rounds));
+	op->hdr_out = calloc((size_t)world, sizeof(*op->hdr_out));
+	op->hdr_in = calloc((size_t)world, sizeof(*op->hdr_in));
+	if (!op->rounds || !op->hdr_out || !op->hdr_in)
+		return SHEMB_ENOMEM;
+	op->nrounds = n;
+	return 0;
+}
+
+/* ---- alltoallv and allgatherv ---- */
+
+#define SC(op) ((op)->counts)
+#define SD(op) ((op)->counts + (op)->f->world)
+#define RC(op) ((op)->counts + 2 * (op)->f->world)
+#define RD(op) ((op)->counts + 3 * (op)->f->world)
+
+static int build_alltoallv(struct op *op)
+{
+	struct fab *f = op->f;
+	const char *sb = op->c.sendbuf;
+	char *rb = op->c.recvbuf;
+	int rc = alloc_rounds(op, 1);
+
+	if (SC(op)[f->rank] != RC(op)[f->rank]) {
+		snprintf(op->why, sizeof(op->why),
+			 "sends %zu bytes to itself but expects %zu",
+			 SC(op)[f->rank], RC(op)[f->rank]);
+		return SHEMB_EINVAL;
+	}
+	if (SC(op)[f->rank])
+		memmove(rb + RD(op)[f->rank], sb + SD(op)[f->rank],
+			SC(op)[f->rank]);
+	for (int p = 0; !rc && p < f->world; p++) {
+		if (p == f->rank)
+			continue;
+		rc = headers_and_receive(op, 0, p, SC(op)[p], RC(op)[p],
+					 rb + RD(op)[p], RC(op)[p]);
+		if (!rc)
+			rc = add_chunks(op, 0, true, p,
+					(void *)(sb + SD(op)[p]), SC(op)[p]);
+	}
+	return rc;
+}
+
+static int build_allgatherv(struct op *op)
+{
+	struct fab *f = op->f;
+	char *rb = op->c.recvbuf;
+	size_t mine = op->c.sendcount;
+	int rc = alloc_rounds(op, 1);
+
+	if (RC(op)[f->rank] != mine) {
+		snprintf(op->why, sizeof(op->why),
+			 "sends %zu bytes but expects %zu from itself", mine,
+			 RC(op)[f->rank]);
+		return SHEMB_EINVAL;
+	}
+	if (mine)
+		memmove(rb + RD(op)[f->rank], op->c.sendbuf, mine);
+	for (int p = 0; !rc && p < f->world; p++) {
+		if (p == f->rank)
+			continue;
+		rc = headers_and_receive(op, 0, p, mine, RC(op)[p],
+					 rb + RD(op)[p], RC(op)[p]);
+		if (!rc)
+			rc = add_chunks(op, 0, true, p, (void *)op->c.sendbuf,
+					mine);
+	}
+	return rc;
+}
+
+/* ---- barrier ---- */
+
+static int build_barrier(struct op *op)
+{
+	struct fab *f = op->f;
+	int n = f->world, rounds = 0, rc;
+
+	while ((1 << rounds) < n)
+		rounds++;
+	rc = alloc_rounds(op, rounds);
+	for (int r = 0; !rc && r < rounds; r++) {
+		int to = (f->rank + (1 << r)) % n;
+		int from = (f->rank - (1 << r) % n + n) % n;
+
+		fill_header(op, to, 0, 0);
+		rc = add_header(op, r, from, false);
+		if (!rc)
+			rc = add_header(op, r, to, true);
+	}
+	return rc;
+}
+
+/* ---- allreduce ---- */
+
+static size_t elem(const struct op *op)
+{
+	return shemb__reduce_elem_size(op->c.dtype);
+}
+
+/* Sum the N buffers in rank order: every rank gets the same bits. */
+static int reduce_all_in_order(struct op *op, int round)
+{
+	size_t bytes = op->c.count * elem(op);
+	char *slots = op->scratch;
+
+	memcpy(op->c.recvbuf, slots, bytes);
+	for (int p = 1; p < op->f->world; p++)
+		shemb__reduce(op->c.dtype, op->c.op, op->c.recvbuf,
+			      slots + (size_t)p * bytes, op->c.count);
+	return 0;
+}
+
+static int build_allreduce_small(struct op *op)
+{
+	struct fab *f = op->f;
+	size_t bytes = op->c.count * elem(op);
+	char *slots = malloc((size_t)f->world * bytes + 1);
+	int rc = alloc_rounds(op, 1);
+
+	op->scratch = slots;
+	if (!slots)
+		return SHEMB_ENOMEM;
+	memcpy(slots + (size_t)f->rank * bytes, op->c.sendbuf, bytes);
+	op->rounds[0].after = reduce_all_in_order;
+	for (int p = 0; !rc && p < f->world; p++) {
+		if (p == f->rank)
+			continue;
+		rc = headers_and_receive(op, 0, p, bytes, bytes,
+					 slots + (size_t)p * bytes, bytes);
+		if (!rc)
+			rc = add_chunks(op, 0, true, p,
+					slots + (size_t)f->rank * bytes, bytes);
+	}
+	return rc;
+}
+
+/* Segment k of the ring: elements [start, start + len). */
+static void ring_segment(const struct op *op, int k, size_t *start,
+			 size_t *len)
+{
+	size_t n = op->c.count, w = (size_t)op->f->world;
+	size_t base = n / w, extra = n % w, kk = (size_t)k;
+
+	*start = kk * base + (kk < extra ? kk : extra);
+	*len = base + (kk < extra);
+}
+
+static int mod(int a, int n)
+{
+	return ((a % n) + n) % n;
+}
+
+/* After reduce-scatter round s, add the received segment into ours. */
+static int ring_add(struct op *op, int s)
+{
+	size_t start, len;
+
+	ring_segment(op, mod(op->f->rank - s - 1, op->f->world), &start, &len);
+	shemb__reduce(op->c.dtype, op->c.op,
+		      (char *)op->c.recvbuf + start * elem(op), op->scratch,
+		      len);
+	return 0;
+}
+
+static int ring_round(struct op *op, int r, int left_hdr)
+{
+	struct fab *f = op->f;
+	int n = f->world, right = (f->rank + 1) % n, left = mod(f->rank - 1, n);
+	bool scatter = r < n - 1;
+	int s = scatter ? r : r - (n - 1);
+	int send_seg = scatter ? mod(f->rank - s, n) : mod(f->rank + 1 - s, n);
+	int recv_seg = scatter ? mod(f->rank - s - 1, n) : mod(f->rank - s, n);
+	char *acc = op->c.recvbuf;
+	size_t ss, sl, rs, rl, e = elem(op);
+	int rc;
+
+	ring_segment(op, send_seg, &ss, &sl);
+	ring_segment(op, recv_seg, &rs, &rl);
+	rc = add_chunks(op, r, false, left,
+			scatter ? op->scratch : acc + rs * e, rl * e);
+	if (!rc && r == 0) { /* the first data from left waits for its
+			      * header */
+		struct round *rd = &op->rounds[0];
+
+		for (int i = left_hdr + 2; i < rd->nx; i++)
+			rd->x[i].gated = true;
+		rd->x[left_hdr].gate_lo = left_hdr + 2;
+		rd->x[left_hdr].gate_hi = rd->nx;
+	}
+	if (!rc)
+		rc = add_chunks(op, r, true, right, acc + ss * e, sl * e);
+	if (scatter)
+		op->rounds[r].after = ring_add;
+	return rc;
+}
+
+static int build_allreduce_ring(struct op *op)
+{
+	struct fab *f = op->f;
+	int n = f->world, right = (f->rank + 1) % n, left = mod(f->rank - 1, n);
+	size_t bytes = op->c.count * elem(op), first, most;
+	int rc = alloc_rounds(op, 2 * (n - 1)), left_hdr;
+
+	ring_segment(op, 0, &first, &most);
+	op->scratch = malloc(most * elem(op) + 1);
+	if (rc || !op->scratch)
+		return rc ? rc : SHEMB_ENOMEM;
+	if (op->c.recvbuf != op->c.sendbuf)
+		memcpy(op->c.recvbuf, op->c.sendbuf, bytes);
+	if (!rc && left != right)
+		rc = exchange_headers(op, 0, right, bytes, bytes);
+	left_hdr = op->rounds[0].nx; /* then left's: receive, send */
+	if (!rc)
+		rc = exchange_headers(op, 0, left, bytes, bytes);
+	for (int r = 0; !rc && r < 2 * (n - 1); r++)
+		rc = ring_round(op, r, left_hdr);
+	return rc;
+}
+
+/* ---- headers ---- */
+
+static const char *kind_name(int kind)
+{
+	static const char *const names[] = { "?", "alltoallv", "allgatherv",
+					     "allreduce", "barrier" };
+
+	return kind >= 1 && kind <= 4 ? names[kind] : "?";
+}
+
+/*
+ * A peer's header against this rank's own call.  0, or SHEMB_EINVAL with
+ * the disagreement in op->why.
+ */
+int shemb__coll_check_header(struct op *op, int peer)
+{
+	const struct shemb__hdr *h = &op->hdr_in[peer];
+	const struct shemb__hdr *mine = &op->hdr_out[peer];
+	char *why = op->why;
+	size_t n = sizeof(op->why);
+
+	if (h->magic != HDR_MAGIC || h->from != (uint32_t)peer)
+		snprintf(why, n, "rank %d sent a malformed header", peer);
+	else if (h->kind != op->kind || h->seq != op->seq)
+		snprintf(why, n, "collective call %u: rank %d is in %s (its "
+			 "call %u), this rank in %s", op->seq, peer,
+			 kind_name(h->kind), h->seq, kind_name(op->kind));
+	else if (op->kind == SHEMB__ALLREDUCE &&
+		 (h->count != op->c.count || h->dtype != op->c.dtype ||
+		  h->op != op->c.op))
+		snprintf(why, n, "allreduce: rank %d reduces %llu values of "
+			 "dtype %d with op %d, this rank %zu of dtype %d with "
+			 "op %d", peer, (unsigned long long)h->count, h->dtype,
+			 h->op, op->c.count, op->c.dtype, op->c.op);
+	else if (h->bytes != mine->expect || h->expect != mine->bytes)
+		snprintf(why, n, "%s: rank %d sends %llu bytes to this rank "
+			 "and expects %llu; this rank expects %llu from it and "
+			 "sends %llu", kind_name(op->kind), peer,
+			 (unsigned long long)h->bytes,
+			 (unsigned long long)h->expect,
+			 (unsigned long long)mine->expect,
+			 (unsigned long long)mine->bytes);
+	else
+		return 0;
+	return SHEMB_EINVAL;
+}
+
+int shemb__coll_build(struct fab *f, struct op *op)
+{
+	switch (op->kind) {
+	case SHEMB__ALLTOALLV:
+		return build_alltoallv(op);
+	case SHEMB__ALLGATHERV:
+		return build_allgatherv(op);
+	case SHEMB__BARRIER:
+		return build_barrier(op);
+	default:
+		if (op->c.count * elem(op) <= SMALL_BYTES ||
+		    op->c.count < (size_t)f->world)
+			return build_allreduce_small(op);
+		return build_allreduce_ring(op);
+	}
+}

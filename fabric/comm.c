@@ -1,0 +1,402 @@
+/*
+ * comm.c - the libfabric communicator behind struct shemb_comm_ops: open
+ * (rendezvous, provider choice, endpoint, address exchange), start, test,
+ * wait, release, close.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shemb.h"
+#include "fabric/boot.h"
+#include "fabric/engine.h"
+#include "fabric/fabric.h"
+
+#define NAME_SLOT 256
+
+/* What decides the provider: ranks on one host can use shared memory. */
+struct host_id {
+	char host[128];
+	char boot_id[48];
+	char provider[64]; /* the one this rank asks for, "" = by host */
+};
+
+static int allgather(struct fab *f, const struct shemb__fabric_cfg *cfg,
+		     const void *mine, void *all, size_t len, char *err,
+		     size_t errlen)
+{
+	if (cfg->oob_allgather) {
+		if (cfg->oob_allgather(cfg->oob_arg, mine, all, len)) {
+			snprintf(err, errlen, "the host's oob_allgather "
+				 "failed");
+			return SHEMB_EPEER;
+		}
+		return 0;
+	}
+	return shemb__boot_allgather(f->boot, mine, all, len, err, errlen);
+}
+
+static void read_boot_id(char *out, size_t len)
+{
+	FILE *fp = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	out[0] = 0;
+	if (fp) {
+		if (!fgets(out, (int)len, fp))
+			out[0] = 0;
+		fclose(fp);
+	}
+}
+
+static const char *asked_provider(const struct shemb__fabric_cfg *cfg)
+{
+	const char *p = cfg->provider;
+
+	if (!p || !*p)
+		p = getenv("SHEMB_PROVIDER");
+	if (!p || !*p)
+		p = getenv("FI_PROVIDER"); /* "" would break fi_getinfo */
+	return p && *p ? p : "";
+}
+
+/* Every rank must end with the same provider. */
+static int choose_provider(struct fab *f, const struct shemb__fabric_cfg *cfg,
+			   char *out, size_t outlen, char *err, size_t errlen)
+{
+	struct host_id me = { 0 }, *all = calloc((size_t)f->world,
+						  sizeof(*all));
+	bool one_host = true;
+	int rc;
+
+	if (!all)
+		return SHEMB_ENOMEM;
+	gethostname(me.host, sizeof(me.host) - 1);
+	read_boot_id(me.boot_id, sizeof(me.boot_id));
+	snprintf(me.provider, sizeof(me.provider), "%s", asked_provider(cfg));
+	rc = allgather(f, cfg, &me, all, sizeof(me), err, errlen);
+	for (int r = 0; !rc && r < f->world; r++) {
+		one_host &= !strcmp(all[r].host, me.host) &&
+			    !strcmp(all[r].boot_id, me.boot_id);
+		if (strcmp(all[r].provider, me.provider)) {
+			snprintf(err, errlen, "rank %d asks for provider '%s', "
+				 "this rank for '%s'", r, all[r].provider,
+				 me.provider);
+			rc = SHEMB_EINVAL;
+		}
+	}
+	free(all);
+	if (!rc)
+		snprintf(out, outlen, "%s", *me.provider ? me.provider
+				      : one_host ? "shm" : "tcp;ofi_rxm");
+	return rc;
+}
+
+static int exchange_names(struct fab *f, const struct shemb__fabric_cfg *cfg,
+			  char *err, size_t errlen)
+{
+	char mine[NAME_SLOT] = { 0 };
+	char *all = calloc((size_t)f->world, NAME_SLOT);
+	size_t len = NAME_SLOT - 4;
+	uint32_t len32;
+	int rc;
+
+	if (!all)
+		return SHEMB_ENOMEM;
+	rc = shemb__ep_name(f, mine + 4, &len);
+	if (rc)
+		snprintf(err, errlen, "the endpoint has no address");
+	len32 = (uint32_t)len;
+	memcpy(mine, &len32, 4);
+	if (!rc)
+		rc = allgather(f, cfg, mine, all, NAME_SLOT, err, errlen);
+	if (!rc)
+		rc = shemb__ep_insert_peers(f, all, NAME_SLOT, err, errlen);
+	free(all);
+	return rc;
+}
+
+static bool is_shm(const char *provider)
+{
+	return !strncmp(provider, "shm", 3);
+}
+
+static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
+			 char *err, size_t errlen)
+{
+	char provider[64], ip[64];
+	const char *node = NULL;
+	int rc = 0;
+
+	if (!cfg->oob_allgather) {
+		struct shemb__boot_cfg bc = {
+			.rank = f->rank,
+			.world_size = f->world,
+			.root = cfg->root,
+			.job_key = cfg->job_key,
+			.timeout_ms = f->timeout_ms,
+		};
+
+		rc = shemb__boot_open(&bc, &f->boot, err, errlen);
+	}
+	if (!rc)
+		rc = choose_provider(f, cfg, provider, sizeof(provider), err,
+				     errlen);
+	/* IP providers bind to the interface that reaches rank 0 */
+	if (!rc && !is_shm(provider) && f->boot &&
+	    !shemb__boot_local_ip(f->boot, ip, sizeof(ip)))
+		node = ip;
+	if (!rc)
+		rc = shemb__ep_open(f, provider, node, err, errlen);
+	if (!rc)
+		rc = exchange_names(f, cfg, err, errlen);
+	return rc;
+}
+
+static void fab_free(struct fab *f)
+{
+	shemb__ep_close(f); /* cancels whatever was still posted */
+	shemb__fab_free_ctrl(f);
+	while (f->ops) {
+		struct op *op = f->ops;
+
+		f->ops = op->next;
+		shemb__fab_free_op(op);
+	}
+	shemb__boot_close(f->boot);
+	pthread_cond_destroy(&f->cond);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static void init_sync(struct fab *f)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&f->cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
+		       char *err, size_t errlen)
+{
+	struct fab *f = calloc(1, sizeof(*f));
+	int rc;
+
+	if (!f)
+		return SHEMB_ENOMEM;
+	if (cfg->world_size > MAX_WORLD) {
+		free(f);
+		snprintf(err, errlen, "world size %d is above %d",
+			 cfg->world_size, MAX_WORLD);
+		return SHEMB_EINVAL;
+	}
+	f->rank = cfg->rank;
+	f->world = cfg->world_size;
+	f->timeout_ms = cfg->timeout_ms;
+	f->chunk = cfg->chunk_bytes;
+	f->progress_mode = cfg->progress;
+	init_sync(f);
+	rc = connect_ranks(f, cfg, err, errlen);
+	if (!rc) {
+		shemb__fab_post_ctrl_rx(f);
+		if (f->progress_mode == SHEMB_PROGRESS_THREAD)
+			rc = shemb__fab_start_thread(f);
+	}
+	if (rc) {
+		fab_free(f);
+		return rc;
+	}
+	*comm = f;
+	return 0;
+}
+
+const char *shemb__fabric_provider(void *comm)
+{
+	return ((struct fab *)comm)->provider;
+}
+
+/* ---- ops ---- */
+
+static int copy_args(struct op *op, const struct shemb__coll *c)
+{
+	size_t w = (size_t)op->f->world;
+
+	op->c = *c;
+	op->counts = calloc(4 * w, sizeof(size_t));
+	if (!op->counts)
+		return SHEMB_ENOMEM;
+	if (c->sendcounts) {
+		memcpy(op->counts, c->sendcounts, w * sizeof(size_t));
+		memcpy(op->counts + w, c->sdispls, w * sizeof(size_t));
+	}
+	if (c->recvcounts) {
+		memcpy(op->counts + 2 * w, c->recvcounts, w * sizeof(size_t));
+		memcpy(op->counts + 3 * w, c->rdispls, w * sizeof(size_t));
+	}
+	op->c.sendcounts = op->c.sdispls = NULL;
+	op->c.recvcounts = op->c.rdispls = NULL;
+	return 0;
+}
+
+static int fab_start(void *comm, const struct shemb__coll *c,
+		     struct shemb__op **out, char *why, size_t len)
+{
+	struct fab *f = comm;
+	struct op *op;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->failed) {
+		snprintf(why, len, "%s", f->fail_why);
+		rc = f->failed;
+		goto out;
+	}
+	op = calloc(1, sizeof(*op));
+	if (op) {
+		op->f = f;
+		op->kind = c->kind;
+		op->seq = f->next_seq++;
+	}
+	rc = op ? copy_args(op, c) : SHEMB_ENOMEM;
+	if (!rc)
+		rc = shemb__coll_build(f, op);
+	if (!rc)
+		rc = shemb__fab_early_abort(f, op);
+	if (rc) {
+		snprintf(why, len, "%s", op && op->why[0] ? op->why
+			 : "no memory for a collective");
+		if (op)
+			shemb__fab_free_op(op);
+		goto out;
+	}
+	op->next = f->ops;
+	f->ops = op;
+	f->active++;
+	op->last_ns = shemb__fab_now_ns();
+	shemb__fab_enqueue_round(f, op);
+	pthread_cond_broadcast(&f->cond); /* wake the progress thread */
+	*out = (struct shemb__op *)op;
+out:
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static int op_result(struct op *op, char *why, size_t len)
+{
+	if (op->status)
+		snprintf(why, len, "%s", op->why);
+	return op->status;
+}
+
+static int fab_test(void *comm, struct shemb__op *h, int *done, char *why,
+		    size_t len)
+{
+	struct fab *f = comm;
+	struct op *op = (struct op *)h;
+	int rc = 0;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->progress_mode == SHEMB_PROGRESS_CALLER)
+		shemb__fab_progress(f);
+	*done = op->done;
+	if (op->done)
+		rc = op_result(op, why, len);
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static int fab_wait(void *comm, struct shemb__op *h, char *why, size_t len)
+{
+	struct fab *f = comm;
+	struct op *op = (struct op *)h;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	while (!op->done) {
+		if (f->have_thread) {
+			pthread_cond_wait(&f->cond, &f->lock);
+		} else if (shemb__fab_progress(f) == 0 && !op->done) {
+			pthread_mutex_unlock(&f->lock);
+			sched_yield();
+			pthread_mutex_lock(&f->lock);
+		}
+	}
+	rc = op_result(op, why, len);
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static void fab_release(void *comm, struct shemb__op *h)
+{
+	struct fab *f = comm;
+	struct op *op = (struct op *)h;
+
+	pthread_mutex_lock(&f->lock);
+	op->released = true;
+	if (op->done && op->posted == 0) {
+		for (struct op **p = &f->ops; *p; p = &(*p)->next) {
+			if (*p == op) {
+				*p = op->next;
+				break;
+			}
+		}
+		shemb__fab_free_op(op);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+static int fab_async_error(void *comm, char *msg, size_t len)
+{
+	struct fab *f = comm;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	rc = f->failed;
+	if (rc)
+		snprintf(msg, len, "%s", f->fail_why);
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static const char *fab_describe(void *comm)
+{
+	return ((struct fab *)comm)->desc;
+}
+
+/* The ranks leave together: a last barrier, so that no rank closes while
+ * another still waits for its messages.  A failed job skips it. */
+static void fab_destroy(void *comm)
+{
+	struct fab *f = comm;
+	struct shemb__coll c = { .kind = SHEMB__BARRIER };
+	struct shemb__op *op = NULL;
+	char why[256];
+
+	if (!f)
+		return;
+	if (!fab_start(f, &c, &op, why, sizeof(why))) {
+		fab_wait(f, op, why, sizeof(why));
+		fab_release(f, op);
+	}
+	shemb__fab_stop_thread(f);
+	fab_free(f);
+}
+
+const struct shemb_comm_ops shemb__fabric_ops = {
+	.size = sizeof(struct shemb_comm_ops),
+	.name = "libfabric",
+	.start = fab_start,
+	.test = fab_test,
+	.wait = fab_wait,
+	.release = fab_release,
+	.async_error = fab_async_error,
+	.describe = fab_describe,
+	.destroy = fab_destroy,
+};

@@ -1,0 +1,606 @@
+/*
+ * engine.c - posting transfers, reading completions, moving ops along,
+ * failing them; the progress thread.  Every function here runs with the
+ * communicator's lock held, except the thread's main loop.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "shemb.h"
+#include "fabric/boot.h"
+#include "fabric/engine.h"
+
+/* More sends in flight did not help shm here; receives are cheap to post
+ * early, so that messages land in place rather than being buffered. */
+#define MAX_SENDS 32
+#define MAX_RECVS 1024
+#define CHECK_EVERY_NS 1000000ull
+#define CTRL_MAGIC 0x4c525443u /* "CTRL" */
+
+uint64_t shemb__fab_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t shemb__fab_tag(uint64_t cls, uint32_t seq, int round, int chunk)
+{
+	uint64_t s = seq & ((1u << TAG_SEQ_BITS) - 1);
+
+	return cls << 62 | s << 32 | (uint64_t)round << TAG_CHUNK_BITS |
+	       (uint64_t)chunk;
+}
+
+/* ---- ops ---- */
+
+void shemb__fab_free_op(struct op *op)
+{
+	for (int r = 0; op->rounds && r < op->nrounds; r++)
+		free(op->rounds[r].x);
+	free(op->rounds);
+	free(op->hdr_out);
+	free(op->hdr_in);
+	free(op->counts);
+	free(op->scratch);
+	free(op);
+}
+
+static void unlink_op(struct fab *f, struct op *op)
+{
+	for (struct op **p = &f->ops; *p; p = &(*p)->next) {
+		if (*p == op) {
+			*p = op->next;
+			return;
+		}
+	}
+}
+
+/* An op is freed once it is done, its caller let it go, and libfabric
+ * holds none of its transfers. */
+static void maybe_free(struct fab *f, struct op *op)
+{
+	if (op->done && op->released && op->posted == 0) {
+		unlink_op(f, op);
+		shemb__fab_free_op(op);
+	}
+}
+
+static void finish(struct fab *f, struct op *op, int status)
+{
+	op->status = status;
+	op->done = true;
+	f->active--;
+	pthread_cond_broadcast(&f->cond);
+	maybe_free(f, op);
+}
+
+/* Take op's transfers that wait to be posted out of a queue. */
+static void purge_queue(struct xfer **head, struct xfer **tail,
+			const struct op *op)
+{
+	struct xfer *prev = NULL;
+
+	for (struct xfer *x = *head; x; x = x->next) {
+		if (x->op != op) {
+			prev = x;
+			continue;
+		}
+		if (prev)
+			prev->next = x->next;
+		else
+			*head = x->next;
+		if (*tail == x)
+			*tail = prev;
+	}
+}
+
+/*
+ * A failed op keeps the transfers it posted: they stay libfabric's until
+ * they complete or the endpoint closes, and the op stays allocated until
+ * then.  fi_cancel() is not used: shm (libfabric 1.17) was seen to report
+ * a receive cancelled and still match a message into it afterwards.
+ */
+void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
+			const char *fmt, ...)
+{
+	if (op->done)
+		return;
+	if (fmt) {
+		va_list ap;
+
+		va_start(ap, fmt);
+		vsnprintf(op->why, sizeof(op->why), fmt, ap);
+		va_end(ap);
+	}
+	purge_queue(&f->rq_head, &f->rq_tail, op);
+	purge_queue(&f->sq_head, &f->sq_tail, op);
+	finish(f, op, status);
+}
+
+/* ---- the queues of transfers to post ---- */
+
+static void enqueue(struct fab *f, struct xfer *x)
+{
+	struct xfer **head = x->send ? &f->sq_head : &f->rq_head;
+	struct xfer **tail = x->send ? &f->sq_tail : &f->rq_tail;
+
+	x->next = NULL;
+	if (*tail)
+		(*tail)->next = x;
+	else
+		*head = x;
+	*tail = x;
+}
+
+static void advance(struct fab *f, struct op *op);
+
+void shemb__fab_enqueue_round(struct fab *f, struct op *op)
+{
+	struct round *rd;
+
+	if (op->cur >= op->nrounds) {
+		finish(f, op, 0);
+		return;
+	}
+	rd = &op->rounds[op->cur];
+	if (rd->nx == 0) {
+		advance(f, op);
+		return;
+	}
+	op->pending = rd->nx;
+	for (int pass = 0; pass < 2; pass++) /* receives first */
+		for (int i = 0; i < rd->nx; i++)
+			if (rd->x[i].send == (pass == 1) && !rd->x[i].gated)
+				enqueue(f, &rd->x[i]);
+}
+
+/* The round is done: its local step, then the next round. */
+static void advance(struct fab *f, struct op *op)
+{
+	struct round *rd = &op->rounds[op->cur];
+	int rc = rd->after ? rd->after(op, op->cur) : 0;
+
+	if (rc) {
+		shemb__fab_fail_op(f, op, rc, "local step of round %d failed",
+				   op->cur);
+		return;
+	}
+	op->cur++;
+	shemb__fab_enqueue_round(f, op);
+}
+
+static ssize_t post_one(struct fab *f, struct xfer *x)
+{
+	void *desc = shemb__ep_desc(f, x);
+	ssize_t rc;
+
+	if (x->send)
+		rc = fi_tsend(f->ep, x->buf, x->len, desc, f->peers[x->peer],
+			      x->tag, &x->fctx);
+	else
+		rc = fi_trecv(f->ep, x->buf, x->len, desc, f->peers[x->peer],
+			      x->tag, 0, &x->fctx);
+	if (rc)
+		shemb__ep_undesc(f, x);
+	return rc;
+}
+
+/* Post from one queue while the provider and our caps allow. */
+static void post_queue(struct fab *f, bool send)
+{
+	struct xfer **head = send ? &f->sq_head : &f->rq_head;
+	struct xfer **tail = send ? &f->sq_tail : &f->rq_tail;
+	int *posted = send ? &f->sends_posted : &f->recvs_posted;
+	int cap = send ? MAX_SENDS : MAX_RECVS;
+
+	while (*head && *posted < cap) {
+		struct xfer *x = *head;
+		ssize_t rc = post_one(f, x);
+
+		if (rc == -FI_EAGAIN)
+			return;
+		*head = x->next;
+		if (!*head)
+			*tail = NULL;
+		if (rc) {
+			shemb__fab_fail_op(f, x->op, SHEMB_EIO,
+					   "libfabric refused a %s with rank %d: "
+					   "%s", send ? "send" : "receive",
+					   x->peer, fi_strerror((int)-rc));
+			continue;
+		}
+		x->posted = true;
+		x->op->posted++;
+		(*posted)++;
+	}
+}
+
+/* ---- control messages: "I failed our op, and why" ---- */
+
+static bool is_ctrl_rx(const struct fab *f, const struct xfer *x)
+{
+	return x >= f->ctrl_rx && x < f->ctrl_rx + 4;
+}
+
+static void post_ctrl_rx_one(struct fab *f, int i)
+{
+	struct xfer *x = &f->ctrl_rx[i];
+
+	x->posted = fi_trecv(f->ep, &f->ctrl_buf[i], sizeof(f->ctrl_buf[i]),
+			     NULL, FI_ADDR_UNSPEC,
+			     shemb__fab_tag(TAG_CTRL, 0, 0, 0),
+			     (1ull << 62) - 1, &x->fctx) == 0;
+}
+
+void shemb__fab_post_ctrl_rx(struct fab *f)
+{
+	for (int i = 0; i < 4; i++)
+		post_ctrl_rx_one(f, i);
+}
+
+static struct op *find_op(struct fab *f, uint32_t seq)
+{
+	for (struct op *op = f->ops; op; op = op->next)
+		if (op->seq == seq)
+			return op;
+	return NULL;
+}
+
+/* An abort told by a peer; one for an op this rank has not started yet
+ * waits in f->early. */
+static void on_ctrl(struct fab *f, struct xfer *x, int err)
+{
+	int i = (int)(x - f->ctrl_rx);
+	struct shemb__ctrl *c = &f->ctrl_buf[i];
+	struct op *op;
+
+	x->posted = false;
+	if (err)
+		return; /* cancelled at close */
+	c->why[sizeof(c->why) - 1] = 0;
+	op = c->magic == CTRL_MAGIC ? find_op(f, c->seq) : NULL;
+	if (op)
+		shemb__fab_fail_op(f, op, c->status, "rank %u: %s", c->from,
+				   c->why);
+	else if (c->magic == CTRL_MAGIC &&
+		 (int32_t)(c->seq - f->next_seq) >= 0 && f->nearly < 8)
+		f->early[f->nearly++] = *c;
+	post_ctrl_rx_one(f, i);
+}
+
+/* ---- telling the other ranks that this rank failed an op ---- */
+
+struct ctrl_tx {
+	struct xfer x;          /* first: the CQ hands back &x.fctx */
+	struct shemb__ctrl c;
+	struct ctrl_tx *next;   /* in the backlog */
+};
+
+static bool send_ctrl(struct fab *f, struct ctrl_tx *t)
+{
+	ssize_t rc = fi_tsend(f->ep, &t->c, sizeof(t->c), NULL,
+			      f->peers[t->x.peer],
+			      shemb__fab_tag(TAG_CTRL, 0, 0, 0), &t->x.fctx);
+
+	if (rc == -FI_EAGAIN)
+		return false;
+	if (rc) {
+		free(t); /* best effort: the peer's timeout remains */
+	} else {
+		t->next = f->ctrl_sent;
+		f->ctrl_sent = t;
+	}
+	return true;
+}
+
+static void ctrl_sent_done(struct fab *f, struct ctrl_tx *t)
+{
+	for (struct ctrl_tx **p = &f->ctrl_sent; *p; p = &(*p)->next) {
+		if (*p == t) {
+			*p = t->next;
+			break;
+		}
+	}
+	free(t);
+}
+
+static void flush_ctrl_backlog(struct fab *f)
+{
+	while (f->ctrl_backlog) {
+		struct ctrl_tx *t = f->ctrl_backlog;
+
+		f->ctrl_backlog = t->next;
+		if (!send_ctrl(f, t)) { /* later: put it back */
+			t->next = f->ctrl_backlog;
+			f->ctrl_backlog = t;
+			return;
+		}
+	}
+}
+
+/*
+ * A collective that fails on one rank cannot finish on the others: tell
+ * every other rank, so each fails it too (with this rank's reason) rather
+ * than wait for its timeout.  Ranks that learn it from a peer pass it on,
+ * once, so a ring learns it too.
+ */
+static void tell_all(struct fab *f, struct op *op, const char *why)
+{
+	for (int p = 0; p < f->world; p++) {
+		struct ctrl_tx *t;
+
+		if (p == f->rank)
+			continue;
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return;
+		t->x.is_ctrl = true;
+		t->x.send = true;
+		t->x.peer = p;
+		t->c.magic = CTRL_MAGIC;
+		t->c.seq = op->seq;
+		t->c.from = (uint32_t)f->rank;
+		t->c.status = SHEMB_EINVAL;
+		snprintf(t->c.why, sizeof(t->c.why), "%.*s",
+			 (int)sizeof(t->c.why) - 1, why);
+		t->next = f->ctrl_backlog;
+		f->ctrl_backlog = t;
+	}
+	flush_ctrl_backlog(f);
+}
+
+/* After the endpoint is closed: no completion will come. */
+void shemb__fab_free_ctrl(struct fab *f)
+{
+	struct ctrl_tx **lists[2] = { &f->ctrl_backlog, &f->ctrl_sent };
+
+	for (int i = 0; i < 2; i++) {
+		while (*lists[i]) {
+			struct ctrl_tx *t = *lists[i];
+
+			*lists[i] = t->next;
+			free(t);
+		}
+	}
+}
+
+/* An op that a peer failed before this rank started it. */
+int shemb__fab_early_abort(struct fab *f, struct op *op)
+{
+	for (int i = 0; i < f->nearly; i++) {
+		if (f->early[i].seq != op->seq)
+			continue;
+		snprintf(op->why, sizeof(op->why), "rank %u: %s",
+			 f->early[i].from, f->early[i].why);
+		f->early[i] = f->early[--f->nearly];
+		return SHEMB_EINVAL;
+	}
+	return 0;
+}
+
+/* ---- completions ---- */
+
+static void mismatch(struct fab *f, struct op *op, int peer)
+{
+	tell_all(f, op, op->why);
+	shemb__fab_fail_op(f, op, SHEMB_EINVAL, NULL);
+}
+
+static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
+{
+	struct op *op = x->op;
+
+	x->posted = false;
+	op->posted--;
+	(*(x->send ? &f->sends_posted : &f->recvs_posted))--;
+	shemb__ep_undesc(f, x);
+	if (op->done) {
+		maybe_free(f, op);
+		return;
+	}
+	if (err == FI_ETRUNC) {
+		snprintf(op->why, sizeof(op->why), "rank %d sent more bytes "
+			 "than this rank expects from it", x->peer);
+		mismatch(f, op, x->peer);
+		return;
+	}
+	if (err) {
+		shemb__fab_fail_op(f, op, SHEMB_EIO, "transfer with rank %d "
+				   "failed: %s", x->peer, fi_strerror(err));
+		return;
+	}
+	if (!x->send && x->is_hdr) {
+		struct round *rd = &op->rounds[op->cur];
+
+		if (shemb__coll_check_header(op, x->peer)) {
+			mismatch(f, op, x->peer);
+			return;
+		}
+		for (int i = x->gate_lo; i < x->gate_hi; i++)
+			enqueue(f, &rd->x[i]); /* the peer's data may come */
+	}
+	if (!x->send && len != x->len) {
+		snprintf(op->why, sizeof(op->why), "rank %d sent %zu bytes "
+			 "where this rank expects %zu", x->peer, len, x->len);
+		mismatch(f, op, x->peer);
+		return;
+	}
+	x->done = true;
+	op->last_ns = shemb__fab_now_ns();
+	if (--op->pending == 0)
+		advance(f, op);
+}
+
+static void on_completion(struct fab *f, void *ctx, size_t len, int err)
+{
+	struct xfer *x = ctx;
+
+	if (err < 0) /* some providers give the code negated */
+		err = -err;
+	if (is_ctrl_rx(f, x)) {
+		on_ctrl(f, x, err);
+	} else if (x->is_ctrl) {
+		ctrl_sent_done(f, (struct ctrl_tx *)x);
+	} else {
+		on_transfer(f, x, len, err);
+	}
+}
+
+static int read_cq(struct fab *f)
+{
+	struct fi_cq_tagged_entry e[32];
+	struct fi_cq_err_entry err;
+	ssize_t n = fi_cq_read(f->cq, e, 32);
+
+	if (n > 0) {
+		for (ssize_t i = 0; i < n; i++)
+			on_completion(f, e[i].op_context, e[i].len, 0);
+		return (int)n;
+	}
+	if (n != -FI_EAVAIL)
+		return 0;
+	memset(&err, 0, sizeof(err));
+	if (fi_cq_readerr(f->cq, &err, 0) != 1)
+		return 0;
+	on_completion(f, err.op_context, err.len, err.err);
+	return 1;
+}
+
+/* ---- failure: a rank left, or nothing moved for too long ---- */
+
+static void fail_all(struct fab *f, int status)
+{
+	for (struct op *op = f->ops, *next; op; op = next) {
+		next = op->next; /* failing may free op */
+		shemb__fab_fail_op(f, op, status, "%s", f->fail_why);
+	}
+}
+
+static void check_liveness(struct fab *f)
+{
+	int left = f->boot ? shemb__boot_poll_left(f->boot) : -1;
+
+	if (left < 0 || f->failed)
+		return;
+	f->failed = SHEMB_EPEER;
+	snprintf(f->fail_why, sizeof(f->fail_why),
+		 "rank %d left the job (its process ended or was killed, or "
+		 "it closed its context)", left);
+	fail_all(f, SHEMB_EPEER);
+}
+
+static void check_timeouts(struct fab *f, uint64_t now)
+{
+	uint64_t limit = (uint64_t)f->timeout_ms * 1000000ull;
+
+	for (struct op *op = f->ops; op; op = op->next) {
+		if (op->done || now - op->last_ns < limit)
+			continue;
+		f->failed = SHEMB_ETIMEDOUT;
+		snprintf(f->fail_why, sizeof(f->fail_why),
+			 "collective call %u moved no data for %d ms: a rank "
+			 "stopped answering", op->seq, f->timeout_ms);
+		fail_all(f, SHEMB_ETIMEDOUT);
+		return;
+	}
+}
+
+int shemb__fab_progress(struct fab *f)
+{
+	uint64_t now;
+	int n = 0, got;
+
+	flush_ctrl_backlog(f);
+	post_queue(f, false);
+	post_queue(f, true);
+	while ((got = read_cq(f)) > 0 && n < 4096)
+		n += got;
+	post_queue(f, false);
+	post_queue(f, true);
+	now = shemb__fab_now_ns();
+	if (now >= f->next_check_ns) {
+		f->next_check_ns = now + CHECK_EVERY_NS;
+		check_liveness(f);
+		check_timeouts(f, now);
+	}
+	return n;
+}
+
+/* ---- the progress thread ---- */
+
+static void idle_wait(struct fab *f)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+}
+
+static void *progress_main(void *arg)
+{
+	struct fab *f = arg;
+
+	pthread_mutex_lock(&f->lock);
+	while (!f->stop) {
+		int n = shemb__fab_progress(f);
+
+		if (f->active == 0) {
+			idle_wait(f); /* liveness is still checked each ms */
+		} else if (n == 0) {
+			/* let callers in to start and wait for ops */
+			pthread_mutex_unlock(&f->lock);
+			sched_yield();
+			pthread_mutex_lock(&f->lock);
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+int shemb__fab_start_thread(struct fab *f)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&f->thread, NULL, progress_main, f);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return SHEMB_ENOMEM;
+	pthread_setname_np(f->thread, "shemb-progress");
+	f->have_thread = true;
+	return 0;
+}
+
+void shemb__fab_stop_thread(struct fab *f)
+{
+	if (!f->have_thread)
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->stop = true;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	pthread_join(f->thread, NULL);
+	f->have_thread = false;
+}

@@ -1,0 +1,193 @@
+/*
+ * engine.h - the progress engine of the libfabric communicator.
+ *
+ * A collective is an op: a list of rounds, each a set of transfers (tagged
+ * sends and receives of at most one chunk) and an optional local step run
+ * when the round's transfers are done (a reduction).  The engine posts the
+ * transfers of every op in flight from one queue, receives before sends,
+ * reads the completion queue, moves ops from round to round, and fails
+ * them on a mismatched header, a peer that left, or a timeout.  All of it
+ * runs under one lock, from a progress thread or from the callers' waits.
+ *
+ * Tags: [63:62] class, [61:32] op sequence number, [31:19] round,
+ * [18:0] chunk.  Receives name their source, so ranks need no tag bits.
+ *
+ * The data receives from a peer wait for that peer's header: when calls
+ * disagree, no data lands in a buffer sized for something else (and no
+ * receive is truncated, which some providers answer by dropping the
+ * connection).
+ */
+#ifndef SHEMB_ENGINE_H
+#define SHEMB_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+
+#include "lib/comm.h"
+
+#define TAG_DATA 0ull
+#define TAG_HDR 1ull
+#define TAG_CTRL 2ull
+#define TAG_SEQ_BITS 30
+#define TAG_ROUND_BITS 13
+#define TAG_CHUNK_BITS 19
+#define MAX_ROUNDS (1 << TAG_ROUND_BITS)
+#define MAX_CHUNKS (1 << TAG_CHUNK_BITS)
+#define MAX_WORLD 4096
+
+/* Sent first to each peer of an op: what this rank is doing, so that
+ * calls that disagree fail on both sides instead of mixing data. */
+struct shemb__hdr {
+	uint32_t magic;
+	uint16_t kind;
+	uint8_t dtype, op;
+	uint32_t seq;
+	uint32_t from;
+	uint64_t bytes;      /* bytes the sender sends to the receiver */
+	uint64_t expect;     /* bytes the sender expects from the receiver */
+	uint64_t count;      /* allreduce elements */
+};
+
+/* Told to a peer when this rank fails an op they share. */
+struct shemb__ctrl {
+	uint32_t magic;
+	uint32_t seq;
+	uint32_t from;
+	int32_t status;
+	char why[176];
+};
+
+struct fab;
+struct op;
+struct ctrl_tx;
+
+struct xfer {
+	struct fi_context2 fctx;     /* first: the CQ hands it back */
+	struct op *op;
+	struct xfer *next;           /* in the post queue */
+	void *buf;
+	size_t len;
+	uint64_t tag;
+	int peer;
+	bool send, posted, done, is_hdr, is_ctrl;
+	bool gated;                  /* a receive posted only once the
+				      * peer's header checked out */
+	int gate_lo, gate_hi;        /* header receive: the receives it
+				      * gates, indices in its round */
+	struct mr_slot *mr;          /* registration, when the provider
+				      * wants one */
+};
+
+struct round {
+	struct xfer *x;
+	int nx;
+	/* local work once all transfers are done; 0 or a SHEMB_E* code */
+	int (*after)(struct op *op, int round);
+};
+
+struct op {
+	struct fab *f;
+	struct op *next;             /* in the engine's list */
+	int kind;
+	uint32_t seq;
+	int status;
+	bool done, released, reported;
+	int cur, nrounds;
+	struct round *rounds;
+	int pending;                 /* transfers of this round not done */
+	int posted;                  /* transfers handed to libfabric */
+	uint64_t last_ns;            /* last completion, for the timeout */
+	struct shemb__hdr *hdr_out;  /* per peer */
+	struct shemb__hdr *hdr_in;
+	struct shemb__coll c;        /* the arguments, arrays copied below */
+	size_t *counts;              /* 4 x world: sendcounts, sdispls,
+				      * recvcounts, rdispls */
+	void *scratch;               /* allreduce: incoming data */
+	size_t seg[2];               /* ring allreduce: element ranges */
+	char why[256];               /* the failure, for the caller */
+};
+
+struct fab {
+	int rank, world;
+	struct shemb__boot *boot;    /* NULL when the host's oob was used */
+	char provider[64];
+	char desc[160];
+
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	fi_addr_t *peers;
+	bool mr_local;               /* provider wants registered buffers */
+
+	size_t chunk;
+	int timeout_ms;
+	int progress_mode;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;         /* an op finished, or work arrived */
+	pthread_t thread;
+	bool have_thread, stop;
+
+	uint32_t next_seq;
+	struct op *ops;
+	int active;                  /* ops not done */
+	struct xfer *rq_head, *rq_tail; /* receives waiting to be posted */
+	struct xfer *sq_head, *sq_tail; /* sends waiting to be posted */
+	int sends_posted, recvs_posted;
+	uint64_t next_check_ns;      /* liveness and timeouts */
+	struct mr_slot *mrs;         /* registration cache (mr_local) */
+
+	/* control messages (another rank failed an op we share) */
+	struct xfer ctrl_rx[4];
+	struct shemb__ctrl ctrl_buf[4];
+	struct ctrl_tx *ctrl_backlog; /* not yet accepted by libfabric */
+	struct ctrl_tx *ctrl_sent;    /* in flight */
+	struct shemb__ctrl early[8]; /* aborts of ops not started yet */
+	int nearly;
+
+	int failed;                  /* sticky: SHEMB_EPEER once a rank left */
+	char fail_why[256];
+};
+
+/* engine.c */
+uint64_t shemb__fab_tag(uint64_t cls, uint32_t seq, int round, int chunk);
+void shemb__fab_enqueue_round(struct fab *f, struct op *op);
+void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
+			const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+int shemb__fab_progress(struct fab *f);
+int shemb__fab_start_thread(struct fab *f);
+void shemb__fab_stop_thread(struct fab *f);
+void shemb__fab_free_op(struct op *op);
+void shemb__fab_post_ctrl_rx(struct fab *f);
+void shemb__fab_free_ctrl(struct fab *f);
+/* SHEMB_EINVAL if a peer already failed this op before it started here */
+int shemb__fab_early_abort(struct fab *f, struct op *op);
+uint64_t shemb__fab_now_ns(void);
+
+/* coll.c: build an op's rounds (headers, chunks, local steps); check a
+ * peer's header against this rank's call (SHEMB_EINVAL, op->why) */
+int shemb__coll_build(struct fab *f, struct op *op);
+int shemb__coll_check_header(struct op *op, int peer);
+
+/* ep.c */
+int shemb__ep_open(struct fab *f, const char *provider, const char *node,
+		   char *err, size_t errlen);
+int shemb__ep_name(struct fab *f, void *name, size_t *len);
+int shemb__ep_insert_peers(struct fab *f, const void *names, size_t slot,
+			   char *err, size_t errlen);
+void shemb__ep_close(struct fab *f);
+/* The descriptor for x's buffer (registering it if the provider wants
+ * registered memory), and its release once x completed. */
+void *shemb__ep_desc(struct fab *f, struct xfer *x);
+void shemb__ep_undesc(struct fab *f, struct xfer *x);
+
+#endif

@@ -1,0 +1,245 @@
+/*
+ * ep.c - the libfabric objects of a communicator: one RDM endpoint with
+ * tagged messages and directed receives, its completion queue and address
+ * vector, and memory registrations for providers that want registered
+ * buffers (FI_MR_LOCAL: verbs, efa).
+ *
+ * A registration is shared by the transfers in flight on the same pages
+ * (the chunks of one message) and closed when the last one completes.  It
+ * is not kept across calls on purpose: the caller may free a buffer and
+ * get other pages at the same address, and only libfabric's own
+ * registration cache, which watches for that (FI_MR_CACHE_MONITOR), can
+ * keep registrations safely; it makes registering again cheap.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "shemb.h"
+#include "fabric/engine.h"
+
+#define MR_SLOTS 64
+
+struct mr_slot {
+	char *base;
+	size_t len;
+	struct fid_mr *mr;
+	int users;
+};
+
+static struct fi_info *make_hints(const char *provider, const char *node)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	if (!h)
+		return NULL;
+	h->caps = FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->ep_attr->type = FI_EP_RDM;
+	/* what we can honour: registration where the provider asks */
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+				  FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	if (node)
+		h->addr_format = FI_SOCKADDR_IN;
+	if (provider && *provider)
+		h->fabric_attr->prov_name = strdup(provider);
+	return h;
+}
+
+static int getinfo(struct fab *f, const char *provider, const char *node,
+		   char *err, size_t errlen)
+{
+	struct fi_info *hints = make_hints(provider, node);
+	int rc;
+
+	if (!hints)
+		return SHEMB_ENOMEM;
+	rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node,
+			NULL, node ? FI_SOURCE : 0, hints, &f->info);
+	fi_freeinfo(hints);
+	if (rc) {
+		snprintf(err, errlen, "libfabric provider '%s' gives no "
+			 "endpoint for tagged messages%s%s: %s", provider,
+			 node ? " on " : "", node ? node : "", fi_strerror(-rc));
+		return SHEMB_ENOTSUP;
+	}
+	f->mr_local = (f->info->domain_attr->mr_mode & FI_MR_LOCAL) ||
+		      getenv("SHEMB_FABRIC_REGISTER");
+	snprintf(f->provider, sizeof(f->provider), "%s",
+		 f->info->fabric_attr->prov_name);
+	return 0;
+}
+
+static int open_objects(struct fab *f)
+{
+	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_TAGGED,
+				  .wait_obj = FI_WAIT_NONE,
+				  .size = 8192 };
+	struct fi_av_attr ava = { .type = FI_AV_TABLE,
+				  .count = (size_t)f->world };
+	int rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
+
+	if (!rc)
+		rc = fi_domain(f->fabric, f->info, &f->domain, NULL);
+	if (!rc)
+		rc = fi_cq_open(f->domain, &cqa, &f->cq, NULL);
+	if (!rc)
+		rc = fi_av_open(f->domain, &ava, &f->av, NULL);
+	if (!rc)
+		rc = fi_endpoint(f->domain, f->info, &f->ep, NULL);
+	if (!rc)
+		rc = fi_ep_bind(f->ep, &f->av->fid, 0);
+	if (!rc)
+		rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (!rc)
+		rc = fi_enable(f->ep);
+	return rc;
+}
+
+int shemb__ep_open(struct fab *f, const char *provider, const char *node,
+		   char *err, size_t errlen)
+{
+	int rc = getinfo(f, provider, node, err, errlen);
+
+	if (rc)
+		return rc;
+	f->mrs = calloc(MR_SLOTS, sizeof(*f->mrs));
+	f->peers = calloc((size_t)f->world, sizeof(*f->peers));
+	if (!f->mrs || !f->peers)
+		return SHEMB_ENOMEM;
+	rc = open_objects(f);
+	if (rc) {
+		snprintf(err, errlen, "opening a '%s' endpoint failed: %s",
+			 f->provider, fi_strerror(-rc));
+		return SHEMB_EIO;
+	}
+	snprintf(f->desc, sizeof(f->desc), "libfabric %s (%s), rank %d of %d",
+		 f->provider, f->info->domain_attr->name, f->rank, f->world);
+	return 0;
+}
+
+int shemb__ep_name(struct fab *f, void *name, size_t *len)
+{
+	return fi_getname(&f->ep->fid, name, len) ? SHEMB_EIO : 0;
+}
+
+/* names: world slots of slot bytes, each a 4-byte length then the name */
+int shemb__ep_insert_peers(struct fab *f, const void *names, size_t slot,
+			   char *err, size_t errlen)
+{
+	for (int r = 0; r < f->world; r++) {
+		const char *s = (const char *)names + (size_t)r * slot;
+
+		if (fi_av_insert(f->av, s + 4, 1, &f->peers[r], 0, NULL) != 1) {
+			snprintf(err, errlen, "rank %d's %s address cannot be "
+				 "used here", r, f->provider);
+			return SHEMB_EIO;
+		}
+	}
+	return 0;
+}
+
+static void close_fid(struct fid *fid)
+{
+	if (fid)
+		fi_close(fid);
+}
+
+void shemb__ep_close(struct fab *f)
+{
+	for (int i = 0; f->mrs && i < MR_SLOTS; i++)
+		if (f->mrs[i].mr)
+			fi_close(&f->mrs[i].mr->fid);
+	free(f->mrs);
+	f->mrs = NULL;
+	close_fid(f->ep ? &f->ep->fid : NULL);
+	close_fid(f->av ? &f->av->fid : NULL);
+	close_fid(f->cq ? &f->cq->fid : NULL);
+	close_fid(f->domain ? &f->domain->fid : NULL);
+	close_fid(f->fabric ? &f->fabric->fid : NULL);
+	fi_freeinfo(f->info);
+	free(f->peers);
+	f->ep = NULL;
+	f->info = NULL;
+	f->peers = NULL;
+}
+
+/* ---- registrations ---- */
+
+static struct mr_slot *cached(struct fab *f, const char *p, size_t len)
+{
+	for (int i = 0; i < MR_SLOTS; i++) {
+		struct mr_slot *m = &f->mrs[i];
+
+		if (m->mr && p >= m->base && p + len <= m->base + m->len)
+			return m;
+	}
+	return NULL;
+}
+
+/* A free slot, NULL if every slot holds a registration in use. */
+static struct mr_slot *victim(struct fab *f)
+{
+	for (int i = 0; i < MR_SLOTS; i++)
+		if (!f->mrs[i].mr)
+			return &f->mrs[i];
+	return NULL;
+}
+
+/* Whole pages around the buffer, so that neighbouring chunks of one
+ * message and later calls on the same buffer hit the cache. */
+static int register_slot(struct fab *f, struct mr_slot *m, char *p,
+			 size_t len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)p & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+
+	m->base = (char *)lo;
+	m->len = hi - lo;
+	return fi_mr_reg(f->domain, m->base, m->len, FI_SEND | FI_RECV, 0, 0,
+			 0, &m->mr, NULL);
+}
+
+void *shemb__ep_desc(struct fab *f, struct xfer *x)
+{
+	struct mr_slot *m;
+
+	x->mr = NULL;
+	if (!f->mr_local || x->len == 0)
+		return NULL;
+	m = cached(f, x->buf, x->len);
+	if (!m) {
+		m = victim(f);
+		if (!m || register_slot(f, m, x->buf, x->len)) {
+			if (m)
+				m->mr = NULL;
+			return NULL; /* the post then fails and says so */
+		}
+	}
+	m->users++;
+	x->mr = m;
+	return fi_mr_desc(m->mr);
+}
+
+void shemb__ep_undesc(struct fab *f, struct xfer *x)
+{
+	struct mr_slot *m = x->mr;
+
+	x->mr = NULL;
+	if (m && --m->users == 0) {
+		fi_close(&m->mr->fid);
+		m->mr = NULL;
+	}
+}

@@ -1,0 +1,34 @@
+/*
+ * fabric.h - the libfabric communicator: how the core opens one.
+ */
+#ifndef SHEMB_FABRIC_H
+#define SHEMB_FABRIC_H
+
+#include <stddef.h>
+
+#include "shemb.h"
+#include "lib/comm.h"
+
+struct shemb__fabric_cfg {
+	int rank, world_size;
+	const char *root;             /* TCP rendezvous, unless oob */
+	const char *job_key;
+	const char *provider;         /* NULL: by host (shm or tcp;ofi_rxm) */
+	int progress;                 /* enum shemb_progress */
+	int timeout_ms;
+	size_t chunk_bytes;
+	shemb_oob_allgather_fn oob_allgather;
+	void *oob_arg;
+};
+
+extern const struct shemb_comm_ops shemb__fabric_ops;
+
+/* Collective: meet the other ranks and open the endpoint.  0 or a
+ * negative SHEMB_E* code with the reason in err. */
+int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
+		       char *err, size_t errlen);
+
+/* The provider in use ("shm", "tcp;ofi_rxm" ...). */
+const char *shemb__fabric_provider(void *comm);
+
+#endif

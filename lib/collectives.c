@@ -1,0 +1,298 @@
+/*
+ * collectives.c - shemb_alltoallv, shemb_allgatherv, shemb_allreduce,
+ * shemb_barrier and their requests: check the arguments, hand them to the
+ * context's communicator, report each request's status once.
+ */
+#include "lib/internal.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/reduce.h"
+#include "lib/comm.h"
+
+struct shemb_request {
+	shemb_ctx *ctx;
+	struct shemb__op *op;
+	struct shemb_request *prev, *next;
+	bool reported;
+};
+
+/* ---- requests ---- */
+
+static void link_request(shemb_ctx *ctx, shemb_request *r)
+{
+	pthread_mutex_lock(&ctx->lock);
+	r->next = ctx->requests;
+	if (ctx->requests)
+		ctx->requests->prev = r;
+	ctx->requests = r;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void unlink_request(shemb_request *r)
+{
+	shemb_ctx *ctx = r->ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		ctx->requests = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void release(shemb_request *r)
+{
+	r->ctx->comm_ops->release(r->ctx->comm, r->op);
+	free(r);
+}
+
+void shemb__requests_free_all(shemb_ctx *ctx)
+{
+	while (ctx->requests) {
+		shemb_request *r = ctx->requests;
+
+		ctx->requests = r->next;
+		release(r);
+	}
+}
+
+static int report(shemb_request *r, int rc, const char *why)
+{
+	r->reported = true;
+	if (rc)
+		return shemb__fail(r->ctx, rc, "%s", why);
+	return 0;
+}
+
+SHEMB_API int shemb_wait(shemb_request *r)
+{
+	char why[256] = "";
+	int rc;
+
+	if (!r)
+		return shemb__fail(NULL, SHEMB_EINVAL, "request is NULL");
+	if (r->reported)
+		return shemb__fail(r->ctx, SHEMB_ESTATE, "this request already "
+				   "reported its status");
+	rc = r->ctx->comm_ops->wait(r->ctx->comm, r->op, why, sizeof(why));
+	return report(r, rc, why);
+}
+
+SHEMB_API int shemb_test(shemb_request *r, int *done)
+{
+	char why[256] = "";
+	int rc, d = 0;
+
+	if (!r || !done)
+		return shemb__fail(r ? r->ctx : NULL, SHEMB_EINVAL,
+				   "request or done is NULL");
+	if (r->reported)
+		return shemb__fail(r->ctx, SHEMB_ESTATE, "this request already "
+				   "reported its status");
+	rc = r->ctx->comm_ops->test(r->ctx->comm, r->op, &d, why, sizeof(why));
+	*done = d;
+	return d ? report(r, rc, why) : 0;
+}
+
+SHEMB_API void shemb_request_free(shemb_request *r)
+{
+	if (!r)
+		return;
+	unlink_request(r);
+	release(r);
+}
+
+/* Start c; with req NULL, wait for it too. */
+static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
+		  shemb_request **req)
+{
+	shemb_request *r = calloc(1, sizeof(*r));
+	char why[256] = "";
+	int rc;
+
+	if (!r)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a request");
+	r->ctx = ctx;
+	rc = ctx->comm_ops->start(ctx->comm, c, &r->op, why, sizeof(why));
+	if (rc) {
+		free(r);
+		return shemb__fail(ctx, rc, "%s", why);
+	}
+	if (!req) {
+		rc = ctx->comm_ops->wait(ctx->comm, r->op, why, sizeof(why));
+		release(r);
+		return rc ? shemb__fail(ctx, rc, "%s", why) : 0;
+	}
+	link_request(ctx, r);
+	*req = r;
+	return 0;
+}
+
+/* ---- argument checks ---- */
+
+struct span {
+	uintptr_t lo, hi;
+};
+
+/* The bytes a buffer's pieces cover, or SHEMB_EINVAL if a piece wraps. */
+static int pieces_span(shemb_ctx *ctx, const void *buf, const size_t *counts,
+		       const size_t *displs, int n, const char *what,
+		       struct span *s)
+{
+	s->lo = UINTPTR_MAX;
+	s->hi = 0;
+	for (int j = 0; j < n; j++) {
+		uintptr_t lo = (uintptr_t)buf + displs[j];
+
+		if (!counts[j])
+			continue;
+		if (!buf || displs[j] > UINTPTR_MAX - (uintptr_t)buf ||
+		    counts[j] > UINTPTR_MAX - lo)
+			return shemb__fail(ctx, SHEMB_EINVAL,
+					   "%s: %zu bytes at offset %zu for "
+					   "rank %d are not a valid range "
+					   "(NULL buffer or overflow)", what,
+					   counts[j], displs[j], j);
+		s->lo = lo < s->lo ? lo : s->lo;
+		s->hi = lo + counts[j] > s->hi ? lo + counts[j] : s->hi;
+	}
+	return 0;
+}
+
+static bool overlap(struct span a, struct span b)
+{
+	return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
+}
+
+static int check_ctx(shemb_ctx *ctx)
+{
+	char why[256];
+	int rc;
+
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	rc = ctx->comm_ops->async_error(ctx->comm, why, sizeof(why));
+	return rc ? shemb__fail(ctx, rc, "%s", why) : 0;
+}
+
+SHEMB_API int shemb_alltoallv(shemb_ctx *ctx, const void *sendbuf,
+			      const size_t *sendcounts, const size_t *sdispls,
+			      void *recvbuf, const size_t *recvcounts,
+			      const size_t *rdispls, shemb_request **req)
+{
+	struct shemb__coll c = { .kind = SHEMB__ALLTOALLV };
+	struct span s, r;
+	int rc = check_ctx(ctx), n;
+
+	if (rc)
+		return rc;
+	n = ctx->attr.world_size;
+	if (!sendcounts || !sdispls || !recvcounts || !rdispls)
+		return shemb__fail(ctx, SHEMB_EINVAL, "alltoallv: counts and "
+				   "displacements must not be NULL");
+	rc = pieces_span(ctx, sendbuf, sendcounts, sdispls, n, "alltoallv "
+			 "send", &s);
+	if (!rc)
+		rc = pieces_span(ctx, recvbuf, recvcounts, rdispls, n,
+				 "alltoallv receive", &r);
+	if (rc)
+		return rc;
+	if (overlap(s, r))
+		return shemb__fail(ctx, SHEMB_EINVAL, "alltoallv: the send "
+				   "and receive regions overlap");
+	c.sendbuf = sendbuf;
+	c.recvbuf = recvbuf;
+	c.sendcounts = sendcounts;
+	c.sdispls = sdispls;
+	c.recvcounts = recvcounts;
+	c.rdispls = rdispls;
+	return launch(ctx, &c, req);
+}
+
+SHEMB_API int shemb_allgatherv(shemb_ctx *ctx, const void *sendbuf,
+			       size_t sendcount, void *recvbuf,
+			       const size_t *recvcounts, const size_t *rdispls,
+			       shemb_request **req)
+{
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV };
+	const size_t zero = 0;
+	struct span s, r;
+	int rc = check_ctx(ctx);
+
+	if (rc)
+		return rc;
+	if (!recvcounts || !rdispls)
+		return shemb__fail(ctx, SHEMB_EINVAL, "allgatherv: counts and "
+				   "displacements must not be NULL");
+	rc = pieces_span(ctx, sendbuf, &sendcount, &zero, 1, "allgatherv "
+			 "send", &s);
+	if (!rc)
+		rc = pieces_span(ctx, recvbuf, recvcounts, rdispls,
+				 ctx->attr.world_size, "allgatherv receive", &r);
+	if (rc)
+		return rc;
+	if (overlap(s, r))
+		return shemb__fail(ctx, SHEMB_EINVAL, "allgatherv: the send "
+				   "and receive regions overlap");
+	c.sendbuf = sendbuf;
+	c.sendcount = sendcount;
+	c.recvbuf = recvbuf;
+	c.recvcounts = recvcounts;
+	c.rdispls = rdispls;
+	return launch(ctx, &c, req);
+}
+
+SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
+			      void *recvbuf, size_t count, int dtype, int op,
+			      shemb_request **req)
+{
+	struct shemb__coll c = { .kind = SHEMB__ALLREDUCE };
+	size_t es = shemb__reduce_elem_size(dtype);
+	struct span s, r;
+	const size_t zero = 0;
+	size_t bytes = count * es;
+	int rc = check_ctx(ctx);
+
+	if (rc)
+		return rc;
+	if (!es || (op != SHEMB_REDUCE_SUM && op != SHEMB_REDUCE_MAX))
+		return shemb__fail(ctx, SHEMB_EINVAL, "allreduce: dtype %d or "
+				   "op %d is not one this supports", dtype, op);
+	if (es && count > SIZE_MAX / es)
+		return shemb__fail(ctx, SHEMB_EINVAL, "allreduce: %zu values "
+				   "overflow", count);
+	rc = pieces_span(ctx, sendbuf, &bytes, &zero, 1, "allreduce send", &s);
+	if (!rc)
+		rc = pieces_span(ctx, recvbuf, &bytes, &zero, 1,
+				 "allreduce receive", &r);
+	if (rc)
+		return rc;
+	if (sendbuf != recvbuf && overlap(s, r))
+		return shemb__fail(ctx, SHEMB_EINVAL, "allreduce: send and "
+				   "receive buffers overlap without being the "
+				   "same");
+	c.sendbuf = sendbuf;
+	c.recvbuf = recvbuf;
+	c.count = count;
+	c.dtype = dtype;
+	c.op = op;
+	return launch(ctx, &c, req);
+}
+
+SHEMB_API int shemb_barrier(shemb_ctx *ctx, shemb_request **req)
+{
+	struct shemb__coll c = { .kind = SHEMB__BARRIER };
+	int rc = check_ctx(ctx);
+
+	return rc ? rc : launch(ctx, &c, req);
+}
+
+SHEMB_API int shemb_ctx_async_error(shemb_ctx *ctx)
+{
+	return check_ctx(ctx);
+}

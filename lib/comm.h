@@ -1,0 +1,57 @@
+/*
+ * comm.h - the communication seam: collectives between the ranks of a
+ * context, behind an ops table (libfabric in fabric/, a local "self" for
+ * one rank, NCCL later).  The core builds validated argument structs; the
+ * backend owns its operation objects.
+ */
+#ifndef SHEMB_COMM_H
+#define SHEMB_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct shemb__op; /* a backend's collective in flight */
+
+enum shemb__coll_kind {
+	SHEMB__ALLTOALLV = 1,
+	SHEMB__ALLGATHERV = 2,
+	SHEMB__ALLREDUCE = 3,
+	SHEMB__BARRIER = 4
+};
+
+/* A collective's arguments; arrays have world_size entries and are copied
+ * by the backend before start() returns. */
+struct shemb__coll {
+	int kind;
+	const void *sendbuf;
+	void *recvbuf;
+	const size_t *sendcounts, *sdispls;  /* alltoallv */
+	const size_t *recvcounts, *rdispls;  /* alltoallv, allgatherv */
+	size_t sendcount;                    /* allgatherv */
+	size_t count;                        /* allreduce: elements */
+	int dtype, op;                       /* allreduce */
+};
+
+struct shemb_comm_ops {
+	size_t size;
+	const char *name;
+	/* start a collective; *op is the backend's handle; a failure's
+	 * detail goes to why */
+	int (*start)(void *comm, const struct shemb__coll *c,
+		     struct shemb__op **op, char *why, size_t len);
+	/* *done = 1 with the op's status as return value when finished;
+	 * a failure's detail goes to why */
+	int (*test)(void *comm, struct shemb__op *op, int *done, char *why,
+		    size_t len);
+	int (*wait)(void *comm, struct shemb__op *op, char *why, size_t len);
+	/* the caller is done with op: free it now or when it finishes */
+	void (*release)(void *comm, struct shemb__op *op);
+	/* sticky error of background progress (a peer left), 0 if none;
+	 * msg gets the detail */
+	int (*async_error)(void *comm, char *msg, size_t len);
+	const char *(*describe)(void *comm);
+	/* collective close: waits (bounded) for the other ranks, then frees */
+	void (*destroy)(void *comm);
+};
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * connect.c - give a context its communicator: "self" for one rank, the
+ * libfabric one for more.
+ */
+#include "lib/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lib/comm.h"
+#ifdef HAVE_LIBFABRIC
+#include "fabric/fabric.h"
+#endif
+
+#define DEFAULT_TIMEOUT_MS 30000
+#define DEFAULT_CHUNK (1u << 20)
+
+extern const struct shemb_comm_ops shemb__self_comm_ops;
+
+static const char *attr_or_env(const char *v, const char *name)
+{
+	return v && *v ? v : getenv(name);
+}
+
+static int check_transport_attrs(struct shemb_ctx_attr *a)
+{
+	if (a->progress != SHEMB_PROGRESS_THREAD &&
+	    a->progress != SHEMB_PROGRESS_CALLER)
+		return shemb__fail(NULL, SHEMB_EINVAL, "progress %d is not an "
+				   "enum shemb_progress value", a->progress);
+	if (a->timeout_ms < 0)
+		return shemb__fail(NULL, SHEMB_EINVAL, "timeout_ms %d is "
+				   "negative", a->timeout_ms);
+	if (!a->timeout_ms)
+		a->timeout_ms = DEFAULT_TIMEOUT_MS;
+	if (!a->chunk_bytes)
+		a->chunk_bytes = DEFAULT_CHUNK;
+	return 0;
+}
+
+#ifdef HAVE_LIBFABRIC
+static int open_fabric(shemb_ctx *ctx)
+{
+	struct shemb_ctx_attr *a = &ctx->attr;
+	struct shemb__fabric_cfg cfg = {
+		.rank = a->rank,
+		.world_size = a->world_size,
+		.root = attr_or_env(a->root, "SHEMB_ROOT"),
+		.job_key = attr_or_env(a->job_key, "SHEMB_JOB_KEY"),
+		.provider = a->provider,
+		.progress = a->progress,
+		.timeout_ms = a->timeout_ms,
+		.chunk_bytes = a->chunk_bytes,
+		.oob_allgather = a->oob_allgather,
+		.oob_arg = a->oob_arg,
+	};
+	char err[320] = "";
+	int rc;
+
+	if (!cfg.oob_allgather && (!cfg.root || !*cfg.root))
+		return shemb__fail(NULL, SHEMB_EINVAL,
+				   "world size %d needs a rendezvous: set "
+				   "SHEMB_ROOT=host:port (or the root attr), or "
+				   "give an oob_allgather", a->world_size);
+	snprintf(ctx->root, sizeof(ctx->root), "%s", cfg.root ? cfg.root : "");
+	rc = shemb__fabric_open(&cfg, &ctx->comm, err, sizeof(err));
+	if (rc)
+		return shemb__fail(NULL, rc, "rank %d of %d: %s", a->rank,
+				   a->world_size, err);
+	ctx->comm_ops = &shemb__fabric_ops;
+	snprintf(ctx->provider, sizeof(ctx->provider), "%s",
+		 shemb__fabric_provider(ctx->comm));
+	return 0;
+}
+#else
+static int open_fabric(shemb_ctx *ctx)
+{
+	return shemb__fail(NULL, SHEMB_ENOTSUP, "world size %d needs the "
+			   "libfabric transport, and this build has no "
+			   "libfabric", ctx->attr.world_size);
+}
+#endif
+
+int shemb__comm_open(shemb_ctx *ctx)
+{
+	int rc = check_transport_attrs(&ctx->attr);
+
+	if (rc)
+		return rc;
+	if (ctx->attr.world_size == 1) {
+		ctx->comm_ops = &shemb__self_comm_ops;
+		snprintf(ctx->provider, sizeof(ctx->provider), "self");
+		return 0;
+	}
+	return open_fabric(ctx);
+}
+
+void shemb__comm_close(shemb_ctx *ctx)
+{
+	if (!ctx->comm_ops)
+		return;
+	shemb__requests_free_all(ctx);
+	ctx->comm_ops->destroy(ctx->comm);
+	ctx->comm_ops = NULL;
+	ctx->comm = NULL;
+}

@@ -1,0 +1,476 @@
+/*
+ * coll_rank.c - one rank of the multi-process collective tests, started by
+ * shemb-run (tests/test_coll.sh) or by tests/test_coll_fail.c.
+ *
+ * Usage: coll_rank SCENARIO [--caller] [--chunk BYTES]
+ * Every input is a function of (seed, rank, peer, index), so each rank
+ * knows what every other rank sends and checks what it receives against a
+ * plain loop.  Exit 0 when every check passed; a message and 1 otherwise.
+ *
+ * Scenarios: alltoallv, alltoallv-big (one 64 MiB pair), allgatherv,
+ * allreduce, barrier, concurrent, mismatch-count, mismatch-order,
+ * kill-one (rank world-1 dies in the middle of a large alltoallv; the
+ * others must fail with SHEMB_EPEER or SHEMB_ETIMEDOUT, and a later call
+ * too), async-error.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <shemb.h>
+
+static int rank, world;
+static shemb_ctx *ctx;
+
+#define FAIL(...)                                                            \
+	do {                                                                 \
+		fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__,     \
+			__LINE__);                                           \
+		fprintf(stderr, __VA_ARGS__);                                \
+		fprintf(stderr, "\n");                                       \
+		exit(1);                                                     \
+	} while (0)
+
+#define CHECK_RC(call)                                                       \
+	do {                                                                 \
+		int rc_ = (call);                                            \
+		if (rc_)                                                     \
+			FAIL("%s = %d (%s): %s", #call, rc_,                 \
+			     shemb_strerror(rc_), shemb_ctx_last_error(ctx)); \
+	} while (0)
+
+static uint64_t mix(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint8_t byte_of(uint64_t seed, int from, int to, size_t k)
+{
+	return (uint8_t)mix(seed ^ ((uint64_t)from << 48) ^
+			    ((uint64_t)to << 32) ^ (k / 8)) >>
+	       (8 * (k % 8));
+}
+
+/* ---- alltoallv ---- */
+
+/* Bytes rank i sends to rank j in round `seed`: often zero, sometimes
+ * large, the same function on every rank. */
+static size_t a2a_count(uint64_t seed, int i, int j, size_t big)
+{
+	uint64_t h = mix(seed * 977 + (uint64_t)i * 131 + (uint64_t)j);
+
+	if (big && i == 0 && j == world - 1)
+		return big;
+	switch (h % 4) {
+	case 0:
+		return 0;
+	case 1:
+		return h % 64;
+	case 2:
+		return h % 5000;
+	default:
+		return h % 300000;
+	}
+}
+
+struct a2a {
+	size_t sc[64], sd[64], rc[64], rd[64];
+	char *sb, *rb;
+	size_t stotal, rtotal;
+};
+
+static void a2a_prepare(struct a2a *a, uint64_t seed, size_t big)
+{
+	a->stotal = a->rtotal = 0;
+	for (int j = 0; j < world; j++) {
+		a->sc[j] = a2a_count(seed, rank, j, big);
+		a->rc[j] = a2a_count(seed, j, rank, big);
+		a->sd[j] = a->stotal;
+		a->rd[j] = a->rtotal + 7; /* odd offsets on purpose */
+		a->stotal += a->sc[j];
+		a->rtotal += a->rc[j] + 7;
+	}
+	a->sb = malloc(a->stotal + 1);
+	a->rb = malloc(a->rtotal + 1);
+	if (!a->sb || !a->rb)
+		FAIL("no memory");
+	for (int j = 0; j < world; j++)
+		for (size_t k = 0; k < a->sc[j]; k++)
+			a->sb[a->sd[j] + k] = (char)byte_of(seed, rank, j, k);
+	memset(a->rb, 0x5a, a->rtotal);
+}
+
+static void a2a_check(struct a2a *a, uint64_t seed)
+{
+	for (int j = 0; j < world; j++)
+		for (size_t k = 0; k < a->rc[j]; k++)
+			if ((uint8_t)a->rb[a->rd[j] + k] !=
+			    byte_of(seed, j, rank, k))
+				FAIL("alltoallv %llu: byte %zu from rank %d "
+				     "wrong", (unsigned long long)seed, k, j);
+	free(a->sb);
+	free(a->rb);
+}
+
+static void run_alltoallv(int rounds, size_t big)
+{
+	for (int r = 0; r < rounds; r++) {
+		struct a2a a;
+
+		a2a_prepare(&a, (uint64_t)r + 1, big);
+		CHECK_RC(shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc,
+					 a.rd, NULL));
+		a2a_check(&a, (uint64_t)r + 1);
+	}
+}
+
+/* ---- allgatherv ---- */
+
+static void run_allgatherv(int rounds)
+{
+	for (int r = 0; r < rounds; r++) {
+		size_t rc[64], rd[64], total = 0, mine;
+		char *sb, *rb;
+
+		for (int j = 0; j < world; j++) {
+			rc[j] = a2a_count((uint64_t)r + 100, j, 0, 0);
+			rd[j] = total;
+			total += rc[j];
+		}
+		mine = rc[rank];
+		sb = malloc(mine + 1);
+		rb = malloc(total + 1);
+		for (size_t k = 0; k < mine; k++)
+			sb[k] = (char)byte_of((uint64_t)r, rank, 0, k);
+		CHECK_RC(shemb_allgatherv(ctx, sb, mine, rb, rc, rd, NULL));
+		for (int j = 0; j < world; j++)
+			for (size_t k = 0; k < rc[j]; k++)
+				if ((uint8_t)rb[rd[j] + k] !=
+				    byte_of((uint64_t)r, j, 0, k))
+					FAIL("allgatherv byte %zu of rank %d",
+					     k, j);
+		free(sb);
+		free(rb);
+	}
+}
+
+/* ---- allreduce ---- */
+
+/* Integer values in [-8, 8]: any summation order is exact in every
+ * dtype, so each rank's result must equal the serial one bit for bit. */
+static double value_of(int r, size_t k, int seed)
+{
+	return (double)((int)(mix((uint64_t)seed * 7 + (uint64_t)r * 1000003 +
+				  k) % 17) - 8);
+}
+
+static void store_value(int dtype, void *buf, size_t k, double v)
+{
+	switch (dtype) {
+	case SHEMB_F32:
+		((float *)buf)[k] = (float)v;
+		break;
+	case SHEMB_F64:
+		((double *)buf)[k] = v;
+		break;
+	case SHEMB_I64:
+		((int64_t *)buf)[k] = (int64_t)v;
+		break;
+	case SHEMB_F16:
+		((_Float16 *)buf)[k] = (_Float16)v;
+		break;
+	default: { /* bf16: small integers are exact */
+		float f = (float)v;
+		uint32_t u;
+
+		memcpy(&u, &f, 4);
+		((uint16_t *)buf)[k] = (uint16_t)(u >> 16);
+	}
+	}
+}
+
+static double load_value(int dtype, const void *buf, size_t k)
+{
+	switch (dtype) {
+	case SHEMB_F32:
+		return ((const float *)buf)[k];
+	case SHEMB_F64:
+		return ((const double *)buf)[k];
+	case SHEMB_I64:
+		return (double)((const int64_t *)buf)[k];
+	case SHEMB_F16:
+		return (double)((const _Float16 *)buf)[k];
+	default: {
+		uint32_t u = (uint32_t)((const uint16_t *)buf)[k] << 16;
+		float f;
+
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	}
+}
+
+static size_t dsize(int dtype)
+{
+	return dtype == SHEMB_F32 ? 4 : dtype == SHEMB_F64 ||
+						 dtype == SHEMB_I64 ? 8 : 2;
+}
+
+static void allreduce_one(int dtype, int op, size_t count, int in_place,
+			  int seed)
+{
+	char *sb = malloc(count * 8 + 8), *rb = malloc(count * 8 + 8);
+
+	for (size_t k = 0; k < count; k++)
+		store_value(dtype, sb, k, value_of(rank, k, seed));
+	if (in_place)
+		memcpy(rb, sb, count * dsize(dtype));
+	CHECK_RC(shemb_allreduce(ctx, in_place ? rb : sb, rb, count, dtype,
+				 op, NULL));
+	for (size_t k = 0; k < count; k++) {
+		double want = value_of(0, k, seed);
+
+		for (int r = 1; r < world; r++) {
+			double v = value_of(r, k, seed);
+
+			want = op == SHEMB_REDUCE_MAX ? fmax(want, v)
+						      : want + v;
+		}
+		if (load_value(dtype, rb, k) != want)
+			FAIL("allreduce dtype %d op %d count %zu: value %zu is "
+			     "%g, want %g", dtype, op, count, k,
+			     load_value(dtype, rb, k), want);
+	}
+	free(sb);
+	free(rb);
+}
+
+static void run_allreduce(void)
+{
+	static const int dtypes[] = { SHEMB_F32, SHEMB_F64, SHEMB_I64,
+				      SHEMB_BF16, SHEMB_F16 };
+	static const size_t counts[] = { 0, 1, 3, 1000, 70000, 1000003 };
+	int seed = 1;
+
+	for (size_t d = 0; d < 5; d++)
+		for (int op = 0; op < 2; op++)
+			for (size_t c = 0; c < 6; c++)
+				allreduce_one(dtypes[d], op, counts[c],
+					      (int)(c % 2), seed++);
+}
+
+/* ---- several collectives in flight ---- */
+
+static void run_concurrent(void)
+{
+	enum { N = 24 };
+	shemb_request *req[N];
+	struct a2a a[N];
+	float *red[N];
+	int order[N];
+
+	for (int i = 0; i < N; i++) {
+		order[i] = i;
+		if (i % 3 == 2) {
+			red[i] = malloc(5000 * sizeof(float));
+			for (int k = 0; k < 5000; k++)
+				red[i][k] = (float)(rank + i + k % 7);
+			CHECK_RC(shemb_allreduce(ctx, red[i], red[i], 5000,
+						 SHEMB_F32, SHEMB_REDUCE_SUM,
+						 &req[i]));
+		} else if (i % 3 == 1) {
+			CHECK_RC(shemb_barrier(ctx, &req[i]));
+		} else {
+			a2a_prepare(&a[i], 1000 + (uint64_t)i, 0);
+			CHECK_RC(shemb_alltoallv(ctx, a[i].sb, a[i].sc,
+						 a[i].sd, a[i].rb, a[i].rc,
+						 a[i].rd, &req[i]));
+		}
+	}
+	/* wait in an order of our own, different on each rank */
+	for (int i = N - 1; i > 0; i--) {
+		int j = (int)(mix((uint64_t)rank * 31 + (uint64_t)i) %
+			      (uint64_t)(i + 1));
+		int t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	for (int n = 0; n < N; n++) {
+		int i = order[n];
+		int done = 0;
+
+		if (n % 2) /* poll some, wait for others */
+			while (!done)
+				CHECK_RC(shemb_test(req[i], &done));
+		else
+			CHECK_RC(shemb_wait(req[i]));
+		if (shemb_wait(req[i]) != SHEMB_ESTATE)
+			FAIL("a second wait must give SHEMB_ESTATE");
+		shemb_request_free(req[i]);
+		if (i % 3 == 0)
+			a2a_check(&a[i], 1000 + (uint64_t)i);
+		if (i % 3 == 2) {
+			for (int k = 0; k < 5000; k++) {
+				float want = 0;
+
+				for (int r = 0; r < world; r++)
+					want += (float)(r + i + k % 7);
+				if (red[i][k] != want)
+					FAIL("concurrent allreduce %d", i);
+			}
+			free(red[i]);
+		}
+	}
+	/* a request never waited: released by shemb_ctx_destroy */
+	CHECK_RC(shemb_barrier(ctx, &req[0]));
+}
+
+/* ---- mismatched calls ---- */
+
+static void expect_einval(int rc, const char *what)
+{
+	if (rc != SHEMB_EINVAL)
+		FAIL("%s: want SHEMB_EINVAL, got %d (%s): %s", what, rc,
+		     shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	printf("%s: %s\n", what, shemb_ctx_last_error(ctx));
+}
+
+/* Rank 0 thinks it sends one byte more to rank 1 than rank 1 expects:
+ * both fail with the disagreement named; every other rank fails too when
+ * their notice reaches it before its own exchanges finish, and may succeed
+ * otherwise (what it sent and received was consistent). */
+static void run_mismatch_count(void)
+{
+	size_t sc[64] = { 0 }, sd[64] = { 0 }, rc[64] = { 0 }, rd[64] = { 0 };
+	char sb[64] = { 0 }, rb[64];
+	int st;
+
+	if (rank == 0)
+		sc[1] = 9;
+	if (rank == 1)
+		rc[0] = 8;
+	st = shemb_alltoallv(ctx, sb, sc, sd, rb, rc, rd, NULL);
+	if (rank > 1 && st == 0)
+		printf("uninvolved rank finished first\n");
+	else
+		expect_einval(st, "count mismatch");
+	if (rank <= 1 && !strstr(shemb_ctx_last_error(ctx), "9 bytes") &&
+	    !strstr(shemb_ctx_last_error(ctx), "sends 9"))
+		FAIL("the detail must name the counts: %s",
+		     shemb_ctx_last_error(ctx));
+	/* the next collective works */
+	CHECK_RC(shemb_barrier(ctx, NULL));
+}
+
+/* Rank 0 calls a barrier where the others call an allreduce. */
+static void run_mismatch_order(void)
+{
+	float v = 1;
+	int st = rank == 0 ? shemb_barrier(ctx, NULL)
+			   : shemb_allreduce(ctx, &v, &v, 1, SHEMB_F32,
+					     SHEMB_REDUCE_SUM, NULL);
+
+	expect_einval(st, "order mismatch");
+	CHECK_RC(shemb_barrier(ctx, NULL));
+}
+
+/* ---- a rank that dies ---- */
+
+static void run_kill_one(void)
+{
+	struct a2a a;
+	int st;
+
+	a2a_prepare(&a, 77, (size_t)64 << 20);
+	if (rank == world - 1) {
+		/* die while the transfers are under way */
+		shemb_request *req;
+
+		CHECK_RC(shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc,
+					 a.rd, &req));
+		usleep(20000);
+		raise(SIGKILL);
+	}
+	st = shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc, a.rd, NULL);
+	if (st != SHEMB_EPEER && st != SHEMB_ETIMEDOUT)
+		FAIL("want SHEMB_EPEER or SHEMB_ETIMEDOUT, got %d: %s", st,
+		     shemb_ctx_last_error(ctx));
+	printf("failed as it should: %s\n", shemb_ctx_last_error(ctx));
+	st = shemb_barrier(ctx, NULL);
+	if (st != SHEMB_EPEER && st != SHEMB_ETIMEDOUT)
+		FAIL("a later call must fail too, got %d", st);
+	if (shemb_ctx_async_error(ctx) == 0)
+		FAIL("shemb_ctx_async_error must report the failure");
+	free(a.sb);
+	free(a.rb);
+}
+
+static void open_ctx(int argc, char **argv)
+{
+	struct shemb_ctx_attr a;
+	int rc;
+
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 1;
+	a.timeout_ms = 20000;
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--caller"))
+			a.progress = SHEMB_PROGRESS_CALLER;
+		else if (!strcmp(argv[i], "--chunk") && i + 1 < argc)
+			a.chunk_bytes = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
+			a.timeout_ms = atoi(argv[++i]);
+	}
+	rc = shemb_ctx_create(&a, &ctx);
+	if (rc) {
+		fprintf(stderr, "shemb_ctx_create: %s: %s\n", shemb_strerror(rc),
+			shemb_ctx_last_error(NULL));
+		exit(1);
+	}
+	shemb_ctx_get_attr(ctx, &a);
+	rank = a.rank;
+	world = a.world_size;
+	if (world > 64)
+		FAIL("this test handles at most 64 ranks");
+	if (rank == 0)
+		printf("%d ranks over %s\n", world, a.provider);
+}
+
+int main(int argc, char **argv)
+{
+	const char *s = argc > 1 ? argv[1] : "";
+
+	open_ctx(argc, argv);
+	if (!strcmp(s, "alltoallv"))
+		run_alltoallv(12, 0);
+	else if (!strcmp(s, "alltoallv-big"))
+		run_alltoallv(2, (size_t)64 << 20);
+	else if (!strcmp(s, "allgatherv"))
+		run_allgatherv(8);
+	else if (!strcmp(s, "allreduce"))
+		run_allreduce();
+	else if (!strcmp(s, "barrier"))
+		for (int i = 0; i < 50; i++)
+			CHECK_RC(shemb_barrier(ctx, NULL));
+	else if (!strcmp(s, "concurrent"))
+		run_concurrent();
+	else if (!strcmp(s, "mismatch-count"))
+		run_mismatch_count();
+	else if (!strcmp(s, "mismatch-order"))
+		run_mismatch_order();
+	else if (!strcmp(s, "kill-one"))
+		run_kill_one();
+	else
+		FAIL("unknown scenario '%s'", s);
+	shemb_ctx_destroy(ctx);
+	return 0;
+}

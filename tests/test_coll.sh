@@ -1,0 +1,34 @@
+#!/bin/sh
+# Collectives between ranks on this host: shemb-run starts 2, 3 and 4
+# ranks of tests/coll_rank over shm and over tcp;ofi_rxm (loopback), each
+# run bounded in time; also the caller-progress mode and small chunks.
+run=$top_builddir/tools/shemb-run
+rank=$top_builddir/tests/coll_rank
+fails=0
+
+one() { # provider ranks scenario [options...]
+	p=$1 n=$2
+	shift 2
+	if out=$("$run" -n "$n" --provider "$p" --timeout 120 \
+		"$rank" "$@" 2>&1); then
+		echo "ok   $p n=$n $*"
+	else
+		echo "FAIL $p n=$n $* (exit $?)"
+		echo "$out" | tail -n 20
+		fails=$((fails + 1))
+	fi
+}
+
+for p in shm "tcp;ofi_rxm"; do
+	for n in 2 3 4; do
+		for s in alltoallv allgatherv allreduce barrier concurrent \
+			mismatch-count mismatch-order; do
+			one "$p" "$n" "$s"
+		done
+		one "$p" "$n" alltoallv-big
+	done
+	one "$p" 3 concurrent --caller
+	one "$p" 3 allreduce --caller --chunk 4096
+	one "$p" 4 alltoallv --chunk 1000
+done
+[ "$fails" -eq 0 ]

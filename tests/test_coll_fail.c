@@ -1,0 +1,108 @@
+/*
+ * test_coll_fail.c - a rank killed in the middle of a large alltoallv: the
+ * others must fail with SHEMB_EPEER (or SHEMB_ETIMEDOUT) within the
+ * timeout, never hang.  Starts its own ranks (shemb-run would kill them
+ * all as soon as one dies), on loopback, over shm and tcp;ofi_rxm; every
+ * child is killed and reaped if the test runs out of time.
+ */
+#define _GNU_SOURCE
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WORLD 3
+#define LIMIT_S 60
+
+static pid_t kids[WORLD];
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len))
+		exit(99);
+	port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+static void start_rank(int r, const char *prog, const char *provider,
+		       int port)
+{
+	char v[64];
+
+	kids[r] = fork();
+	if (kids[r] < 0)
+		exit(99);
+	if (kids[r])
+		return;
+	snprintf(v, sizeof(v), "%d", r);
+	setenv("SHEMB_RANK", v, 1);
+	snprintf(v, sizeof(v), "%d", WORLD);
+	setenv("SHEMB_WORLD_SIZE", v, 1);
+	snprintf(v, sizeof(v), "127.0.0.1:%d", port);
+	setenv("SHEMB_ROOT", v, 1);
+	setenv("SHEMB_JOB_KEY", "test-coll-fail", 1);
+	setenv("SHEMB_PROVIDER", provider, 1);
+	execl(prog, prog, "kill-one", "--timeout", "15000", (char *)NULL);
+	_exit(127);
+}
+
+static void kill_all(void)
+{
+	for (int r = 0; r < WORLD; r++)
+		if (kids[r] > 0)
+			kill(kids[r], SIGKILL);
+}
+
+static void on_alarm(int sig)
+{
+	kill_all();
+	_exit(1);
+}
+
+/* The survivors exit 0 (they saw the failure), the victim by SIGKILL. */
+static int run(const char *prog, const char *provider)
+{
+	int ok = 1, port = free_port();
+
+	for (int r = 0; r < WORLD; r++)
+		start_rank(r, prog, provider, port);
+	for (int r = 0; r < WORLD; r++) {
+		int st;
+
+		if (waitpid(kids[r], &st, 0) < 0)
+			return 0;
+		kids[r] = 0;
+		if (r == WORLD - 1)
+			ok &= WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+		else
+			ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	printf("%s %s\n", ok ? "ok  " : "FAIL", provider);
+	return ok;
+}
+
+int main(void)
+{
+	const char *top = getenv("top_builddir");
+	char prog[4096];
+	int ok;
+
+	snprintf(prog, sizeof(prog), "%s/tests/coll_rank", top ? top : ".");
+	signal(SIGALRM, on_alarm);
+	alarm(LIMIT_S);
+	ok = run(prog, "shm");
+	ok &= run(prog, "tcp;ofi_rxm");
+	return ok ? 0 : 1;
+}
