@@ -57,8 +57,12 @@ static int add_chunks(struct op *op, int r, bool send, int peer, void *buf,
 {
 	size_t chunk = op->f->chunk;
 
-	if (len / chunk >= MAX_CHUNKS)
+	if (len / chunk >= MAX_CHUNKS) {
+		snprintf(op->why, sizeof(op->why), "%zu bytes to or from rank "
+			 "%d take more than %d chunks of %zu bytes: raise "
+			 "chunk_bytes", len, peer, MAX_CHUNKS, chunk);
 		return SHEMB_EINVAL;
+	}
 	for (size_t off = 0, k = 0; off < len; off += chunk, k++) {
 		size_t n = len - off < chunk ? len - off : chunk;
 
@@ -362,9 +366,10 @@ static int build_allreduce_ring(struct op *op)
 static const char *kind_name(int kind)
 {
 	static const char *const names[] = { "?", "alltoallv", "allgatherv",
-					     "allreduce", "barrier" };
+					     "allreduce", "barrier",
+					     "closing its context" };
 
-	return kind >= 1 && kind <= 4 ? names[kind] : "?";
+	return kind >= 1 && kind <= 5 ? names[kind] : "?";
 }
 
 /*
@@ -412,6 +417,7 @@ int shemb__coll_build(struct fab *f, struct op *op)
 	case SHEMB__ALLGATHERV:
 		return build_allgatherv(op);
 	case SHEMB__BARRIER:
+	case SHEMB__CLOSE:
 		return build_barrier(op);
 	default:
 		if (op->c.count * elem(op) <= SMALL_BYTES ||

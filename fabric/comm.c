@@ -245,6 +245,20 @@ static int copy_args(struct op *op, const struct shemb__coll *c)
 	return 0;
 }
 
+/* The op could not start here, after it took its number: the other ranks
+ * are told, so that they fail it too and every rank stays in step. */
+static int refuse_op(struct fab *f, struct op *op, int rc, char *why,
+		     size_t len)
+{
+	if (!op->why[0])
+		snprintf(op->why, sizeof(op->why), "rank %d: no memory for "
+			 "collective call %u", f->rank, op->seq);
+	snprintf(why, len, "%s", op->why);
+	shemb__fab_tell_all(f, op, op->why);
+	shemb__fab_free_op(op);
+	return rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL;
+}
+
 static int fab_start(void *comm, const struct shemb__coll *c,
 		     struct shemb__op **out, char *why, size_t len)
 {
@@ -259,21 +273,21 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 		goto out;
 	}
 	op = calloc(1, sizeof(*op));
-	if (op) {
-		op->f = f;
-		op->kind = c->kind;
-		op->seq = f->next_seq++;
+	if (!op) {
+		snprintf(why, len, "no memory for a collective");
+		rc = SHEMB_ENOMEM;
+		goto out;
 	}
-	rc = op ? copy_args(op, c) : SHEMB_ENOMEM;
+	op->f = f;
+	op->kind = c->kind;
+	op->seq = f->next_seq++;
+	rc = copy_args(op, c);
 	if (!rc)
 		rc = shemb__coll_build(f, op);
 	if (!rc)
 		rc = shemb__fab_early_abort(f, op);
 	if (rc) {
-		snprintf(why, len, "%s", op && op->why[0] ? op->why
-			 : "no memory for a collective");
-		if (op)
-			shemb__fab_free_op(op);
+		rc = refuse_op(f, op, rc, why, len);
 		goto out;
 	}
 	op->next = f->ops;
@@ -375,7 +389,7 @@ static const char *fab_describe(void *comm)
 static void fab_destroy(void *comm)
 {
 	struct fab *f = comm;
-	struct shemb__coll c = { .kind = SHEMB__BARRIER };
+	struct shemb__coll c = { .kind = SHEMB__CLOSE };
 	struct shemb__op *op = NULL;
 	char why[256];
 

@@ -278,7 +278,7 @@ static void on_ctrl(struct fab *f, struct xfer *x, int err)
 		shemb__fab_fail_op(f, op, c->status, "rank %u: %s", c->from,
 				   c->why);
 	else if (c->magic == CTRL_MAGIC &&
-		 (int32_t)(c->seq - f->next_seq) >= 0 && f->nearly < 8)
+		 (int32_t)(c->seq - f->next_seq) >= 0 && f->nearly < MAX_EARLY)
 		f->early[f->nearly++] = *c;
 	post_ctrl_rx_one(f, i);
 }
@@ -335,11 +335,10 @@ static void flush_ctrl_backlog(struct fab *f)
 
 /*
  * A collective that fails on one rank cannot finish on the others: tell
- * every other rank, so each fails it too (with this rank's reason) rather
- * than wait for its timeout.  Ranks that learn it from a peer pass it on,
- * once, so a ring learns it too.
+ * every other rank directly, so each fails it too (with this rank's
+ * reason) rather than wait for its timeout; a ring learns it this way too.
  */
-static void tell_all(struct fab *f, struct op *op, const char *why)
+void shemb__fab_tell_all(struct fab *f, struct op *op, const char *why)
 {
 	for (int p = 0; p < f->world; p++) {
 		struct ctrl_tx *t;
@@ -397,7 +396,7 @@ int shemb__fab_early_abort(struct fab *f, struct op *op)
 
 static void mismatch(struct fab *f, struct op *op, int peer)
 {
-	tell_all(f, op, op->why);
+	shemb__fab_tell_all(f, op, op->why);
 	shemb__fab_fail_op(f, op, SHEMB_EINVAL, NULL);
 }
 

@@ -39,6 +39,7 @@
 #define MAX_ROUNDS (1 << TAG_ROUND_BITS)
 #define MAX_CHUNKS (1 << TAG_CHUNK_BITS)
 #define MAX_WORLD 4096
+#define MAX_EARLY 64
 
 /* Sent first to each peer of an op: what this rank is doing, so that
  * calls that disagree fail on both sides instead of mixing data. */
@@ -150,7 +151,7 @@ struct fab {
 	struct shemb__ctrl ctrl_buf[4];
 	struct ctrl_tx *ctrl_backlog; /* not yet accepted by libfabric */
 	struct ctrl_tx *ctrl_sent;    /* in flight */
-	struct shemb__ctrl early[8]; /* aborts of ops not started yet */
+	struct shemb__ctrl early[MAX_EARLY]; /* aborts of ops not started */
 	int nearly;
 
 	int failed;                  /* sticky: SHEMB_EPEER once a rank left */
@@ -171,6 +172,8 @@ void shemb__fab_post_ctrl_rx(struct fab *f);
 void shemb__fab_free_ctrl(struct fab *f);
 /* SHEMB_EINVAL if a peer already failed this op before it started here */
 int shemb__fab_early_abort(struct fab *f, struct op *op);
+/* Tell every other rank that this rank failed op, and why */
+void shemb__fab_tell_all(struct fab *f, struct op *op, const char *why);
 uint64_t shemb__fab_now_ns(void);
 
 /* coll.c: build an op's rounds (headers, chunks, local steps); check a

@@ -103,7 +103,7 @@ typedef int (*shemb_oob_allgather_fn)(void *arg, const void *mine,
 
 enum shemb_progress {
 	SHEMB_PROGRESS_THREAD = 0, /* a context thread drives transfers */
-	SHEMB_PROGRESS_CALLER = 1  /* only shemb_wait / shemb_test do */
+	SHEMB_PROGRESS_CALLER = 1  /* only the calls of the context do */
 };
 
 struct shemb_ctx_attr {
@@ -128,16 +128,24 @@ struct shemb_ctx_attr {
 				  * FI_PROVIDER, else shm when every rank is
 				  * on one host and "tcp;ofi_rxm" if not */
 	int progress;            /* enum shemb_progress; default THREAD */
-	int timeout_ms;          /* a peer silent this long has failed;
-				  * 0: 30000 */
+	int timeout_ms;          /* a collective that moves no data this
+				  * long fails; 0: 30000 */
 	shemb_oob_allgather_fn oob_allgather; /* NULL: TCP rendezvous */
 	void *oob_arg;
 	size_t chunk_bytes;      /* messages are cut in chunks of this;
 				  * 0: 1 MiB */
 };
 
-/* Fill attr with the installed library's defaults (sets attr->size). */
-SHEMB_API void shemb_ctx_attr_init(struct shemb_ctx_attr *attr);
+/* Fill attr with the installed library's defaults and set attr->size.
+ * The inline form passes the struct's size as this header knows it, so a
+ * library with a larger struct never writes past the caller's; bindings
+ * from other languages call shemb_ctx_attr_init_size() themselves. */
+SHEMB_API void shemb_ctx_attr_init_size(struct shemb_ctx_attr *attr,
+					size_t size);
+static inline void shemb_ctx_attr_init(struct shemb_ctx_attr *attr)
+{
+	shemb_ctx_attr_init_size(attr, sizeof(*attr));
+}
 
 /* Create a context: thread pool, allocator, CPU kernels for this machine,
  * and, with more than one rank, the connection to every other rank (a
@@ -149,12 +157,14 @@ SHEMB_API int shemb_ctx_create(const struct shemb_ctx_attr *attr,
 			       shemb_ctx **ctx);
 
 /* Destroy a context and every table still attached to it.  NULL is a no-op.
- * No other call may use the context or its tables during or after it. */
+ * No other call may use the context or its tables during or after it.
+ * With more than one rank it is collective: it waits (up to the timeout)
+ * until every rank closes, unless a rank already failed. */
 SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx);
 
-/* The context's effective attributes: rank and world size resolved, the
- * provider chosen (attr->provider points into the context).  attr->size
- * must be set. */
+/* The context's effective attributes: rank, world size, thread count and
+ * host budget resolved, the provider chosen and the root used (both point
+ * into the context; job_key is NULL).  attr->size must be set. */
 SHEMB_API int shemb_ctx_get_attr(const shemb_ctx *ctx,
 				 struct shemb_ctx_attr *attr);
 
@@ -228,8 +238,14 @@ struct shemb_table_attr {
 	float initial_accumulator; /* Adagrad state at start; >= 0; 0 */
 };
 
-/* Fill attr with the installed library's defaults (sets attr->size). */
-SHEMB_API void shemb_table_attr_init(struct shemb_table_attr *attr);
+/* Fill attr with the installed library's defaults and set attr->size
+ * (the sized form: see shemb_ctx_attr_init). */
+SHEMB_API void shemb_table_attr_init_size(struct shemb_table_attr *attr,
+					  size_t size);
+static inline void shemb_table_attr_init(struct shemb_table_attr *attr)
+{
+	shemb_table_attr_init_size(attr, sizeof(*attr));
+}
 
 /* Create a table of attr->rows rows of attr->dim values, initialised so
  * that a value depends only on (seed, table_id, row, column).  Fails with
@@ -295,8 +311,13 @@ struct shemb_bags {
 	const float *weights;   /* NULL, or one finite weight per id */
 };
 
-/* Fill bags with defaults (sets bags->size). */
-SHEMB_API void shemb_bags_init(struct shemb_bags *bags);
+/* Fill bags with defaults and set bags->size (the sized form: see
+ * shemb_ctx_attr_init). */
+SHEMB_API void shemb_bags_init_size(struct shemb_bags *bags, size_t size);
+static inline void shemb_bags_init(struct shemb_bags *bags)
+{
+	shemb_bags_init_size(bags, sizeof(*bags));
+}
 
 /* Lookup that will not be followed by a backward: keeps no step plan. */
 #define SHEMB_LOOKUP_NO_GRAD (1u << 0)
@@ -306,8 +327,8 @@ SHEMB_API void shemb_bags_init(struct shemb_bags *bags);
  * of the table's dim floats (POOL_NONE: bags[i].nids rows).  A table may
  * appear more than once.  Unless flags has SHEMB_LOOKUP_NO_GRAD, the step
  * plan (distinct ids, and which positions use each) is kept for the
- * following shemb_backward() with the same bags.  Collective once world
- * size exceeds 1.
+ * following shemb_backward() with the same bags.  Tables are local to
+ * each rank in this release: lookups and backward do not communicate.
  */
 SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
 			   const struct shemb_bags *bags, float *const *out,
@@ -351,8 +372,9 @@ enum shemb_reduce {
 /* Rank i sends sendcounts[j] bytes at sendbuf + sdispls[j] to every rank
  * j, and receives recvcounts[j] bytes from j at recvbuf + rdispls[j].  A
  * pair whose counts are 0 both ways exchanges no data; counts that
- * disagree between sender and receiver fail the collective on every rank
- * with SHEMB_EINVAL (the detail names the ranks and counts). */
+ * disagree between sender and receiver fail the collective with
+ * SHEMB_EINVAL on both (the detail names the ranks and counts) and on
+ * every rank that has not finished it when told. */
 SHEMB_API int shemb_alltoallv(shemb_ctx *ctx, const void *sendbuf,
 			      const size_t *sendcounts, const size_t *sdispls,
 			      void *recvbuf, const size_t *recvcounts,
@@ -366,8 +388,9 @@ SHEMB_API int shemb_allgatherv(shemb_ctx *ctx, const void *sendbuf,
 			       shemb_request **req);
 
 /* recvbuf[k] = sum or max over ranks of sendbuf[k], k < count, of dtype
- * (F32, F64, I64, BF16, F16; 16-bit values are reduced in fp32).  sendbuf
- * may equal recvbuf.  Every rank gets the same bits. */
+ * (F32, F64, I64, BF16, F16; 16-bit values are combined in fp32 and
+ * rounded at each step).  sendbuf may equal recvbuf.  Every rank gets the
+ * same bits. */
 SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
 			      void *recvbuf, size_t count, int dtype, int op,
 			      shemb_request **req);
@@ -376,8 +399,10 @@ SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
 SHEMB_API int shemb_barrier(shemb_ctx *ctx, shemb_request **req);
 
 /* Wait for a collective: its status (0, SHEMB_EINVAL for mismatched
- * calls, SHEMB_EPEER or SHEMB_ETIMEDOUT for a failed peer).  A request
- * reports its status once: later waits give SHEMB_ESTATE. */
+ * calls, SHEMB_EPEER for a rank that left (only seen with the TCP
+ * rendezvous), SHEMB_ETIMEDOUT for one that stopped answering, SHEMB_EIO
+ * for a transfer the transport failed).  A request reports its status
+ * once: later waits give SHEMB_ESTATE. */
 SHEMB_API int shemb_wait(shemb_request *req);
 
 /* *done = 1 and the status as shemb_wait() when finished, else *done = 0

@@ -30,3 +30,18 @@ int shemb__copy_sized(void *dst, size_t dst_size, const void *src,
 	*(size_t *)dst = dst_size;
 	return 0;
 }
+
+/*
+ * Give the caller's struct of `size` bytes the defaults in `defaults`
+ * (ours, of our_size bytes): what the caller's struct has beyond ours is
+ * zeroed, and its size field keeps the caller's size.
+ */
+void shemb__init_sized(void *attr, size_t size, const void *defaults,
+		       size_t our_size)
+{
+	if (!attr || size < sizeof(size_t))
+		return;
+	memset(attr, 0, size);
+	memcpy(attr, defaults, size < our_size ? size : our_size);
+	*(size_t *)attr = size;
+}

@@ -16,7 +16,8 @@ enum shemb__coll_kind {
 	SHEMB__ALLTOALLV = 1,
 	SHEMB__ALLGATHERV = 2,
 	SHEMB__ALLREDUCE = 3,
-	SHEMB__BARRIER = 4
+	SHEMB__BARRIER = 4,
+	SHEMB__CLOSE = 5     /* the last barrier of a closing context */
 };
 
 /* A collective's arguments; arrays have world_size entries and are copied

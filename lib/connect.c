@@ -62,7 +62,8 @@ static int open_fabric(shemb_ctx *ctx)
 				   "world size %d needs a rendezvous: set "
 				   "SHEMB_ROOT=host:port (or the root attr), or "
 				   "give an oob_allgather", a->world_size);
-	snprintf(ctx->root, sizeof(ctx->root), "%s", cfg.root ? cfg.root : "");
+	if (!cfg.oob_allgather) /* the root used, for shemb_ctx_get_attr */
+		snprintf(ctx->root, sizeof(ctx->root), "%s", cfg.root);
 	rc = shemb__fabric_open(&cfg, &ctx->comm, err, sizeof(err));
 	if (rc)
 		return shemb__fail(NULL, rc, "rank %d of %d: %s", a->rank,

@@ -22,16 +22,18 @@
 
 static atomic_uint_fast64_t next_serial = 1;
 
-SHEMB_API void shemb_ctx_attr_init(struct shemb_ctx_attr *attr)
+SHEMB_API void shemb_ctx_attr_init_size(struct shemb_ctx_attr *attr,
+					size_t size)
 {
-	if (!attr)
-		return;
-	memset(attr, 0, sizeof(*attr));
-	attr->size = sizeof(*attr);
-	attr->log_level = SHEMB_LOG_WARN;
-	attr->rank = -1;
-	attr->world_size = 0;
-	attr->progress = SHEMB_PROGRESS_THREAD;
+	struct shemb_ctx_attr d = {
+		.size = sizeof(d),
+		.log_level = SHEMB_LOG_WARN,
+		.rank = -1,
+		.world_size = 0,
+		.progress = SHEMB_PROGRESS_THREAD,
+	};
+
+	shemb__init_sized(attr, size, &d, sizeof(d));
 }
 
 static int cpus_available(void)
@@ -151,6 +153,7 @@ SHEMB_API int shemb_ctx_get_attr(const shemb_ctx *ctx,
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "attr->size %zu is too small", attr->size);
 	a = ctx->attr;
+	a.host_mem_bytes = ctx->host_budget;
 	a.root = ctx->root[0] ? ctx->root : NULL;
 	a.provider = ctx->provider;
 	a.job_key = NULL; /* a secret: not handed out again */

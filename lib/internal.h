@@ -91,9 +91,12 @@ SHEMB__HIDDEN void shemb__log(const shemb_ctx *ctx, int level,
 			      const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* attr.c: copy a caller's sized struct into ours (see attr.c) */
+/* attr.c: copy a caller's sized struct into ours, and fill a caller's
+ * sized struct with our defaults (see attr.c) */
 SHEMB__HIDDEN int shemb__copy_sized(void *dst, size_t dst_size,
 				    const void *src, size_t min_size);
+SHEMB__HIDDEN void shemb__init_sized(void *attr, size_t size,
+				     const void *defaults, size_t our_size);
 
 /* collectives.c */
 SHEMB__HIDDEN void shemb__requests_free_all(shemb_ctx *ctx);

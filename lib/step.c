@@ -165,11 +165,9 @@ void shemb__step_unlock(struct shemb__step *st)
 		pthread_rwlock_unlock(&st->groups[g].table->rows_lock);
 }
 
-SHEMB_API void shemb_bags_init(struct shemb_bags *bags)
+SHEMB_API void shemb_bags_init_size(struct shemb_bags *bags, size_t size)
 {
-	if (!bags)
-		return;
-	memset(bags, 0, sizeof(*bags));
-	bags->size = sizeof(*bags);
-	bags->pooling = SHEMB_POOL_SUM;
+	struct shemb_bags d = { .size = sizeof(d), .pooling = SHEMB_POOL_SUM };
+
+	shemb__init_sized(bags, size, &d, sizeof(d));
 }

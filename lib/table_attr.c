@@ -8,22 +8,24 @@
 
 #include "lib/table.h"
 
-SHEMB_API void shemb_table_attr_init(struct shemb_table_attr *a)
+SHEMB_API void shemb_table_attr_init_size(struct shemb_table_attr *a,
+					  size_t size)
 {
-	if (!a)
-		return;
-	memset(a, 0, sizeof(*a));
-	a->size = sizeof(*a);
-	a->dtype = SHEMB_F32;
-	a->table_id = -1;
-	a->init = SHEMB_INIT_UNIFORM;
-	a->init_std = 1.0f;
-	a->optimizer = SHEMB_OPT_SGD;
-	a->lr = 0.01f;
-	a->eps = 1e-8f;
-	a->beta1 = 0.9f;
-	a->beta2 = 0.999f;
-	a->weight_decay_mode = SHEMB_WD_L2;
+	struct shemb_table_attr d = {
+		.size = sizeof(d),
+		.dtype = SHEMB_F32,
+		.table_id = -1,
+		.init = SHEMB_INIT_UNIFORM,
+		.init_std = 1.0f,
+		.optimizer = SHEMB_OPT_SGD,
+		.lr = 0.01f,
+		.eps = 1e-8f,
+		.beta1 = 0.9f,
+		.beta2 = 0.999f,
+		.weight_decay_mode = SHEMB_WD_L2,
+	};
+
+	shemb__init_sized(a, size, &d, sizeof(d));
 }
 
 int shemb__opt_state_floats(int optimizer, int dim)

@@ -12,10 +12,10 @@
 struct api {
 	int (*ctx_create)(const struct shemb_ctx_attr *, shemb_ctx **);
 	int (*ctx_destroy)(shemb_ctx *);
-	void (*table_attr_init)(struct shemb_table_attr *);
+	void (*table_attr_init)(struct shemb_table_attr *, size_t);
 	int (*table_create)(shemb_ctx *, const struct shemb_table_attr *,
 			    shemb_table **);
-	void (*bags_init)(struct shemb_bags *);
+	void (*bags_init)(struct shemb_bags *, size_t);
 	int (*lookup)(shemb_ctx *, int, const struct shemb_bags *,
 		      float *const *, unsigned);
 	int (*read_rows)(shemb_table *, int64_t, const int64_t *, void *, int);
@@ -25,9 +25,9 @@ static int bind(void *h, struct api *a)
 {
 	*(void **)&a->ctx_create = dlsym(h, "shemb_ctx_create");
 	*(void **)&a->ctx_destroy = dlsym(h, "shemb_ctx_destroy");
-	*(void **)&a->table_attr_init = dlsym(h, "shemb_table_attr_init");
+	*(void **)&a->table_attr_init = dlsym(h, "shemb_table_attr_init_size");
 	*(void **)&a->table_create = dlsym(h, "shemb_table_create");
-	*(void **)&a->bags_init = dlsym(h, "shemb_bags_init");
+	*(void **)&a->bags_init = dlsym(h, "shemb_bags_init_size");
 	*(void **)&a->lookup = dlsym(h, "shemb_lookup");
 	*(void **)&a->read_rows = dlsym(h, "shemb_table_read_rows");
 	return a->ctx_create && a->ctx_destroy && a->table_attr_init &&
@@ -47,10 +47,10 @@ static int one_lookup(const struct api *a)
 
 	if (a->ctx_create(NULL, &ctx))
 		return 1;
-	a->table_attr_init(&ta);
+	a->table_attr_init(&ta, sizeof(ta));
 	ta.rows = 10;
 	ta.dim = 4;
-	a->bags_init(&b);
+	a->bags_init(&b, sizeof(b));
 	if (a->table_create(ctx, &ta, &t))
 		bad = 1;
 	b.table = t;

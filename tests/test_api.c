@@ -116,6 +116,42 @@ START_TEST(ctx_attr_defaults)
 }
 END_TEST
 
+/* The sized initialisers write exactly the caller's struct: an older
+ * (smaller) struct gets what fits and nothing past it, a newer (larger)
+ * one gets zeros beyond the fields this library knows. */
+START_TEST(attr_init_writes_the_callers_size)
+{
+	unsigned char buf[sizeof(struct shemb_ctx_attr) + 64];
+	size_t v1 = offsetof(struct shemb_ctx_attr, world_size) + sizeof(int);
+	struct shemb_ctx_attr *a = (void *)buf;
+
+	memset(buf, 0xa5, sizeof(buf));
+	shemb_ctx_attr_init_size(a, v1);
+	ck_assert_uint_eq(a->size, v1);
+	ck_assert_int_eq(a->log_level, SHEMB_LOG_WARN);
+	for (size_t i = v1; i < sizeof(buf); i++)
+		ck_assert_uint_eq(buf[i], 0xa5);
+	memset(buf, 0xa5, sizeof(buf));
+	shemb_ctx_attr_init_size(a, sizeof(buf));
+	ck_assert_uint_eq(a->size, sizeof(buf));
+	for (size_t i = sizeof(*a); i < sizeof(buf); i++)
+		ck_assert_uint_eq(buf[i], 0);
+	/* and such a struct is accepted: its unknown tail is zero */
+	{
+		shemb_ctx *ctx;
+
+		ck_assert_int_eq(shemb_ctx_create(a, &ctx), 0);
+		shemb_ctx_destroy(ctx);
+	}
+	memset(buf, 0xa5, sizeof(buf));
+	shemb_bags_init_size((void *)buf, sizeof(size_t) + sizeof(void *));
+	ck_assert_uint_eq(buf[sizeof(size_t) + sizeof(void *)], 0xa5);
+	memset(buf, 0xa5, sizeof(buf));
+	shemb_table_attr_init_size((void *)buf, 16);
+	ck_assert_uint_eq(buf[16], 0xa5);
+}
+END_TEST
+
 START_TEST(table_attr_defaults)
 {
 	struct shemb_table_attr a;
@@ -814,6 +850,7 @@ static Suite *api_suite(void)
 	tcase_add_test(tc, get_attr_shows_lr_after_set_lr);
 	tcase_add_test(tc, get_attr_too_small);
 	tcase_add_test(tc, world_size_two_needs_a_rendezvous);
+	tcase_add_test(tc, attr_init_writes_the_callers_size);
 	tcase_add_test(tc, unknown_isa_not_supported);
 	tcase_add_test(tc, host_budget_enomem_at_create);
 	tcase_add_test(tc, host_budget_is_shared_by_tables);
