@@ -563,7 +563,7 @@ static void *progress_main(void *arg)
 	while (!f->stop) {
 		int n = shemb__fab_progress(f);
 
-		if (f->active == 0) {
+		if (f->active == 0 || f->waiters_progressing) {
 			idle_wait(f); /* liveness is still checked each ms */
 		} else if (n == 0) {
 			/* let callers in to start and wait for ops */

@@ -136,6 +136,8 @@ struct fab {
 	pthread_cond_t cond;         /* an op finished, or work arrived */
 	pthread_t thread;
 	bool have_thread, stop;
+	int waiters_progressing;     /* callers driving progress themselves:
+				      * the thread stands back meanwhile */
 
 	uint32_t next_seq;
 	struct op *ops;

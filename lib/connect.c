@@ -13,7 +13,9 @@
 #endif
 
 #define DEFAULT_TIMEOUT_MS 30000
-#define DEFAULT_CHUNK (1u << 20)
+/* Measured on shm (2 ranks, 16 and 64 MiB alltoallv): 4 MiB chunks beat
+ * 1 MiB ones by 20-30%, larger ones gained little more. */
+#define DEFAULT_CHUNK (4u << 20)
 
 extern const struct shemb_comm_ops shemb__self_comm_ops;
 
