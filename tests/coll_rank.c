@@ -54,9 +54,9 @@ static uint64_t mix(uint64_t z)
 
 static uint8_t byte_of(uint64_t seed, int from, int to, size_t k)
 {
-	return (uint8_t)mix(seed ^ ((uint64_t)from << 48) ^
-			    ((uint64_t)to << 32) ^ (k / 8)) >>
-	       (8 * (k % 8));
+	return (uint8_t)(mix(seed ^ ((uint64_t)from << 48) ^
+			     ((uint64_t)to << 32) ^ (k / 8)) >>
+			 (8 * (k % 8)));
 }
 
 /* ---- alltoallv ---- */

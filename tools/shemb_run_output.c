@@ -110,6 +110,8 @@ static int sink_put(struct sink *k, struct iovec *iov, int n)
 	if (total > sizeof(k->buf))
 		return sink_write_iov(k, iov, n);
 	for (int i = 0; i < n; i++) {
+		if (!iov[i].iov_len)
+			continue; /* an empty piece may have no base */
 		memcpy(k->buf + k->len, iov[i].iov_base, iov[i].iov_len);
 		k->len += iov[i].iov_len;
 	}
