@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "tools/bench.h"
+#include "tools/bench_comm.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -27,8 +28,11 @@ static const char usage_text[] =
 "            (memcpy of each row from a malloc'd fp32 array) in the same run\n"
 "  backward  shemb_backward after each planned lookup: coalesce the\n"
 "            gradients per distinct row and apply the optimizer\n"
+"  comm      collectives between ranks on this host: shemb_alltoallv and\n"
+"            shemb_allreduce against OpenMPI and raw libfabric (options\n"
+"            below)\n"
 "\n"
-"Options:\n"
+"Options of lookup and backward:\n"
 "  --rows N            rows of the table (default 4194304)\n"
 "  --dim N             values per row (default 128)\n"
 "  --pooling-factor N  ids per bag (default 32)\n"
@@ -56,6 +60,8 @@ static const char usage_text[] =
 static void usage(FILE *f)
 {
 	fputs(usage_text, f);
+	fputc('\n', f);
+	fputs(bench_comm_usage, f);
 }
 
 /* ---- options ---- */
@@ -438,6 +444,17 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	/* comm has options of its own; comm-rank and comm-raw are the jobs
+	 * it starts */
+	if (!strcmp(mode, "comm") || !strcmp(mode, "comm-rank") ||
+	    !strcmp(mode, "comm-raw")) {
+		argv[1] = (char *)"shemb-bench";
+		if (!strcmp(mode, "comm"))
+			return bench_comm(argc - 1, argv + 1);
+		if (!strcmp(mode, "comm-rank"))
+			return bench_comm_rank(argc - 1, argv + 1);
+		return bench_fi_raw(argc - 1, argv + 1);
+	}
 	/* the mode is argv[1]: parse what follows it as a command line of
 	 * its own, with the program's name in front for getopt's messages */
 	argv[1] = (char *)"shemb-bench";
@@ -453,7 +470,7 @@ int main(int argc, char **argv)
 		return bench_lookup(&o) ? 1 : 0;
 	if (!strcmp(mode, "backward"))
 		return bench_backward(&o) ? 1 : 0;
-	fprintf(stderr, "shemb-bench: unknown mode '%s' (lookup or "
-		"backward; see --help)\n", mode);
+	fprintf(stderr, "shemb-bench: unknown mode '%s' (lookup, "
+		"backward or comm; see --help)\n", mode);
 	return 2;
 }

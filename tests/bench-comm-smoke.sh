@@ -1,0 +1,73 @@
+#!/bin/sh
+# bench-comm-smoke.sh - shemb-bench comm on one small size, 2 ranks over
+# shm: every job runs, and the output ends with the three result lines,
+# each a number or nan.  No timing is judged here.  OpenMPI is left out
+# when shemb-bench-mpi was not built or mpirun is missing.
+set -u
+: "${top_builddir:=.}"
+bench=$top_builddir/tools/shemb-bench
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-comm-smoke.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+
+fail()
+{
+	echo "FAIL: $*"
+	for f in "$tmp/out" "$tmp/err"; do
+		[ -s "$f" ] && { echo "--- $f"; cat "$f"; }
+	done
+	exit 1
+}
+
+mpi=--no-mpi
+if [ -x "$top_builddir/tools/shemb-bench-mpi" ] &&
+	command -v mpirun > /dev/null 2>&1; then
+	mpi=
+fi
+
+set -- comm --ranks 2 --sizes 64K --provider shm --reps 2 --passes 1 \
+	--raw-total 4M --raw-iters 2 --timeout 15 --csv "$tmp/runs.csv" $mpi
+echo "+ shemb-bench $*"
+timeout 60 "$bench" "$@" > "$tmp/out" 2> "$tmp/err" ||
+	fail "shemb-bench comm exited $?"
+
+# the last three lines, in this order, each a number or nan
+tail -n 3 "$tmp/out" | awk '
+	{ names = names " " $2 }
+	NF != 3 || $1 != "result" { bad = 1 }
+	$3 != "nan" && $3 !~ /^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/ {
+		bad = 1
+	}
+	END {
+		want = " alltoallv_vs_openmpi_shm_min" \
+		       " alltoallv_vs_openmpi_ofi_min alltoallv_vs_raw_min"
+		exit bad || names != want
+	}' || fail "the output does not end with the three result lines"
+tail -n 3 "$tmp/out" | sed 's/^/  /'
+
+# libshemb and the raw stream ran (a figure, not n/a, in the row)
+grep -q '^ *2 *64 KiB | *[0-9]' "$tmp/out" || fail "no libshemb figure"
+grep -q '^result alltoallv_vs_raw_min [0-9]' "$tmp/out" ||
+	fail "no raw libfabric figure"
+if [ -z "$mpi" ]; then
+	grep -q '^result alltoallv_vs_openmpi_shm_min [0-9]' "$tmp/out" ||
+		fail "OpenMPI was there but gave no figure"
+fi
+# ofi was not asked for: nan, and the output says why
+grep -q '^result alltoallv_vs_openmpi_ofi_min nan$' "$tmp/out" ||
+	fail "the ofi ratio should be nan with --provider shm"
+grep -q 'alltoallv_vs_openmpi_ofi_min: not measured' "$tmp/out" ||
+	fail "no reason given for the nan"
+
+# one header and one line for the one configuration
+[ "$(wc -l < "$tmp/runs.csv")" -eq 2 ] || fail "runs.csv is not 2 lines"
+head -n 1 "$tmp/runs.csv" | grep -q '^provider,' || fail "no CSV header"
+[ -s "$tmp/err" ] && fail "wrote to stderr, not a terminal"
+
+# bad options are refused
+if "$bench" comm --provider ib > /dev/null 2>&1; then
+	fail "--provider ib was accepted"
+fi
+if "$bench" comm --sizes 1M, > /dev/null 2>&1; then
+	fail "a size list with a trailing comma was accepted"
+fi
+exit 0

@@ -1,0 +1,355 @@
+/*
+ * bench_comm_report.c - shemb-bench comm: the samples, the table of each
+ * provider, the CSV lines and the closing "result" lines.
+ */
+#define _GNU_SOURCE
+#include "tools/bench_comm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/bench_util.h"
+
+/* ---- samples ---- */
+
+int comm_samples_add(struct comm_samples *s, int64_t bytes, double t)
+{
+	if (s->n == s->cap) {
+		int cap = s->cap ? 2 * s->cap : 64;
+		double *p = realloc(s->t, (size_t)cap * sizeof(*p));
+
+		if (!p)
+			return -1;
+		s->t = p;
+		s->cap = cap;
+	}
+	s->t[s->n++] = t;
+	s->bytes = bytes;
+	return 0;
+}
+
+void comm_samples_free(struct comm_samples *s)
+{
+	free(s->t);
+	memset(s, 0, sizeof(*s));
+}
+
+double comm_rate(const struct comm_samples *s)
+{
+	struct bench_stat st;
+
+	if (!s || s->n == 0)
+		return NAN;
+	st = bench_stat_of(s->t, s->n);
+	return st.median > 0 ? (double)s->bytes / st.median : NAN;
+}
+
+/* ---- what a row holds ---- */
+
+/* OpenMPI's figures count only when it ran where it was sent: the ofi
+ * MTL names the provider it took in its log. */
+static bool mpi_valid(const struct comm_prov *p)
+{
+	return !p->mpi_ofi || !p->seen[SEEN_MPI][0] ||
+	       !strcmp(p->seen[SEEN_MPI], p->name);
+}
+
+struct row {
+	double shemb, mpi, vs_mpi, raw, vs_raw, shemb_ar, mpi_ar;
+	double start;         /* median start of an alltoallv, seconds */
+	int shemb_n, mpi_n;
+};
+
+static struct row row_of(const struct comm_prov *p, int ri, int k)
+{
+	const struct comm_samples *c = p->cell[ri][k];
+	struct row r;
+	bool mpi = mpi_valid(p);
+
+	r.shemb = comm_rate(&c[S_SHEMB_A2A]);
+	r.mpi = mpi ? comm_rate(&c[S_MPI_A2A]) : NAN;
+	r.vs_mpi = r.shemb / r.mpi;
+	r.raw = comm_rate(&p->raw);
+	r.vs_raw = r.shemb / r.raw;
+	r.shemb_ar = comm_rate(&c[S_SHEMB_AR]);
+	r.mpi_ar = mpi ? comm_rate(&c[S_MPI_AR]) : NAN;
+	r.start = c[S_SHEMB_A2A_START].n ?
+		  bench_stat_of(c[S_SHEMB_A2A_START].t,
+				c[S_SHEMB_A2A_START].n).median : NAN;
+	r.shemb_n = c[S_SHEMB_A2A].n;
+	r.mpi_n = c[S_MPI_A2A].n;
+	return r;
+}
+
+/* ---- the table ---- */
+
+static void print_notes(const struct comm_opts *o,
+			const struct comm_prov *p);
+
+/* A figure after one space; n/a for what was not measured. */
+static void cell(double v, double scale, int width, int prec)
+{
+	if (isnan(v))
+		printf(" %*s", width, "n/a");
+	else
+		printf(" %*.*f", width, prec, v * scale);
+}
+
+static const char *mpi_label(const struct comm_prov *p)
+{
+	return p->mpi_ofi ? "OpenMPI, cm PML over its ofi MTL" :
+			    "OpenMPI with its defaults (its own shared "
+			    "memory, not libfabric)";
+}
+
+static void print_head(const struct comm_opts *o, const struct comm_prov *p)
+{
+	char msg[32], total[32];
+
+	printf("\n== provider %s\n", p->name);
+	printf("   libshemb: libfabric %s, chunk_bytes %lld, progress %s\n",
+	       p->seen[SEEN_SHEMB][0] ? p->seen[SEEN_SHEMB] : "?",
+	       p->chunk_seen, p->progress_seen[0] ? p->progress_seen : "?");
+	printf("   raw:      libfabric %s, one process to another, %s "
+	       "messages,\n             %s per iteration, up to %d in "
+	       "flight\n",
+	       p->seen[SEEN_RAW][0] ? p->seen[SEEN_RAW] : "?",
+	       comm_size_name(o->raw_msg, msg, sizeof(msg)),
+	       comm_size_name(o->raw_total, total, sizeof(total)),
+	       COMM_RAW_WINDOW);
+	printf("   OpenMPI:  %s\n", mpi_label(p));
+	printf("%5s %9s | %-27s | %-19s | %s\n", "", "",
+	       "alltoallv, GB/s per rank", "raw libfabric",
+	       o->split ? "allreduce, GB/s     | start" : "allreduce, GB/s");
+	printf("%5s %9s | %9s %9s %7s | %9s %9s | %9s %9s%s\n", "ranks",
+	       "size", "libshemb", "OpenMPI", "ratio", "GB/s", "shemb/raw",
+	       "libshemb", "OpenMPI", o->split ? " |    ms" : "");
+}
+
+void comm_print_table(const struct comm_opts *o, const struct comm_prov *p)
+{
+	char buf[32];
+
+	print_head(o, p);
+	for (int ri = 0; ri < o->nranks; ri++) {
+		for (int k = 0; k < o->nsizes; k++) {
+			struct row r = row_of(p, ri, k);
+
+			printf("%5lld %9s |", (long long)o->ranks[ri],
+			       comm_size_name(o->sizes[k], buf, sizeof(buf)));
+			cell(r.shemb, 1e-9, 9, 3);
+			cell(r.mpi, 1e-9, 9, 3);
+			cell(r.vs_mpi, 1, 7, 3);
+			printf(" |");
+			cell(r.raw, 1e-9, 9, 3);
+			cell(r.vs_raw, 1, 9, 3);
+			printf(" |");
+			cell(r.shemb_ar, 1e-9, 9, 3);
+			cell(r.mpi_ar, 1e-9, 9, 3);
+			if (o->split) {
+				printf(" |");
+				cell(r.start, 1e3, 6, 3);
+			}
+			printf("\n");
+		}
+	}
+	print_notes(o, p);
+}
+
+/* ---- notes under the table ---- */
+
+static void sample_counts(const struct comm_opts *o,
+			  const struct comm_prov *p, int s, int *lo, int *hi)
+{
+	*lo = -1;
+	*hi = 0;
+	for (int ri = 0; ri < o->nranks; ri++) {
+		for (int k = 0; k < o->nsizes; k++) {
+			int n = p->cell[ri][k][s].n;
+
+			*lo = *lo < 0 || n < *lo ? n : *lo;
+			*hi = n > *hi ? n : *hi;
+		}
+	}
+}
+
+static void print_notes(const struct comm_opts *o, const struct comm_prov *p)
+{
+	int lo, hi;
+
+	sample_counts(o, p, S_SHEMB_A2A, &lo, &hi);
+	printf("   samples:  libshemb %d to %d repetitions per figure", lo, hi);
+	sample_counts(o, p, S_MPI_A2A, &lo, &hi);
+	printf(", OpenMPI %d to %d;\n             raw %d iterations\n", lo,
+	       hi, p->raw.n);
+	if (p->mpi_ofi && p->seen[SEEN_MPI][0])
+		printf("   OpenMPI's ofi MTL said it took provider %s%s\n",
+		       p->seen[SEEN_MPI], mpi_valid(p) ? "" :
+		       ": not the one asked for, its figures are left out");
+	else if (p->mpi_ofi && hi > 0)
+		printf("   OpenMPI's ofi MTL did not name its provider\n");
+	for (int i = 0; i < 3; i++)
+		if (p->note[i][0])
+			printf("   note: %s\n", p->note[i]);
+}
+
+/* ---- CSV ---- */
+
+#define COMM_CSV_HEADER                                                     \
+	"provider,mpi_transport,ranks,size,shemb_reps,mpi_reps,"            \
+	"shemb_a2a_gbps,mpi_a2a_gbps,a2a_vs_mpi,raw_gbps,a2a_vs_raw,"       \
+	"shemb_allreduce_gbps,mpi_allreduce_gbps,chunk_bytes,progress"
+
+static void csv_num(FILE *f, double v, double scale)
+{
+	fputc(',', f);
+	if (!isnan(v))
+		fprintf(f, "%.4f", v * scale);
+}
+
+void comm_write_csv(const struct comm_opts *o, const struct comm_prov *p)
+{
+	FILE *f;
+
+	if (!o->csv)
+		return;
+	f = bench_csv_open(o->csv, COMM_CSV_HEADER);
+	if (!f) {
+		fprintf(stderr, "shemb-bench comm: cannot open %s\n", o->csv);
+		return;
+	}
+	for (int ri = 0; ri < o->nranks; ri++) {
+		for (int k = 0; k < o->nsizes; k++) {
+			struct row r = row_of(p, ri, k);
+
+			fprintf(f, "%s,%s,%lld,%lld,%d,%d", p->name,
+				p->mpi_ofi ? "ofi" : "default",
+				(long long)o->ranks[ri],
+				(long long)o->sizes[k], r.shemb_n, r.mpi_n);
+			csv_num(f, r.shemb, 1e-9);
+			csv_num(f, r.mpi, 1e-9);
+			csv_num(f, r.vs_mpi, 1);
+			csv_num(f, r.raw, 1e-9);
+			csv_num(f, r.vs_raw, 1);
+			csv_num(f, r.shemb_ar, 1e-9);
+			csv_num(f, r.mpi_ar, 1e-9);
+			fprintf(f, ",%lld,%s\n", (long long)o->chunk,
+				o->progress ? o->progress : "");
+		}
+	}
+	fclose(f);
+}
+
+/* ---- the result lines ---- */
+
+/* The smallest ratio over the rows of p; counts the rows without one. */
+static double min_ratio(const struct comm_opts *o, const struct comm_prov *p,
+			bool raw, int *missing)
+{
+	double m = NAN;
+
+	for (int ri = 0; ri < o->nranks; ri++) {
+		for (int k = 0; k < o->nsizes; k++) {
+			struct row r = row_of(p, ri, k);
+			double v = raw ? r.vs_raw : r.vs_mpi;
+
+			if (isnan(v))
+				(*missing)++;
+			else if (isnan(m) || v < m)
+				m = v;
+		}
+	}
+	return m;
+}
+
+static const struct comm_prov *find(const struct comm_prov *p, int np,
+				    bool ofi)
+{
+	for (int i = 0; i < np; i++)
+		if (p[i].mpi_ofi == ofi)
+			return &p[i];
+	return NULL;
+}
+
+/* One ratio against OpenMPI: its value, and why it is missing. */
+static double vs_mpi(const struct comm_opts *o, const struct comm_prov *p,
+		     const char *name, char *why, size_t len)
+{
+	int missing = 0;
+	double m;
+
+	if (!p) {
+		snprintf(why, len, "%s: not measured (see --provider)", name);
+		return NAN;
+	}
+	m = min_ratio(o, p, false, &missing);
+	if (isnan(m))
+		snprintf(why, len, "%s: nan, %s", name, p->note[SEEN_MPI][0] ?
+			 p->note[SEEN_MPI] : p->note[SEEN_SHEMB][0] ?
+			 p->note[SEEN_SHEMB] : !mpi_valid(p) ?
+			 "OpenMPI ran on another provider" : "no figures");
+	else if (missing)
+		snprintf(why, len, "%s: over the rows measured; %d of %d "
+			 "rows have no figure", name, missing,
+			 o->nranks * o->nsizes);
+	return m;
+}
+
+static void print_meaning(void)
+{
+	printf("\nWhat the ratios mean:\n"
+"  alltoallv_vs_openmpi_*: libshemb's per-rank alltoallv throughput over\n"
+"    OpenMPI's at the same size and rank count, in the same run; >= 1 is\n"
+"    as fast.  shm: against OpenMPI's own shared-memory transport (vader);\n"
+"    ofi: against OpenMPI on the same libfabric provider (tcp;ofi_rxm).\n"
+"  alltoallv_vs_raw: the rate at which a rank sends in libshemb's\n"
+"    alltoallv, while it also receives as much and N - 1 peers do the\n"
+"    same, over the rate at which one process streams to one idle other\n"
+"    process over the same provider (no collective, no other traffic).\n"
+"    1.0 means a rank sends as fast inside the all-to-all as a lone\n"
+"    one-way stream; with more processes than the 2 vCPUs, the ranks\n"
+"    share the CPUs that move the bytes, which caps this below 1.\n"
+"  Each figure is the minimum over sizes and rank counts.\n");
+}
+
+static void print_result(const char *name, double v)
+{
+	if (isnan(v))
+		printf("result %s nan\n", name);
+	else
+		printf("result %s %.3f\n", name, v);
+}
+
+void comm_print_results(const struct comm_opts *o,
+			const struct comm_prov *p, int np)
+{
+	char why[3][400] = { "", "", "" };
+	double shm, ofi, raw = NAN;
+	int missing = 0;
+
+	shm = vs_mpi(o, find(p, np, false), "alltoallv_vs_openmpi_shm_min",
+		     why[0], sizeof(why[0]));
+	ofi = vs_mpi(o, find(p, np, true), "alltoallv_vs_openmpi_ofi_min",
+		     why[1], sizeof(why[1]));
+	for (int i = 0; i < np; i++) {
+		double m = min_ratio(o, &p[i], true, &missing);
+
+		raw = isnan(raw) || m < raw ? m : raw;
+	}
+	if (isnan(raw))
+		snprintf(why[2], sizeof(why[2]), "alltoallv_vs_raw_min: nan, "
+			 "no raw or no libshemb figures");
+	else if (missing)
+		snprintf(why[2], sizeof(why[2]), "alltoallv_vs_raw_min: over "
+			 "the rows measured; %d rows have no figure", missing);
+	print_meaning();
+	for (int i = 0; i < 3; i++)
+		if (why[i][0])
+			printf("  %s\n", why[i]);
+	printf("\n");
+	print_result("alltoallv_vs_openmpi_shm_min", shm);
+	print_result("alltoallv_vs_openmpi_ofi_min", ofi);
+	print_result("alltoallv_vs_raw_min", raw);
+}
