@@ -37,6 +37,18 @@ size_t shemb__reduce_elem_size(int dtype)
 				a_[k] += b_[k];                              \
 	} while (0)
 
+#define REDUCE3_LOOP(T, dst, a, b, n, op)                                    \
+	do {                                                                 \
+		T *d_ = (dst);                                               \
+		const T *x_ = (a), *y_ = (b);                                \
+		if ((op) == SHEMB_REDUCE_MAX)                                \
+			for (size_t k = 0; k < (n); k++)                     \
+				d_[k] = y_[k] > x_[k] ? y_[k] : x_[k];       \
+		else                                                         \
+			for (size_t k = 0; k < (n); k++)                     \
+				d_[k] = x_[k] + y_[k];                       \
+	} while (0)
+
 static float half_value(int dtype, uint16_t h)
 {
 	return dtype == SHEMB_F16 ? shemb__f16_to_f32(h)
@@ -49,14 +61,14 @@ static uint16_t half_bits(int dtype, float v)
 				  : shemb__f32_to_bf16(v);
 }
 
-static void reduce_half(int dtype, int op, uint16_t *acc, const uint16_t *in,
-			size_t n)
+static void reduce_half(int dtype, int op, uint16_t *dst, const uint16_t *x,
+			const uint16_t *y, size_t n)
 {
 	for (size_t k = 0; k < n; k++) {
-		float a = half_value(dtype, acc[k]);
-		float b = half_value(dtype, in[k]);
+		float a = half_value(dtype, x[k]);
+		float b = half_value(dtype, y[k]);
 
-		acc[k] = half_bits(dtype, op == SHEMB_REDUCE_MAX ? (b > a ? b : a)
+		dst[k] = half_bits(dtype, op == SHEMB_REDUCE_MAX ? (b > a ? b : a)
 								 : a + b);
 	}
 }
@@ -78,7 +90,29 @@ void shemb__reduce(int dtype, int op, void *acc, const void *in, size_t n)
 			REDUCE_LOOP(uint64_t, acc, in, n, op);
 		break;
 	default:
-		reduce_half(dtype, op, acc, in, n);
+		reduce_half(dtype, op, acc, acc, in, n);
+		break;
+	}
+}
+
+void shemb__reduce3(int dtype, int op, void *dst, const void *a,
+		    const void *b, size_t n)
+{
+	switch (dtype) {
+	case SHEMB_F32:
+		REDUCE3_LOOP(float, dst, a, b, n, op);
+		break;
+	case SHEMB_F64:
+		REDUCE3_LOOP(double, dst, a, b, n, op);
+		break;
+	case SHEMB_I64:
+		if (op == SHEMB_REDUCE_MAX)
+			REDUCE3_LOOP(int64_t, dst, a, b, n, op);
+		else
+			REDUCE3_LOOP(uint64_t, dst, a, b, n, op);
+		break;
+	default:
+		reduce_half(dtype, op, dst, a, b, n);
 		break;
 	}
 }

@@ -13,4 +13,8 @@ size_t shemb__reduce_elem_size(int dtype);
  * and rounded to nearest even. */
 void shemb__reduce(int dtype, int op, void *acc, const void *in, size_t n);
 
+/* dst[k] = a[k] op b[k] for k < n, in one pass (dst may equal a). */
+void shemb__reduce3(int dtype, int op, void *dst, const void *a,
+		    const void *b, size_t n);
+
 #endif

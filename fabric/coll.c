@@ -294,15 +294,17 @@ static int mod(int a, int n)
 	return ((a % n) + n) % n;
 }
 
-/* After reduce-scatter round s, add the received segment into ours. */
+/* After reduce-scatter round s: the received segment plus this rank's
+ * own share of it (still as sent: each segment is reduced once per rank),
+ * into the result. */
 static int ring_add(struct op *op, int s)
 {
-	size_t start, len;
+	size_t start, len, off;
 
 	ring_segment(op, mod(op->f->rank - s - 1, op->f->world), &start, &len);
-	shemb__reduce(op->c.dtype, op->c.op,
-		      (char *)op->c.recvbuf + start * elem(op), op->scratch,
-		      len);
+	off = start * elem(op);
+	shemb__reduce3(op->c.dtype, op->c.op, (char *)op->c.recvbuf + off,
+		       (const char *)op->c.sendbuf + off, op->scratch, len);
 	return 0;
 }
 
@@ -315,6 +317,8 @@ static int ring_round(struct op *op, int r, int left_hdr)
 	int send_seg = scatter ? mod(f->rank - s, n) : mod(f->rank + 1 - s, n);
 	int recv_seg = scatter ? mod(f->rank - s - 1, n) : mod(f->rank - s, n);
 	char *acc = op->c.recvbuf;
+	/* round 0 sends this rank's own data: no copy into recvbuf first */
+	char *from = r == 0 ? (char *)op->c.sendbuf : acc;
 	size_t ss, sl, rs, rl, e = elem(op);
 	int rc;
 
@@ -332,7 +336,7 @@ static int ring_round(struct op *op, int r, int left_hdr)
 		rd->x[left_hdr].gate_hi = rd->nx;
 	}
 	if (!rc)
-		rc = add_chunks(op, r, true, right, acc + ss * e, sl * e);
+		rc = add_chunks(op, r, true, right, from + ss * e, sl * e);
 	if (scatter)
 		op->rounds[r].after = ring_add;
 	return rc;
@@ -349,8 +353,6 @@ static int build_allreduce_ring(struct op *op)
 	op->scratch = malloc(most * elem(op) + 1);
 	if (rc || !op->scratch)
 		return rc ? rc : SHEMB_ENOMEM;
-	if (op->c.recvbuf != op->c.sendbuf)
-		memcpy(op->c.recvbuf, op->c.sendbuf, bytes);
 	if (!rc && left != right)
 		rc = exchange_headers(op, 0, right, bytes, bytes);
 	left_hdr = op->rounds[0].nx; /* then left's: receive, send */

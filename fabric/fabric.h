@@ -28,7 +28,8 @@ extern const struct shemb_comm_ops shemb__fabric_ops;
 int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 		       char *err, size_t errlen);
 
-/* The provider in use ("shm", "tcp;ofi_rxm" ...). */
+/* The provider in use ("shm", "tcp;ofi_rxm" ...) and the chunk size. */
 const char *shemb__fabric_provider(void *comm);
+size_t shemb__fabric_chunk(void *comm);
 
 #endif

@@ -133,7 +133,7 @@ struct shemb_ctx_attr {
 	shemb_oob_allgather_fn oob_allgather; /* NULL: TCP rendezvous */
 	void *oob_arg;
 	size_t chunk_bytes;      /* messages are cut in chunks of this;
-				  * 0: 4 MiB */
+				  * 0: 4 MiB on shm, 1 MiB otherwise */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size.
