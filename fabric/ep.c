@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <rdma/fi_cm.h>
@@ -36,6 +37,31 @@ struct mr_slot {
 	int users;
 };
 
+/*
+ * shm names its shared-memory region after the process id by default, and
+ * a process that is killed leaves its region in /dev/shm: a later process
+ * with the same (recycled) pid then cannot open its endpoint (EBUSY).  So
+ * the name carries random bits too: "shemb-<pid>-<random>".  shemb-run
+ * removes the regions of ranks it saw killed.  The string is libfabric's
+ * to free, so it comes from the C library's strdup.
+ */
+static int name_shm_region(struct fi_info *hints)
+{
+	char name[64];
+	uint64_t rnd;
+
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd = shemb__fab_now_ns();
+	snprintf(name, sizeof(name), "fi_shm://shemb-%d-%016llx", (int)getpid(),
+		 (unsigned long long)rnd);
+	hints->src_addr = strdup(name);
+	if (!hints->src_addr)
+		return SHEMB_ENOMEM;
+	hints->src_addrlen = strlen(name) + 1;
+	hints->addr_format = FI_ADDR_STR;
+	return 0;
+}
+
 static struct fi_info *make_hints(const char *provider, const char *node)
 {
 	struct fi_info *h = fi_allocinfo();
@@ -54,6 +80,10 @@ static struct fi_info *make_hints(const char *provider, const char *node)
 		h->addr_format = FI_SOCKADDR_IN;
 	if (provider && *provider)
 		h->fabric_attr->prov_name = strdup(provider);
+	if (provider && !strncmp(provider, "shm", 3) && name_shm_region(h)) {
+		fi_freeinfo(h);
+		return NULL;
+	}
 	return h;
 }
 
