@@ -189,6 +189,9 @@ static ssize_t post_one(struct fab *f, struct xfer *x)
 	void *desc = shemb__ep_desc(f, x);
 	ssize_t rc;
 
+	if (f->mr_local && x->len && !x->mr)
+		return -FI_EKEYREJECTED; /* the buffer could not be registered */
+
 	if (x->send)
 		rc = fi_tsend(f->ep, x->buf, x->len, desc, f->peers[x->peer],
 			      x->tag, &x->fctx);
@@ -221,7 +224,9 @@ static void post_queue(struct fab *f, bool send)
 			shemb__fab_fail_op(f, x->op, SHEMB_EIO,
 					   "libfabric refused a %s with rank %d: "
 					   "%s", send ? "send" : "receive",
-					   x->peer, fi_strerror((int)-rc));
+					   x->peer, rc == -FI_EKEYREJECTED
+					   ? "its buffer cannot be registered"
+					   : fi_strerror((int)-rc));
 			continue;
 		}
 		x->posted = true;

@@ -147,6 +147,7 @@ struct fab {
 	int sends_posted, recvs_posted;
 	uint64_t next_check_ns;      /* liveness and timeouts */
 	struct mr_slot *mrs;         /* registration cache (mr_local) */
+	uint64_t mr_key;             /* the last key asked for */
 
 	/* control messages (another rank failed an op we share) */
 	struct xfer ctrl_rx[4];

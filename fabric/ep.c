@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct mr_slot {
 	size_t len;
 	struct fid_mr *mr;
 	int users;
+	bool spare;   /* allocated because every slot was taken */
 };
 
 /*
@@ -238,8 +240,9 @@ static int register_slot(struct fab *f, struct mr_slot *m, char *p,
 
 	m->base = (char *)lo;
 	m->len = hi - lo;
-	return fi_mr_reg(f->domain, m->base, m->len, FI_SEND | FI_RECV, 0, 0,
-			 0, &m->mr, NULL);
+	/* keys must be unique unless the provider picks them (PROV_KEY) */
+	return fi_mr_reg(f->domain, m->base, m->len, FI_SEND | FI_RECV, 0,
+			 ++f->mr_key, 0, &m->mr, NULL);
 }
 
 void *shemb__ep_desc(struct fab *f, struct xfer *x)
@@ -252,9 +255,16 @@ void *shemb__ep_desc(struct fab *f, struct xfer *x)
 	m = cached(f, x->buf, x->len);
 	if (!m) {
 		m = victim(f);
-		if (!m || register_slot(f, m, x->buf, x->len)) {
-			if (m)
-				m->mr = NULL;
+		if (!m) { /* more regions in flight than slots */
+			m = calloc(1, sizeof(*m));
+			if (!m)
+				return NULL;
+			m->spare = true;
+		}
+		if (register_slot(f, m, x->buf, x->len)) {
+			m->mr = NULL;
+			if (m->spare)
+				free(m);
 			return NULL; /* the post then fails and says so */
 		}
 	}
@@ -271,5 +281,7 @@ void shemb__ep_undesc(struct fab *f, struct xfer *x)
 	if (m && --m->users == 0) {
 		fi_close(&m->mr->fid);
 		m->mr = NULL;
+		if (m->spare)
+			free(m);
 	}
 }

@@ -30,5 +30,8 @@ for p in shm "tcp;ofi_rxm"; do
 	one "$p" 3 concurrent --caller
 	one "$p" 3 allreduce --caller --chunk 4096
 	one "$p" 4 alltoallv --chunk 1000
+	# the path of providers that want registered buffers (verbs, efa)
+	SHEMB_FABRIC_REGISTER=1 one "$p" 3 concurrent
+	SHEMB_FABRIC_REGISTER=1 one "$p" 2 alltoallv-big
 done
 [ "$fails" -eq 0 ]
