@@ -537,8 +537,16 @@ static void sweep_provider(const struct comm_opts *o, struct comm_prov *p,
 }
 
 /* Find the programs; say what is missing. */
+/* Copies for the whole run: the finders return one static buffer. */
+static const char *keep(char *slot, size_t len, const char *s)
+{
+	snprintf(slot, len, "%s", s);
+	return slot;
+}
+
 static int locate(struct comm_opts *o, const char **self)
 {
+	static char self_path[4096], run_path[4096], mpi_path[4096];
 	const char *s;
 
 	*self = comm_self_exe();
@@ -547,13 +555,13 @@ static int locate(struct comm_opts *o, const char **self)
 			"(/proc/self/exe)\n");
 		return -1;
 	}
-	*self = strdup(*self);
+	*self = keep(self_path, sizeof(self_path), *self);
 	if (!o->shemb_run && (s = comm_find_sibling("shemb-run")))
-		o->shemb_run = strdup(s);
+		o->shemb_run = keep(run_path, sizeof(run_path), s);
 	if (!o->shemb_run)
 		o->shemb_run = "shemb-run"; /* from PATH */
 	if (!o->mpi_bench && (s = comm_find_sibling("shemb-bench-mpi")))
-		o->mpi_bench = strdup(s);
+		o->mpi_bench = keep(mpi_path, sizeof(mpi_path), s);
 	if (!o->mpirun)
 		o->mpirun = *BENCH_MPIRUN ? BENCH_MPIRUN : "mpirun";
 	return *self ? 0 : -1;
@@ -637,6 +645,5 @@ int bench_comm(int argc, char **argv)
 					comm_samples_free(&p[i].cell[r][k][s]);
 	}
 	free(p);
-	free((void *)self);
 	return 0;
 }
