@@ -66,34 +66,6 @@ static void usage(FILE *f)
 
 /* ---- options ---- */
 
-static int parse_count(const char *s, int64_t min, int64_t max,
-		       int64_t *out)
-{
-	char *end;
-	long long v;
-	int shift = 0;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	if (*end == 'k' || *end == 'K')
-		shift = 10;
-	else if (*end == 'm' || *end == 'M')
-		shift = 20;
-	else if (*end == 'g' || *end == 'G')
-		shift = 30;
-	if (shift)
-		end++;
-	if (*end || v < 0 || v > (INT64_MAX >> shift))
-		return -1;
-	v <<= shift;
-	if (v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static int parse_name(const char *s, const char *const *names, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -168,25 +140,25 @@ static int apply_opt(struct bench_opts *o, int c, const char *arg)
 
 	switch (c) {
 	case OPT_ROWS:
-		rc = parse_count(arg, 1, SHEMB_MAX_ROWS, &o->rows);
+		rc = comm_parse_count(arg, 1, SHEMB_MAX_ROWS, &o->rows);
 		break;
 	case OPT_DIM:
-		rc = parse_count(arg, 1, SHEMB_MAX_DIM, &v);
+		rc = comm_parse_count(arg, 1, SHEMB_MAX_DIM, &v);
 		o->dim = (int)v;
 		break;
 	case OPT_POOLING:
-		rc = parse_count(arg, 1, 1 << 20, &v);
+		rc = comm_parse_count(arg, 1, 1 << 20, &v);
 		o->pooling = (int)v;
 		break;
 	case OPT_BATCH:
-		rc = parse_count(arg, 1, INT32_MAX, &o->batch);
+		rc = comm_parse_count(arg, 1, INT32_MAX, &o->batch);
 		break;
 	case OPT_THREADS:
-		rc = parse_count(arg, 1, 1024, &v);
+		rc = comm_parse_count(arg, 1, 1024, &v);
 		o->threads = (int)v;
 		break;
 	case OPT_REPS:
-		rc = parse_count(arg, 1, 100000, &v);
+		rc = comm_parse_count(arg, 1, 100000, &v);
 		o->reps = (int)v;
 		break;
 	case OPT_DIST:
@@ -204,7 +176,7 @@ static int apply_opt(struct bench_opts *o, int c, const char *arg)
 		rc = o->optimizer < 0 ? -1 : 0;
 		break;
 	case OPT_SEED:
-		rc = parse_count(arg, 0, INT64_MAX, &v);
+		rc = comm_parse_count(arg, 0, INT64_MAX, &v);
 		o->seed = (uint64_t)v;
 		break;
 	case OPT_NO_THP:
