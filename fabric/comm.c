@@ -180,6 +180,7 @@ static void fab_free(struct fab *f)
 	}
 	shemb__boot_close(f->boot);
 	pthread_cond_destroy(&f->cond);
+	pthread_cond_destroy(&f->nap);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
@@ -192,6 +193,7 @@ static void init_sync(struct fab *f)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&f->cond, &ca);
+	pthread_cond_init(&f->nap, &ca);
 	pthread_condattr_destroy(&ca);
 }
 

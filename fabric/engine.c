@@ -588,7 +588,7 @@ static void idle_wait(struct fab *f)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
-	pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+	pthread_cond_timedwait(&f->nap, &f->lock, &ts);
 }
 
 static void *progress_main(void *arg)
@@ -597,9 +597,16 @@ static void *progress_main(void *arg)
 
 	pthread_mutex_lock(&f->lock);
 	while (!f->stop) {
-		int n = shemb__fab_progress(f);
+		int n;
 
-		if (f->active == 0 || f->waiters_progressing) {
+		if (f->waiters_progressing) {
+			/* a caller moves the transfers and checks liveness:
+			 * keep off its lock and its CPU */
+			idle_wait(f);
+			continue;
+		}
+		n = shemb__fab_progress(f);
+		if (f->active == 0) {
 			idle_wait(f); /* liveness is still checked each ms */
 		} else if (n == 0) {
 			/* let callers in to start and wait for ops */
@@ -634,7 +641,7 @@ void shemb__fab_stop_thread(struct fab *f)
 		return;
 	pthread_mutex_lock(&f->lock);
 	f->stop = true;
-	pthread_cond_broadcast(&f->cond);
+	pthread_cond_broadcast(&f->nap);
 	pthread_mutex_unlock(&f->lock);
 	pthread_join(f->thread, NULL);
 	f->have_thread = false;

@@ -133,7 +133,10 @@ struct fab {
 	int progress_mode;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;         /* an op finished, or work arrived */
+	pthread_cond_t cond;         /* an op finished: for sleeping waiters */
+	pthread_cond_t nap;          /* the progress thread's sleep, cut short
+				      * only to stop it: finishing ops must
+				      * not wake it */
 	pthread_t thread;
 	bool have_thread, stop;
 	int waiters_progressing;     /* callers driving progress themselves:
