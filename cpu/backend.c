@@ -227,14 +227,30 @@ struct copy_task {
 	int rc;
 };
 
+/* Task number task's rows, and a row's bytes in each format. */
+struct copy_block {
+	int64_t i0, nr;
+	size_t ub, sb;      /* user's row, stored row */
+};
+
+static struct copy_block block_of(const struct copy_task *t, int64_t task)
+{
+	struct copy_block b;
+
+	b.i0 = task * COPY_BLOCK_ROWS;
+	b.nr = t->n - b.i0 < COPY_BLOCK_ROWS ? t->n - b.i0 : COPY_BLOCK_ROWS;
+	b.ub = (size_t)t->s->dim * shemb__dtype_size(t->dtype);
+	b.sb = (size_t)t->s->dim * shemb__dtype_size(t->s->dtype);
+	return b;
+}
+
 static void read_block(void *arg, int64_t task)
 {
 	struct copy_task *t = arg;
 	const struct shemb__store *s = t->s;
-	size_t ub = (size_t)s->dim * shemb__dtype_size(t->dtype);
-	size_t sb = (size_t)s->dim * shemb__dtype_size(s->dtype);
-	int64_t i0 = task * COPY_BLOCK_ROWS;
-	int64_t nr = t->n - i0 < COPY_BLOCK_ROWS ? t->n - i0 : COPY_BLOCK_ROWS;
+	struct copy_block b = block_of(t, task);
+	int64_t i0 = b.i0, nr = b.nr;
+	size_t ub = b.ub, sb = b.sb;
 	char *out = (char *)t->user + (size_t)i0 * ub;
 	char *stage;
 
@@ -271,18 +287,14 @@ static int read_rows(void *p, const struct shemb__store *s, int64_t n,
 static void stage_block(void *arg, int64_t task)
 {
 	struct copy_task *t = arg;
-	const struct shemb__store *s = t->s;
-	size_t ub = (size_t)s->dim * shemb__dtype_size(t->dtype);
-	size_t sb = (size_t)s->dim * shemb__dtype_size(s->dtype);
-	int64_t i0 = task * COPY_BLOCK_ROWS;
-	int64_t nr = t->n - i0 < COPY_BLOCK_ROWS ? t->n - i0 : COPY_BLOCK_ROWS;
+	struct copy_block b = block_of(t, task);
 
 	shemb__convert2d(t->be->k,
-			 (struct shemb__block){ (char *)t->user + (size_t)i0 * sb,
-						s->dtype, sb },
-			 (struct shemb__block){ (char *)t->in + (size_t)i0 * ub,
-						t->dtype, ub },
-			 nr, s->dim);
+			 (struct shemb__block){ (char *)t->user + (size_t)b.i0
+						* b.sb, t->s->dtype, b.sb },
+			 (struct shemb__block){ (char *)t->in + (size_t)b.i0
+						* b.ub, t->dtype, b.ub },
+			 b.nr, t->s->dim);
 }
 
 /* Rows are staged in parallel, then stored in id order, so that a repeated

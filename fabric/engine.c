@@ -469,7 +469,6 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		mismatch(f, op, x->peer);
 		return;
 	}
-	x->done = true;
 	op->last_ns = shemb__fab_now_ns();
 	if (--op->pending == 0)
 		advance(f, op);

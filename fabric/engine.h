@@ -75,7 +75,7 @@ struct xfer {
 	size_t len;
 	uint64_t tag;
 	int peer;
-	bool send, posted, done, is_hdr, is_ctrl;
+	bool send, posted, is_hdr, is_ctrl;
 	bool gated;                  /* a receive posted only once the
 				      * peer's header checked out */
 	int gate_lo, gate_hi;        /* header receive: the receives it
@@ -97,7 +97,7 @@ struct op {
 	int kind;
 	uint32_t seq;
 	int status;
-	bool done, released, reported;
+	bool done, released;
 	int cur, nrounds;
 	struct round *rounds;
 	int pending;                 /* transfers of this round not done */
@@ -109,7 +109,6 @@ struct op {
 	size_t *counts;              /* 4 x world: sendcounts, sdispls,
 				      * recvcounts, rdispls */
 	void *scratch;               /* allreduce: incoming data */
-	size_t seg[2];               /* ring allreduce: element ranges */
 	char why[256];               /* the failure, for the caller */
 };
 

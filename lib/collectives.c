@@ -5,6 +5,7 @@
  */
 #include "lib/internal.h"
 
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +117,8 @@ static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
 	int rc;
 
 	if (!r)
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a request");
+		return shemb__fail(ctx, SHEMB_ENOMEM,
+				   "no memory for a request");
 	r->ctx = ctx;
 	rc = ctx->comm_ops->start(ctx->comm, c, &r->op, why, sizeof(why));
 	if (rc) {
@@ -169,6 +171,40 @@ static bool overlap(struct span a, struct span b)
 	return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
 }
 
+/* One side of a collective: a buffer and its n pieces. */
+struct pieces {
+	const void *buf;
+	const size_t *counts, *displs;
+	int n;
+};
+
+/* Each side's pieces must be valid ranges, and the sides must not overlap
+ * unless in_place allows them to be the very same buffer. */
+static int check_sides(shemb_ctx *ctx, const char *what, struct pieces snd,
+		       struct pieces rcv, bool in_place)
+{
+	char label[64];
+	struct span s, r;
+	int rc;
+
+	snprintf(label, sizeof(label), "%s send", what);
+	rc = pieces_span(ctx, snd.buf, snd.counts, snd.displs, snd.n, label,
+			 &s);
+	if (rc)
+		return rc;
+	snprintf(label, sizeof(label), "%s receive", what);
+	rc = pieces_span(ctx, rcv.buf, rcv.counts, rcv.displs, rcv.n, label,
+			 &r);
+	if (rc)
+		return rc;
+	if (in_place && snd.buf == rcv.buf)
+		return 0;
+	if (overlap(s, r))
+		return shemb__fail(ctx, SHEMB_EINVAL, "%s: the send and "
+				   "receive regions overlap", what);
+	return 0;
+}
+
 static int check_ctx(shemb_ctx *ctx)
 {
 	char why[256];
@@ -186,7 +222,6 @@ SHEMB_API int shemb_alltoallv(shemb_ctx *ctx, const void *sendbuf,
 			      const size_t *rdispls, shemb_request **req)
 {
 	struct shemb__coll c = { .kind = SHEMB__ALLTOALLV };
-	struct span s, r;
 	int rc = check_ctx(ctx), n;
 
 	if (rc)
@@ -195,16 +230,12 @@ SHEMB_API int shemb_alltoallv(shemb_ctx *ctx, const void *sendbuf,
 	if (!sendcounts || !sdispls || !recvcounts || !rdispls)
 		return shemb__fail(ctx, SHEMB_EINVAL, "alltoallv: counts and "
 				   "displacements must not be NULL");
-	rc = pieces_span(ctx, sendbuf, sendcounts, sdispls, n, "alltoallv "
-			 "send", &s);
-	if (!rc)
-		rc = pieces_span(ctx, recvbuf, recvcounts, rdispls, n,
-				 "alltoallv receive", &r);
+	rc = check_sides(ctx, "alltoallv",
+			 (struct pieces){ sendbuf, sendcounts, sdispls, n },
+			 (struct pieces){ recvbuf, recvcounts, rdispls, n },
+			 false);
 	if (rc)
 		return rc;
-	if (overlap(s, r))
-		return shemb__fail(ctx, SHEMB_EINVAL, "alltoallv: the send "
-				   "and receive regions overlap");
 	c.sendbuf = sendbuf;
 	c.recvbuf = recvbuf;
 	c.sendcounts = sendcounts;
@@ -221,7 +252,6 @@ SHEMB_API int shemb_allgatherv(shemb_ctx *ctx, const void *sendbuf,
 {
 	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV };
 	const size_t zero = 0;
-	struct span s, r;
 	int rc = check_ctx(ctx);
 
 	if (rc)
@@ -229,16 +259,13 @@ SHEMB_API int shemb_allgatherv(shemb_ctx *ctx, const void *sendbuf,
 	if (!recvcounts || !rdispls)
 		return shemb__fail(ctx, SHEMB_EINVAL, "allgatherv: counts and "
 				   "displacements must not be NULL");
-	rc = pieces_span(ctx, sendbuf, &sendcount, &zero, 1, "allgatherv "
-			 "send", &s);
-	if (!rc)
-		rc = pieces_span(ctx, recvbuf, recvcounts, rdispls,
-				 ctx->attr.world_size, "allgatherv receive", &r);
+	rc = check_sides(ctx, "allgatherv",
+			 (struct pieces){ sendbuf, &sendcount, &zero, 1 },
+			 (struct pieces){ recvbuf, recvcounts, rdispls,
+					  ctx->attr.world_size },
+			 false);
 	if (rc)
 		return rc;
-	if (overlap(s, r))
-		return shemb__fail(ctx, SHEMB_EINVAL, "allgatherv: the send "
-				   "and receive regions overlap");
 	c.sendbuf = sendbuf;
 	c.sendcount = sendcount;
 	c.recvbuf = recvbuf;
@@ -253,9 +280,8 @@ SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
 {
 	struct shemb__coll c = { .kind = SHEMB__ALLREDUCE };
 	size_t es = shemb__reduce_elem_size(dtype);
-	struct span s, r;
 	const size_t zero = 0;
-	size_t bytes = count * es;
+	size_t bytes;
 	int rc = check_ctx(ctx);
 
 	if (rc)
@@ -263,19 +289,15 @@ SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
 	if (!es || (op != SHEMB_REDUCE_SUM && op != SHEMB_REDUCE_MAX))
 		return shemb__fail(ctx, SHEMB_EINVAL, "allreduce: dtype %d or "
 				   "op %d is not one this supports", dtype, op);
-	if (es && count > SIZE_MAX / es)
+	if (count > SIZE_MAX / es)
 		return shemb__fail(ctx, SHEMB_EINVAL, "allreduce: %zu values "
 				   "overflow", count);
-	rc = pieces_span(ctx, sendbuf, &bytes, &zero, 1, "allreduce send", &s);
-	if (!rc)
-		rc = pieces_span(ctx, recvbuf, &bytes, &zero, 1,
-				 "allreduce receive", &r);
+	bytes = count * es;
+	rc = check_sides(ctx, "allreduce",
+			 (struct pieces){ sendbuf, &bytes, &zero, 1 },
+			 (struct pieces){ recvbuf, &bytes, &zero, 1 }, true);
 	if (rc)
 		return rc;
-	if (sendbuf != recvbuf && overlap(s, r))
-		return shemb__fail(ctx, SHEMB_EINVAL, "allreduce: send and "
-				   "receive buffers overlap without being the "
-				   "same");
 	c.sendbuf = sendbuf;
 	c.recvbuf = recvbuf;
 	c.count = count;

@@ -19,22 +19,6 @@
 #include "cpu/kernels.h"
 #include "tests/testutil.h"
 
-static uint32_t bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return u;
-}
-
-static float from_bits(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
 static bool f16_is_nan(uint16_t h)
 {
 	return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu);
@@ -66,9 +50,9 @@ static void make_inputs(struct inputs *in, size_t nrandom)
 	in->v = tu_malloc(cap * sizeof(float));
 	tu_rng_seed(&r, 12345);
 	for (size_t i = 0; i < nrandom; i++)
-		in->v[n++] = from_bits((uint32_t)tu_rng_next(&r));
+		in->v[n++] = tu_float_of((uint32_t)tu_rng_next(&r));
 	for (uint64_t u = 0; u < (1ull << 32); u += 4099)
-		in->v[n++] = from_bits((uint32_t)u);
+		in->v[n++] = tu_float_of((uint32_t)u);
 	for (uint32_t h = 0; h < 65536; h++) {
 		/* fp16: h and h + 1 in the positive range */
 		uint16_t lo = (uint16_t)h, hi = (uint16_t)(h + 1);
@@ -76,16 +60,16 @@ static void make_inputs(struct inputs *in, size_t nrandom)
 
 		if ((lo & 0x7fffu) < 0x7c00u && (hi & 0x7fffu) < 0x7c00u &&
 		    (lo & 0x8000u) == (hi & 0x8000u)) {
-			mid = bits((tu_f16_to_f32(lo) + tu_f16_to_f32(hi)) /
-				   2.0f);
-			in->v[n++] = from_bits(mid);
-			in->v[n++] = from_bits(mid + 1);
-			in->v[n++] = from_bits(mid - 1);
+			mid = tu_bits_of((tu_f16_to_f32(lo) +
+					  tu_f16_to_f32(hi)) / 2.0f);
+			in->v[n++] = tu_float_of(mid);
+			in->v[n++] = tu_float_of(mid + 1);
+			in->v[n++] = tu_float_of(mid - 1);
 		}
 		/* bf16: the dropped half exactly 0x8000, and one around */
-		in->v[n++] = from_bits(h << 16 | 0x8000u);
-		in->v[n++] = from_bits(h << 16 | 0x8001u);
-		in->v[n++] = from_bits(h << 16 | 0x7fffu);
+		in->v[n++] = tu_float_of(h << 16 | 0x8000u);
+		in->v[n++] = tu_float_of(h << 16 | 0x8001u);
+		in->v[n++] = tu_float_of(h << 16 | 0x7fffu);
 	}
 	in->v[n++] = 65504.0f;
 	in->v[n++] = 65519.996f;
@@ -111,7 +95,7 @@ START_TEST(f16_to_f32_all_patterns)
 		if (f16_is_nan((uint16_t)h))
 			bad += !isnan(got) || signbit(got) != signbit(want);
 		else
-			bad += bits(got) != bits(want);
+			bad += tu_bits_of(got) != tu_bits_of(want);
 	}
 	ck_assert_int_eq(bad, 0);
 }
@@ -128,8 +112,8 @@ START_TEST(f16_to_f32_nan_bits_as_f16c)
 	for (uint32_t h = 0; h < 65536; h++) {
 		if (!f16_is_nan((uint16_t)h))
 			continue;
-		bad += bits(shemb__f16_to_f32((uint16_t)h)) !=
-		       bits(tu_f16_to_f32((uint16_t)h));
+		bad += tu_bits_of(shemb__f16_to_f32((uint16_t)h)) !=
+		       tu_bits_of(tu_f16_to_f32((uint16_t)h));
 	}
 	ck_assert_int_eq(bad, 0);
 }
@@ -151,7 +135,7 @@ START_TEST(f32_to_f16_matches_float16_casts)
 			       (got & 0x8000u) != (want & 0x8000u);
 		} else if (got != want && bad++ < 5) {
 			fprintf(stderr, "%08x: %04x, want %04x\n",
-				bits(in.v[i]), got, want);
+				tu_bits_of(in.v[i]), got, want);
 		}
 	}
 	ck_assert_int_gt(nans, 1000);
@@ -175,7 +159,7 @@ START_TEST(f32_to_bf16_matches_reference)
 			       (got & 0x8000u) != (want & 0x8000u);
 		else if (got != want && bad++ < 5)
 			fprintf(stderr, "%08x: %04x, want %04x\n",
-				bits(in.v[i]), got, want);
+				tu_bits_of(in.v[i]), got, want);
 	}
 	ck_assert_int_eq(bad, 0);
 	free(in.v);
@@ -213,12 +197,12 @@ enum value_kind { NORMAL, NEGATIVE_ZERO, SUBNORMAL };
 static float value_of_kind(enum value_kind kind, size_t i, struct tu_rng *r)
 {
 	uint32_t u = (uint32_t)tu_rng_next(r);
-	float v = from_bits(u);
+	float v = tu_float_of(u);
 
 	if (kind == NEGATIVE_ZERO)
 		return -0.0f;
 	if (kind == SUBNORMAL) /* sign and mantissa random, exponent 0 */
-		return from_bits((u & 0x807fffffu) | 0x00010000u);
+		return tu_float_of((u & 0x807fffffu) | 0x00010000u);
 	if (!isnormal(v))
 		v = 1.0f;
 	if (i % 3 == 0) /* keep a third within fp16's range */
@@ -395,7 +379,7 @@ START_TEST(variant_store_f32_matches_scalar)
 		goto out;
 	tu_rng_seed(&r, 77);
 	for (int i = 0; i < ROW_VALUES; i++) /* every kind, NaNs too */
-		v[i] = from_bits((uint32_t)tu_rng_next(&r));
+		v[i] = tu_float_of((uint32_t)tu_rng_next(&r));
 	for (int i = 0; i < ROW_VALUES; i += 7)
 		v[i] = tu_rng_float(&r, -70000.0f, 70000.0f);
 	k->store_f32(SHEMB_F16, got, v, ROW_VALUES);
@@ -425,11 +409,13 @@ static void check_loads(const struct shemb__kernels *k, bool nans)
 	k->load_f32(SHEMB_F16, h, got, 65536);
 	for (uint32_t i = 0; i < 65536; i++)
 		if (f16_is_nan(h[i]) == nans)
-			bad += bits(got[i]) != bits(shemb__f16_to_f32(h[i]));
+			bad += tu_bits_of(got[i]) !=
+			       tu_bits_of(shemb__f16_to_f32(h[i]));
 	k->load_f32(SHEMB_BF16, h, got, 65536);
 	for (uint32_t i = 0; i < 65536; i++)
 		if (bf16_is_nan(h[i]) == nans)
-			bad += bits(got[i]) != bits(shemb__bf16_to_f32(h[i]));
+			bad += tu_bits_of(got[i]) !=
+			       tu_bits_of(shemb__bf16_to_f32(h[i]));
 	ck_assert_int_eq(bad, 0);
 	free(got);
 	free(h);

@@ -185,7 +185,7 @@ size_t tu_dtype_size(int dtype)
 	return dtype == SHEMB_F32 ? sizeof(float) : sizeof(uint16_t);
 }
 
-static uint32_t bits_of(float f)
+uint32_t tu_bits_of(float f)
 {
 	uint32_t u;
 
@@ -193,7 +193,7 @@ static uint32_t bits_of(float f)
 	return u;
 }
 
-static float float_of(uint32_t u)
+float tu_float_of(uint32_t u)
 {
 	float f;
 
@@ -226,7 +226,7 @@ float tu_f16_to_f32(uint16_t u)
  */
 uint16_t tu_f32_to_bf16(float x)
 {
-	uint32_t u = bits_of(x);
+	uint32_t u = tu_bits_of(x);
 	uint32_t kept = u >> 16, dropped = u & 0xffffu;
 
 	if (isnan(x))
@@ -238,7 +238,7 @@ uint16_t tu_f32_to_bf16(float x)
 
 float tu_bf16_to_f32(uint16_t h)
 {
-	return float_of((uint32_t)h << 16);
+	return tu_float_of((uint32_t)h << 16);
 }
 
 float tu_round(float x, int dtype)

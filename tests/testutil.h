@@ -79,6 +79,9 @@ int64_t tu_out_rows(const struct tu_bags *b, int pooling);
 /* ---- dtypes and the reference rounding ---- */
 
 size_t tu_dtype_size(int dtype);
+/* a float's bit pattern, and back */
+uint32_t tu_bits_of(float f);
+float tu_float_of(uint32_t u);
 /* fp16 through the compiler's _Float16 */
 uint16_t tu_f32_to_f16(float x);
 float tu_f16_to_f32(uint16_t h);
