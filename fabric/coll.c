@@ -150,6 +150,13 @@ static int alloc_rounds(struct op *op, int n)
 	return 0;
 }
 
+/* The i-th peer (1 <= i < N) a rank exchanges with: ranks start with
+ * different peers, so that the first chunks do not all queue at rank 0. */
+static int first_peers_differ(const struct fab *f, int i)
+{
+	return (f->rank + i) % f->world;
+}
+
 /* ---- alltoallv and allgatherv ---- */
 
 #define SC(op) ((op)->counts)
@@ -173,9 +180,9 @@ static int build_alltoallv(struct op *op)
 	if (SC(op)[f->rank])
 		memmove(rb + RD(op)[f->rank], sb + SD(op)[f->rank],
 			SC(op)[f->rank]);
-	for (int p = 0; !rc && p < f->world; p++) {
-		if (p == f->rank)
-			continue;
+	for (int i = 1; !rc && i < f->world; i++) {
+		int p = first_peers_differ(f, i);
+
 		rc = headers_and_receive(op, 0, p, SC(op)[p], RC(op)[p],
 					 rb + RD(op)[p], RC(op)[p]);
 		if (!rc)
@@ -200,9 +207,9 @@ static int build_allgatherv(struct op *op)
 	}
 	if (mine)
 		memmove(rb + RD(op)[f->rank], op->c.sendbuf, mine);
-	for (int p = 0; !rc && p < f->world; p++) {
-		if (p == f->rank)
-			continue;
+	for (int i = 1; !rc && i < f->world; i++) {
+		int p = first_peers_differ(f, i);
+
 		rc = headers_and_receive(op, 0, p, mine, RC(op)[p],
 					 rb + RD(op)[p], RC(op)[p]);
 		if (!rc)
@@ -258,17 +265,16 @@ static int build_allreduce_small(struct op *op)
 {
 	struct fab *f = op->f;
 	size_t bytes = op->c.count * elem(op);
-	char *slots = malloc((size_t)f->world * bytes + 1);
+	char *slots = shemb__fab_scratch(op, (size_t)f->world * bytes);
 	int rc = alloc_rounds(op, 1);
 
-	op->scratch = slots;
 	if (!slots)
 		return SHEMB_ENOMEM;
 	memcpy(slots + (size_t)f->rank * bytes, op->c.sendbuf, bytes);
 	op->rounds[0].after = reduce_all_in_order;
-	for (int p = 0; !rc && p < f->world; p++) {
-		if (p == f->rank)
-			continue;
+	for (int i = 1; !rc && i < f->world; i++) {
+		int p = first_peers_differ(f, i);
+
 		rc = headers_and_receive(op, 0, p, bytes, bytes,
 					 slots + (size_t)p * bytes, bytes);
 		if (!rc)
@@ -350,8 +356,7 @@ static int build_allreduce_ring(struct op *op)
 	int rc = alloc_rounds(op, 2 * (n - 1)), left_hdr;
 
 	ring_segment(op, 0, &first, &most);
-	op->scratch = malloc(most * elem(op) + 1);
-	if (rc || !op->scratch)
+	if (rc || !shemb__fab_scratch(op, most * elem(op)))
 		return rc ? rc : SHEMB_ENOMEM;
 	if (!rc && left != right)
 		rc = exchange_headers(op, 0, right, bytes, bytes);

@@ -178,6 +178,7 @@ static void fab_free(struct fab *f)
 		f->ops = op->next;
 		shemb__fab_free_op(op);
 	}
+	free(f->spare);
 	shemb__boot_close(f->boot);
 	pthread_cond_destroy(&f->cond);
 	pthread_cond_destroy(&f->nap);

@@ -48,6 +48,32 @@ uint64_t shemb__fab_tag(uint64_t cls, uint32_t seq, int round, int chunk)
 
 /* ---- ops ---- */
 
+void *shemb__fab_scratch(struct op *op, size_t len)
+{
+	struct fab *f = op->f;
+
+	if (f->spare && f->spare_len >= len) {
+		op->scratch = f->spare;
+		op->scratch_len = f->spare_len;
+		f->spare = NULL;
+	} else {
+		op->scratch = malloc(len ? len : 1);
+		op->scratch_len = len;
+	}
+	return op->scratch;
+}
+
+static void keep_spare(struct fab *f, void *p, size_t len)
+{
+	if (f->spare && f->spare_len >= len) {
+		free(p);
+		return;
+	}
+	free(f->spare);
+	f->spare = p;
+	f->spare_len = len;
+}
+
 void shemb__fab_free_op(struct op *op)
 {
 	for (int r = 0; op->rounds && r < op->nrounds; r++)
@@ -56,7 +82,8 @@ void shemb__fab_free_op(struct op *op)
 	free(op->hdr_out);
 	free(op->hdr_in);
 	free(op->counts);
-	free(op->scratch);
+	if (op->scratch)
+		keep_spare(op->f, op->scratch, op->scratch_len);
 	free(op);
 }
 

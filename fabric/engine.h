@@ -109,6 +109,7 @@ struct op {
 	size_t *counts;              /* 4 x world: sendcounts, sdispls,
 				      * recvcounts, rdispls */
 	void *scratch;               /* allreduce: incoming data */
+	size_t scratch_len;
 	char why[256];               /* the failure, for the caller */
 };
 
@@ -159,6 +160,12 @@ struct fab {
 	struct shemb__ctrl early[MAX_EARLY]; /* aborts of ops not started */
 	int nearly;
 
+	/* The largest scratch buffer of a finished allreduce, kept for the
+	 * next: buffers this large come from the allocator's eagerly purged
+	 * arena, and faulting them in again costs as much as the reduction. */
+	void *spare;
+	size_t spare_len;
+
 	int failed;                  /* sticky: SHEMB_EPEER once a rank left */
 	char fail_why[256];
 };
@@ -173,6 +180,9 @@ int shemb__fab_progress(struct fab *f);
 int shemb__fab_start_thread(struct fab *f);
 void shemb__fab_stop_thread(struct fab *f);
 void shemb__fab_free_op(struct op *op);
+/* A scratch buffer of at least len bytes for op (the spare when it fits),
+ * which shemb__fab_free_op() hands back as the spare. */
+void *shemb__fab_scratch(struct op *op, size_t len);
 void shemb__fab_post_ctrl_rx(struct fab *f);
 void shemb__fab_free_ctrl(struct fab *f);
 /* SHEMB_EINVAL if a peer already failed this op before it started here */
