@@ -214,6 +214,38 @@ static int apply_updates(void *p, const struct shemb__update_job *job)
 	return 0;
 }
 
+struct coalesce_task {
+	struct update_task u;
+	float *out;
+	int expand;
+};
+
+static void coalesce_task_run(void *arg, int64_t task)
+{
+	struct coalesce_task *t = arg;
+	int64_t u0 = task * t->u.per_task;
+	int64_t u1 = u0 + t->u.per_task < t->u.job->nunique
+			     ? u0 + t->u.per_task
+			     : t->u.job->nunique;
+
+	t->u.k->coalesce_rows(t->u.job, u0, u1, t->out, t->expand);
+}
+
+static int coalesce(void *p, const struct shemb__update_job *job, float *out,
+		    int expand)
+{
+	struct cpu *be = p;
+	struct coalesce_task t = { { be->k, job, 0 }, out, expand };
+
+	if (job->nunique == 0)
+		return 0;
+	t.u.per_task = ceil_div(job->nunique,
+				shemb__pool_split(be->pool, job->nunique, 16));
+	shemb__pool_run(be->pool, ceil_div(job->nunique, t.u.per_task),
+			coalesce_task_run, &t);
+	return 0;
+}
+
 /* ---- rows in and out ---- */
 
 struct copy_task {
@@ -382,6 +414,7 @@ const struct shemb_mem_ops shemb__cpu_mem_ops = {
 	.init_rows = init_rows,
 	.gather_pool = gather_pool,
 	.apply_updates = apply_updates,
+	.coalesce = coalesce,
 	.read_rows = read_rows,
 	.write_rows = write_rows,
 	.scratch_alloc = scratch_alloc,

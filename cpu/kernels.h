@@ -21,7 +21,13 @@ struct shemb__kernels {
 	/* coalesce and apply the optimizer to distinct rows [u0, u1) */
 	void (*update_rows)(const struct shemb__update_job *job, int64_t u0,
 			    int64_t u1);
-	/* initial fp32 values of rows r0 .. r0 + n - 1, [n][dim] */
+	/* gradient rows of distinct rows [u0, u1) into out: one per row
+	 * ([nunique][dim]), or with expand one per position ([nids][dim],
+	 * in job->pos order) */
+	void (*coalesce_rows)(const struct shemb__update_job *job, int64_t u0,
+			      int64_t u1, float *out, int expand);
+	/* initial fp32 values of local rows r0 .. r0 + n - 1 ([n][dim];
+	 * spec->shard maps them to ids and columns) */
 	void (*init_rows)(const struct shemb__init_spec *spec, int64_t r0,
 			  int64_t n, int dim, float *out);
 	/* convert n values between fp32 and a storage dtype */

@@ -14,6 +14,7 @@
 #include "cpu/half.h"
 #include "cpu/kernels.h"
 #include "lib/rowinit.h"
+#include "lib/shard.h"
 
 #define PREFETCH_ROWS 8
 
@@ -355,11 +356,48 @@ static void update_rows(const struct shemb__update_job *job, int64_t u0,
 	}
 }
 
+/* Gradient rows of distinct rows [u0, u1), each the sum of its
+ * positions' shares, or (expand) one row per position, in the order of
+ * job->pos; the same arithmetic as update_rows, so a sum of expanded rows
+ * in position order gives update_rows' bits. */
+static void coalesce_rows(const struct shemb__update_job *job, int64_t u0,
+			  int64_t u1, float *out, int expand)
+{
+	const int dim = job->store->dim;
+
+	for (int64_t u = u0; u < u1; u++) {
+		float *g = out + (size_t)u * (size_t)dim;
+
+		if (!expand)
+			memset(g, 0, (size_t)dim * sizeof(float));
+		for (int32_t k = job->seg[u]; k < job->seg[u + 1]; k++) {
+			if (expand) {
+				g = out + (size_t)k * (size_t)dim;
+				memset(g, 0, (size_t)dim * sizeof(float));
+			}
+			add_grad(job, job->pos[k], g, dim);
+		}
+	}
+}
+
+/* Local rows r0 .. r0 + n - 1 of this rank's store, dim columns each. */
 static void init_rows(const struct shemb__init_spec *spec, int64_t r0,
 		      int64_t n, int dim, float *out)
 {
-	for (int64_t r = 0; r < n; r++)
-		shemb__init_row(spec, r0 + r, dim, out + (size_t)r * (size_t)dim);
+	const struct shemb__shard *sh = spec->shard;
+	float full[SHEMB_MAX_DIM];
+
+	for (int64_t r = 0; r < n; r++) {
+		float *o = out + (size_t)r * (size_t)dim;
+		int64_t id = sh ? shemb__shard_global(sh, r0 + r) : r0 + r;
+
+		if (!sh || sh->ncols == sh->dim) {
+			shemb__init_row(spec, id, dim, o);
+			continue;
+		}
+		shemb__init_row(spec, id, sh->dim, full);
+		memcpy(o, full + sh->col0, (size_t)dim * sizeof(float));
+	}
 }
 
 const struct shemb__kernels KERNELS_NAME = {
@@ -367,6 +405,7 @@ const struct shemb__kernels KERNELS_NAME = {
 	.pool_bags = pool_bags,
 	.pool_ids = pool_ids,
 	.update_rows = update_rows,
+	.coalesce_rows = coalesce_rows,
 	.init_rows = init_rows,
 	.load_f32 = load_f32,
 	.store_f32 = store_f32,

@@ -134,6 +134,13 @@ struct shemb_ctx_attr {
 	void *oob_arg;
 	size_t chunk_bytes;      /* messages are cut in chunks of this;
 				  * 0: 4 MiB on shm, 1 MiB otherwise */
+	int deterministic;       /* 1: gradients of a row are summed in the
+				  * order of a single process given every
+				  * rank's bag sets in rank order, so any
+				  * world size gives the same bits (sends
+				  * one gradient row per id occurrence
+				  * instead of one per distinct row);
+				  * 0 (default): per rank, then rank order */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size.
@@ -210,6 +217,17 @@ enum shemb_weight_decay {
 	SHEMB_WD_DECOUPLED = 1 /* row -= lr * weight_decay * row (AdamW) */
 };
 
+/* Where a table's rows live when the context has more than one rank. */
+enum shemb_shard {
+	SHEMB_SHARD_AUTO = 0,      /* chosen by the library (shemb(7)) */
+	SHEMB_SHARD_ROW = 1,       /* each row on one rank, by a hash of its
+				    * id, so runs of ids spread */
+	SHEMB_SHARD_COLUMN = 2,    /* every rank holds a slice of the
+				    * columns of every row (EmbRace) */
+	SHEMB_SHARD_TABLE = 3,     /* the whole table on one rank */
+	SHEMB_SHARD_REPLICATED = 4 /* a full copy on every rank */
+};
+
 #define SHEMB_MAX_ROWS (INT64_C(1) << 40)
 #define SHEMB_MAX_DIM 4096
 
@@ -236,6 +254,11 @@ struct shemb_table_attr {
 	float weight_decay;   /* >= 0; default 0 */
 	int weight_decay_mode;     /* enum shemb_weight_decay; default L2 */
 	float initial_accumulator; /* Adagrad state at start; >= 0; 0 */
+	int shard;            /* enum shemb_shard; default AUTO */
+	int shard_owner;      /* SHARD_TABLE: the rank holding it; -1
+			       * (default): the rank holding fewest bytes */
+	float expected_skew;  /* Zipf exponent the ids are expected to
+			       * follow, for SHARD_AUTO; default 0 */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size

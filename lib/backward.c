@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/dist.h"
 #include "lib/plan.h"
 #include "lib/step.h"
 
@@ -80,7 +81,7 @@ static int check_group(shemb_ctx *ctx, const struct shemb__group *grp)
 	return rc;
 }
 
-static struct shemb__opt opt_of(const shemb_table *t)
+struct shemb__opt shemb__opt_of(const shemb_table *t)
 {
 	const struct shemb_table_attr *a = &t->attr;
 	double step = (double)(t->step + 1);
@@ -98,24 +99,10 @@ static struct shemb__opt opt_of(const shemb_table *t)
 	};
 }
 
-/* sets: room for the group's sets, allocated before any table changed */
-static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
-			const float *const *grad, struct shemb__bwd_set *sets)
+void shemb__bwd_sets(const struct shemb__group *grp,
+		     const struct shemb__plan *p, const float *const *grad,
+		     struct shemb__bwd_set *sets)
 {
-	shemb_table *t = grp->table;
-	const struct shemb__plan *p = t->plan;
-	struct shemb__update_job job = {
-		.store = &t->store,
-		.nunique = p->nunique,
-		.unique = p->unique,
-		.seg = p->seg,
-		.pos = p->pos,
-		.bag_of = p->bag_of,
-		.nsets = grp->nsets,
-		.sets = sets,
-		.opt = opt_of(t),
-	};
-
 	for (int s = 0; s < grp->nsets; s++) {
 		const struct shemb__plan_set *ps = &p->sets[s];
 
@@ -132,6 +119,27 @@ static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
 					  : NULL,
 		};
 	}
+}
+
+/* sets: room for the group's sets, allocated before any table changed */
+static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
+			const float *const *grad, struct shemb__bwd_set *sets)
+{
+	shemb_table *t = grp->table;
+	const struct shemb__plan *p = t->plan;
+	struct shemb__update_job job = {
+		.store = &t->store,
+		.nunique = p->nunique,
+		.unique = p->unique,
+		.seg = p->seg,
+		.pos = p->pos,
+		.bag_of = p->bag_of,
+		.nsets = grp->nsets,
+		.sets = sets,
+		.opt = shemb__opt_of(t),
+	};
+
+	shemb__bwd_sets(grp, p, grad, sets);
 	return ctx->mem->apply_updates(ctx->be, &job);
 }
 
@@ -148,6 +156,13 @@ static void consume_plan(shemb_table *t)
 	shemb__plan_free(t->ctx, drop);
 }
 
+static void step_done(const struct shemb__group *grp)
+{
+	grp->table->step++;
+	SHEMB__STAT_ADD(grp->table, backwards, grp->nsets);
+	consume_plan(grp->table);
+}
+
 static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 		     const float *const *grad, struct shemb__bwd_set *sets)
 {
@@ -160,14 +175,23 @@ static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 		if (rc)
 			return shemb__fail(ctx, rc, "table '%s': update failed "
 					   "in the backend", t->name);
-		t->step++;
-		SHEMB__STAT_ADD(t, backwards, grp->nsets);
 		SHEMB__STAT_ADD(t, rows_updated, t->plan->nunique);
 		SHEMB__STAT_ADD(t, update_ns, shemb__now_ns() - t0);
-		consume_plan(t);
+		step_done(grp);
 		sets += grp->nsets;
 	}
 	return 0;
+}
+
+/* Across ranks: every rank meets, even when its own checks failed. */
+static int apply_dist(struct shemb__step *st, const float *const *grad,
+		      int status)
+{
+	int rc = shemb__dist_backward(st, grad, status);
+
+	for (int g = 0; !rc && g < st->ngroups; g++)
+		step_done(&st->groups[g]);
+	return rc;
 }
 
 static int check_grads(struct shemb__step *st, const float *const *grad)
@@ -192,13 +216,14 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 	if (!ctx)
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
 	rc = shemb__step_begin(&st, ctx, n, bags);
-	if (rc)
+	if (rc && !shemb__distributed(ctx))
 		return rc;
-	rc = check_grads(&st, grad);
+	if (!rc)
+		rc = check_grads(&st, grad);
 	sets = calloc((size_t)n + 1, sizeof(*sets));
 	if (!rc && !sets)
 		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory for %d sets", n);
-	if (rc) {
+	if (rc && !shemb__distributed(ctx)) {
 		free(sets);
 		shemb__step_end(&st);
 		return rc;
@@ -209,7 +234,9 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 	for (int g = 0; g < st.ngroups; g++)
 		SHEMB__STAT_ADD(st.groups[g].table, validate_ns,
 				(shemb__now_ns() - t0) / (uint64_t)st.ngroups);
-	if (!rc)
+	if (shemb__distributed(ctx))
+		rc = apply_dist(&st, grad, rc);
+	else if (!rc)
 		rc = apply_all(ctx, &st, grad, sets);
 	shemb__step_unlock(&st);
 	shemb__step_end(&st);

@@ -135,6 +135,11 @@ static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
 	return 0;
 }
 
+int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c)
+{
+	return launch(ctx, c, NULL);
+}
+
 /* ---- argument checks ---- */
 
 struct span {

@@ -80,6 +80,12 @@ static int ctx_init(shemb_ctx *ctx)
 	ctx->host_budget = ctx->attr.host_mem_bytes ? ctx->attr.host_mem_bytes
 						    : physical_memory();
 	pthread_mutex_init(&ctx->lock, NULL);
+	if (ctx->attr.world_size > 1) {
+		ctx->rank_bytes = calloc((size_t)ctx->attr.world_size,
+					 sizeof(*ctx->rank_bytes));
+		if (!ctx->rank_bytes)
+			return shemb__fail(NULL, SHEMB_ENOMEM, "no memory");
+	}
 	rc = shemb__pool_create(ctx->attr.nthreads, &ctx->pool);
 	if (rc)
 		return shemb__fail(NULL, rc, "cannot start %d threads",
@@ -138,6 +144,7 @@ SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx)
 		shemb__backend_close(ctx);
 	shemb__pool_destroy(ctx->pool);
 	pthread_mutex_destroy(&ctx->lock);
+	free(ctx->rank_bytes);
 	free(ctx);
 	return 0;
 }

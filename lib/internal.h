@@ -17,6 +17,7 @@
 
 #include "shemb.h"
 #include "lib/mem_ops.h"
+#include "lib/shard.h"
 
 #define SHEMB__HIDDEN __attribute__((visibility("hidden")))
 
@@ -49,6 +50,8 @@ struct shemb_ctx {
 	struct shemb_request *requests; /* not yet released */
 	int64_t next_table_id;
 	uint64_t next_table_serial;
+	uint64_t *rank_bytes;         /* world > 1: table bytes each rank
+				       * holds, for choosing owners */
 };
 
 /* Cumulative counters; relaxed atomics, since lookups run concurrently. */
@@ -67,7 +70,9 @@ struct shemb_table {
 	bool auto_id;                 /* table_id given by the context */
 	struct shemb_table_attr attr; /* effective; attr.name -> name */
 	char *name;
-	struct shemb__store store;
+	struct shemb__shard shard;    /* which rows and columns are here */
+	bool accounted;               /* in ctx->rank_bytes */
+	struct shemb__store store;    /* this rank's part */
 	uint64_t step;                /* backward steps applied (Adam) */
 
 	/* Lookups hold it shared; backward, row writes and set_lr hold it
@@ -100,6 +105,9 @@ SHEMB__HIDDEN void shemb__init_sized(void *attr, size_t size,
 
 /* collectives.c */
 SHEMB__HIDDEN void shemb__requests_free_all(shemb_ctx *ctx);
+struct shemb__coll;
+/* Run a collective to its end; the detail of a failure is recorded. */
+SHEMB__HIDDEN int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c);
 
 /* ident.c: rank and world size from the attrs or the environment */
 SHEMB__HIDDEN int shemb__resolve_identity(struct shemb_ctx_attr *a);
@@ -107,6 +115,24 @@ SHEMB__HIDDEN int shemb__resolve_identity(struct shemb_ctx_attr *a);
 /* connect.c: the context's communicator */
 SHEMB__HIDDEN int shemb__comm_open(shemb_ctx *ctx);
 SHEMB__HIDDEN void shemb__comm_close(shemb_ctx *ctx);
+
+/* shard.c: resolve a table's shard plan (SHEMB_EINVAL or SHEMB_ENOTSUP
+ * with the detail recorded); account the bytes it puts on each rank */
+SHEMB__HIDDEN int shemb__shard_plan(shemb_ctx *ctx,
+				    const struct shemb_table_attr *a,
+				    struct shemb__shard *s);
+SHEMB__HIDDEN void shemb__shard_account(shemb_ctx *ctx,
+					const struct shemb_table_attr *a,
+					const struct shemb__shard *s, bool add);
+SHEMB__HIDDEN const char *shemb__shard_name(int kind);
+SHEMB__HIDDEN int shemb__shard_describe(const struct shemb__shard *s,
+					char *buf, size_t len);
+
+/* True when the context's tables and steps span more than one rank. */
+static inline bool shemb__distributed(const shemb_ctx *ctx)
+{
+	return ctx->attr.world_size > 1;
+}
 
 /* time.c */
 SHEMB__HIDDEN uint64_t shemb__now_ns(void);

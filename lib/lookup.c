@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 
+#include "lib/dist.h"
 #include "lib/plan.h"
 #include "lib/step.h"
 
@@ -85,8 +86,9 @@ static int build_plans(struct shemb__step *st, struct shemb__plan **plans)
 	return 0;
 }
 
-static int pool_group(struct shemb__step *st, const struct shemb__group *grp,
-		      const struct shemb__plan *plan, float *const *out)
+int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
+		      const struct shemb__plan *plan, float *const *out,
+		      const struct shemb__store *store, const int64_t *rows_of)
 {
 	shemb_table *t = grp->table;
 	uint64_t t0 = shemb__now_ns();
@@ -95,12 +97,12 @@ static int pool_group(struct shemb__step *st, const struct shemb__group *grp,
 		const struct shemb_bags *b = grp->sets[s];
 		const struct shemb__plan_set *ps = plan ? &plan->sets[s] : NULL;
 		struct shemb__pool_job job = {
-			.store = &t->store,
+			.store = store,
 			.pooling = b->pooling,
 			.nbags = b->nbags,
 			.nids = b->nids,
 			.offsets = b->offsets,
-			.ids = b->ids,
+			.ids = rows_of ? rows_of + ps->pos_base : b->ids,
 			.weights = b->weights,
 			.out = out[grp->index[s]],
 			.argmax = ps && b->pooling == SHEMB_POOL_MAX
@@ -132,31 +134,41 @@ static int check_outputs(struct shemb__step *st, float *const *out)
 	return 0;
 }
 
+/*
+ * Across ranks, every table needs its plan (the distinct ids to route),
+ * planned or not, and the ranks meet even when this one's input failed
+ * its checks (status), so that all fail together.
+ */
 static int run_lookup(struct shemb__step *st, float *const *out,
-		      bool planned)
+		      bool planned, int status, int kind)
 {
+	bool dist = shemb__distributed(st->ctx);
+	bool need_plans = planned || dist;
 	struct shemb__plan **plans = NULL;
-	int rc = 0;
+	int rc = status;
 
-	if (st->ngroups == 0)
-		return 0;
-	if (planned) {
-		plans = calloc((size_t)st->ngroups, sizeof(*plans));
+	if (st->ngroups == 0 && !dist)
+		return rc;
+	if (!rc && need_plans) {
+		plans = calloc((size_t)st->ngroups + 1, sizeof(*plans));
 		if (!plans)
-			return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
 	shemb__step_lock(st, false);
-	if (planned)
+	if (!rc && need_plans)
 		rc = build_plans(st, plans);
-	for (int g = 0; !rc && g < st->ngroups; g++)
-		rc = pool_group(st, &st->groups[g], plans ? plans[g] : NULL,
-				out);
+	if (dist)
+		rc = shemb__dist_lookup(st, plans, out, rc, kind);
+	for (int g = 0; !dist && !rc && g < st->ngroups; g++)
+		rc = shemb__pool_group(st, &st->groups[g],
+				       plans ? plans[g] : NULL, out,
+				       &st->groups[g].table->store, NULL);
 	/* still under the tables' locks: a backward, which holds them
 	 * exclusively, never sees a plan change under it */
-	for (int g = 0; planned && g < st->ngroups; g++) {
+	for (int g = 0; plans && g < st->ngroups; g++) {
 		if (!plans[g])
 			continue;
-		if (rc)
+		if (rc || !planned)
 			give_back(st->groups[g].table, plans[g]);
 		else
 			commit_plan(st->groups[g].table, plans[g]);
@@ -180,13 +192,23 @@ SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "unknown lookup flags 0x%x", flags);
 	rc = shemb__step_begin(&st, ctx, n, bags);
-	if (rc)
+	if (rc && !shemb__distributed(ctx))
 		return rc;
-	rc = check_outputs(&st, out);
-	if (!rc) {
+	if (!rc)
+		rc = check_outputs(&st, out);
+	if (!rc)
 		add_shared_time(&st, shemb__now_ns() - t0);
-		rc = run_lookup(&st, out, !(flags & SHEMB_LOOKUP_NO_GRAD));
-	}
+	if (!rc || shemb__distributed(ctx))
+		rc = run_lookup(&st, out, !(flags & SHEMB_LOOKUP_NO_GRAD), rc,
+				SHEMB__DIST_LOOKUP);
 	shemb__step_end(&st);
 	return rc;
+}
+
+/* The lookup behind shemb_table_read_rows() of a table across ranks: st
+ * holds one POOL_NONE set of the ids, out one fp32 buffer. */
+int shemb__lookup_for_read(struct shemb__step *st, float *const *out,
+			   int status)
+{
+	return run_lookup(st, out, false, status, SHEMB__DIST_READ);
 }

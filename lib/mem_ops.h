@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct shemb__shard;
+
 /*
  * A table's rows on one backend.  Record r starts at base + r * stride and
  * holds dim values of dtype, then (at state_off) nstate floats of optimizer
@@ -36,6 +38,7 @@ struct shemb__init_spec {
 	uint64_t seed;
 	int64_t table_id;
 	float state_init;    /* initial value of every state float */
+	const struct shemb__shard *shard; /* local rows and columns -> ids */
 };
 
 /* Pool one bag set straight from its ids (lookup). */
@@ -93,6 +96,11 @@ struct shemb_mem_ops {
 			 const struct shemb__init_spec *init);
 	int (*gather_pool)(void *be, const struct shemb__pool_job *job);
 	int (*apply_updates)(void *be, const struct shemb__update_job *job);
+	/* the gradient rows of job's distinct rows, without applying them:
+	 * one per row, or with expand one per position (job->pos order);
+	 * only job->store->dim is read of the store */
+	int (*coalesce)(void *be, const struct shemb__update_job *job,
+			float *out, int expand);
 	int (*read_rows)(void *be, const struct shemb__store *s, int64_t n,
 			 const int64_t *ids, void *out, int dtype);
 	int (*write_rows)(void *be, struct shemb__store *s, int64_t n,

@@ -8,6 +8,7 @@
  * moved 12, in one write stream instead of two.
  */
 #include "lib/plan.h"
+#include "lib/dist.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,7 @@ void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *p)
 	if (p->offsets)
 		ctx->mem->scratch_free(ctx->be, p->offsets,
 				       (size_t)p->cap_offsets * sizeof(int64_t));
+	shemb__route_free(p->route);
 	free(p->sets);
 	free(p);
 }

@@ -40,6 +40,7 @@ struct shemb__plan {
 	/* capacities, so a recycled plan reuses its buffers */
 	int cap_sets;
 	int64_t cap_ids, cap_argmax, cap_offsets;
+	struct shemb__route *route; /* the exchange between ranks (dist.h) */
 	uint64_t *keys;       /* id << pos_bits | position: sort buffers */
 	uint64_t *keys_tmp;
 	int pos_bits;

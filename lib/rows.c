@@ -68,6 +68,59 @@ static int64_t first_unstorable(const void *in, int dtype, int64_t n,
 	return -1;
 }
 
+static void f32_to(int dtype, const float *in, void *out, int64_t n)
+{
+	uint16_t *o = out;
+
+	for (int64_t k = 0; k < n; k++)
+		o[k] = dtype == SHEMB_F16 ? shemb__f32_to_f16(in[k])
+					  : shemb__f32_to_bf16(in[k]);
+}
+
+/*
+ * Across ranks, a read is a collective lookup of one POOL_NONE set: the
+ * rows come from their owners in the storage dtype and are exact in fp32,
+ * so converting them here rounds as a local read would.
+ */
+static int read_dist(shemb_table *t, int64_t n, const int64_t *ids,
+		     void *out, int dtype, int status)
+{
+	struct shemb_bags b;
+	struct shemb__step st = { .ctx = t->ctx };
+	int64_t *offsets = NULL;
+	float *rows = NULL;
+	int rc = status;
+
+	shemb_bags_init(&b);
+	if (!rc) {
+		offsets = malloc((size_t)(n + 1) * sizeof(int64_t));
+		rows = dtype == SHEMB_F32
+			       ? out
+			       : malloc((size_t)(n * t->attr.dim + 1) *
+					sizeof(float));
+		if (!offsets || !rows)
+			rc = shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	for (int64_t k = 0; !rc && k <= n; k++)
+		offsets[k] = k;
+	b.table = t;
+	b.pooling = SHEMB_POOL_NONE;
+	b.nbags = rc ? 0 : n;
+	b.offsets = offsets;
+	b.nids = rc ? 0 : n;
+	b.ids = ids;
+	if (!rc)
+		rc = shemb__step_begin(&st, t->ctx, 1, &b);
+	rc = shemb__lookup_for_read(&st, &rows, rc);
+	shemb__step_end(&st);
+	if (!rc && dtype != SHEMB_F32)
+		f32_to(dtype, rows, out, n * t->attr.dim);
+	if (rows != out)
+		free(rows);
+	free(offsets);
+	return rc;
+}
+
 SHEMB_API int shemb_table_read_rows(shemb_table *t, int64_t n,
 				    const int64_t *ids, void *out, int dtype)
 {
@@ -78,6 +131,8 @@ SHEMB_API int shemb_table_read_rows(shemb_table *t, int64_t n,
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
 	ctx = t->ctx;
 	rc = check_io(t, n, ids, out, dtype, "read_rows");
+	if (shemb__distributed(ctx))
+		return read_dist(t, n, ids, out, dtype, rc);
 	if (rc || n == 0)
 		return rc;
 	pthread_rwlock_rdlock(&t->rows_lock);
@@ -113,6 +168,11 @@ SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
 	if (!t)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
 	ctx = t->ctx;
+	if (shemb__distributed(ctx))
+		return shemb__fail(ctx, SHEMB_ENOTSUP, "write_rows (table "
+				   "'%s'): writing rows of a table shared by "
+				   "%d ranks is not supported in this release",
+				   t->name, ctx->attr.world_size);
 	if (flags & ~SHEMB_WRITE_RESET_STATE)
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "write_rows: unknown flags 0x%x", flags);

@@ -138,13 +138,18 @@ int shemb__step_begin(struct shemb__step *st, shemb_ctx *ctx, int n,
 	return rc;
 }
 
+/* Leaves an empty step of the same context (a failed step still meets
+ * the other ranks through it). */
 void shemb__step_end(struct shemb__step *st)
 {
+	shemb_ctx *ctx = st->ctx;
+
 	free(st->bags);
 	free(st->groups);
 	free(st->set_ptrs);
 	free(st->set_index);
 	memset(st, 0, sizeof(*st));
+	st->ctx = ctx;
 }
 
 void shemb__step_lock(struct shemb__step *st, bool exclusive)

@@ -36,6 +36,14 @@ void shemb__step_end(struct shemb__step *st);
 void shemb__step_lock(struct shemb__step *st, bool exclusive);
 void shemb__step_unlock(struct shemb__step *st);
 
+/* lookup.c: pool each set of grp into out[its index], rows from store
+ * (rows_of NULL: at the ids; else at rows_of[plan position]) */
+int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
+		      const struct shemb__plan *plan, float *const *out,
+		      const struct shemb__store *store, const int64_t *rows_of);
+int shemb__lookup_for_read(struct shemb__step *st, float *const *out,
+			   int status);
+
 /* validate.c */
 int shemb__check_set(shemb_ctx *ctx, const struct shemb_bags *b, int i);
 int shemb__check_rows_out(shemb_ctx *ctx, const struct shemb_bags *b, int i,

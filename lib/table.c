@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/comm.h"
 #include "lib/plan.h"
+#include "lib/rowinit.h"
 #include "lib/table.h"
 
 /* The size of the first released struct shemb_table_attr. */
@@ -35,24 +37,27 @@ static size_t next_pow2(size_t x)
  * 32 bytes take a power of two, larger ones a multiple of 64: with the
  * store cache-line aligned, no record straddles more lines than it must.
  */
-static void layout(struct shemb__store *s, const struct shemb_table_attr *a)
+static void layout(struct shemb__store *s, const struct shemb_table_attr *a,
+		   const struct shemb__shard *sh)
 {
-	size_t row = (size_t)a->dim * (a->dtype == SHEMB_F32 ? 4 : 2);
+	size_t row = (size_t)sh->ncols * (a->dtype == SHEMB_F32 ? 4 : 2);
 	size_t raw;
 
-	s->rows = a->rows;
-	s->dim = a->dim;
+	s->rows = sh->local_rows;
+	s->dim = sh->ncols;
 	s->dtype = a->dtype;
-	s->nstate = shemb__opt_state_floats(a->optimizer, a->dim);
+	s->nstate = shemb__opt_state_floats(a->optimizer, sh->ncols);
 	s->state_off = round_up(row, 4);
 	raw = s->state_off + (size_t)s->nstate * sizeof(float);
 	s->stride = raw > 32 ? round_up(raw, 64) : next_pow2(raw);
-	s->bytes = (size_t)a->rows * s->stride;
+	s->bytes = (size_t)sh->local_rows * s->stride;
 }
 
-static struct shemb__init_spec init_spec(const struct shemb_table_attr *a)
+static struct shemb__init_spec init_spec(const struct shemb_table_attr *a,
+					 const struct shemb__shard *sh)
 {
 	struct shemb__init_spec s = {
+		.shard = sh,
 		.kind = a->init,
 		.seed = a->seed,
 		.table_id = a->table_id,
@@ -134,10 +139,10 @@ static void init_rows_lock(pthread_rwlock_t *lock)
 static int alloc_rows(shemb_table *t)
 {
 	shemb_ctx *ctx = t->ctx;
-	struct shemb__init_spec spec = init_spec(&t->attr);
+	struct shemb__init_spec spec = init_spec(&t->attr, &t->shard);
 	int rc;
 
-	layout(&t->store, &t->attr);
+	layout(&t->store, &t->attr, &t->shard);
 	if (shemb__ctx_reserve(ctx, t->store.bytes))
 		return shemb__fail(ctx, SHEMB_ENOMEM,
 				   "table '%s' needs %zu bytes of host memory; "
@@ -146,6 +151,8 @@ static int alloc_rows(shemb_table *t)
 				   (unsigned long long)ctx->host_budget,
 				   (unsigned long long)atomic_load(
 					   &ctx->host_used));
+	if (t->store.bytes == 0)
+		return 0; /* no rows on this rank */
 	rc = ctx->mem->store_alloc(ctx->be, &t->store);
 	if (rc) {
 		shemb__ctx_release(ctx, t->store.bytes);
@@ -157,6 +164,77 @@ static int alloc_rows(shemb_table *t)
 		return shemb__fail(ctx, rc, "table '%s': initialising rows "
 				   "failed", t->name);
 	return 0;
+}
+
+static uint64_t mix_in(uint64_t h, uint64_t v)
+{
+	return shemb__mix64(h ^ v);
+}
+
+static uint64_t float_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+/* Everything about a table that the ranks must agree on. */
+static uint64_t fingerprint(const shemb_table *t)
+{
+	const struct shemb_table_attr *a = &t->attr;
+	const float fl[] = { a->init_low, a->init_high, a->init_mean,
+			     a->init_std, a->init_value, a->eps, a->beta1,
+			     a->beta2, a->weight_decay, a->initial_accumulator,
+			     a->lr };
+	uint64_t h = mix_in(0, (uint64_t)a->rows);
+
+	h = mix_in(h, (uint64_t)a->dim << 32 | (uint64_t)a->dtype);
+	h = mix_in(h, (uint64_t)a->table_id);
+	h = mix_in(h, a->seed);
+	h = mix_in(h, (uint64_t)a->init << 32 | (uint64_t)a->optimizer);
+	h = mix_in(h, (uint64_t)a->weight_decay_mode);
+	h = mix_in(h, (uint64_t)t->shard.kind << 32 |
+			      (uint32_t)t->shard.owner);
+	for (size_t i = 0; i < sizeof(fl) / sizeof(fl[0]); i++)
+		h = mix_in(h, float_bits(fl[i]));
+	return h;
+}
+
+/* Creating a table with more than one rank is collective: every rank
+ * must create the same tables with the same attributes in the same order
+ * (the shard plans and the steps rely on it). */
+static int same_on_every_rank(shemb_table *t)
+{
+	shemb_ctx *ctx = t->ctx;
+	int world = ctx->attr.world_size, rc;
+	uint64_t mine = fingerprint(t), *all = calloc((size_t)world, 8);
+	size_t *counts = calloc((size_t)world, sizeof(size_t));
+	size_t *displs = calloc((size_t)world, sizeof(size_t));
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = &mine,
+				 .sendcount = 8, .recvbuf = all,
+				 .recvcounts = counts, .rdispls = displs };
+
+	rc = all && counts && displs ? 0 : SHEMB_ENOMEM;
+	for (int r = 0; !rc && r < world; r++) {
+		counts[r] = 8;
+		displs[r] = (size_t)r * 8;
+	}
+	if (!rc)
+		rc = shemb__coll_run(ctx, &c);
+	for (int r = 1; !rc && r < world; r++)
+		if (all[r] != all[0])
+			rc = shemb__fail(ctx, SHEMB_EINVAL, "table '%s': rank "
+					 "%d creates it unlike rank 0 (every "
+					 "rank must create the same tables, "
+					 "alike, in the same order)", t->name,
+					 r);
+	if (rc == SHEMB_ENOMEM)
+		shemb__fail(ctx, rc, "no memory");
+	free(all);
+	free(counts);
+	free(displs);
+	return rc;
 }
 
 static void link_table(shemb_table *t)
@@ -205,6 +283,8 @@ static void table_free(shemb_table *t)
 		ctx->mem->store_free(ctx->be, &t->store);
 		shemb__ctx_release(ctx, t->store.bytes);
 	}
+	if (t->accounted)
+		shemb__shard_account(ctx, &t->attr, &t->shard, false);
 	shemb__plan_free(ctx, t->plan);
 	shemb__plan_free(ctx, t->spare);
 	pthread_rwlock_destroy(&t->rows_lock);
@@ -218,6 +298,7 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 				 shemb_table **out)
 {
 	struct shemb_table_attr a;
+	char where[96];
 	shemb_table *t;
 	int rc;
 
@@ -245,18 +326,27 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 	rc = resolve(t, &a);
 	if (rc)
 		rc = shemb__fail(ctx, rc, "no memory for the table's name");
-	else
+	if (!rc)
+		rc = shemb__shard_plan(ctx, &t->attr, &t->shard);
+	if (!rc && shemb__distributed(ctx))
+		rc = same_on_every_rank(t);
+	if (!rc)
 		rc = alloc_rows(t);
+	if (!rc) {
+		shemb__shard_account(ctx, &t->attr, &t->shard, true);
+		t->accounted = true;
+	}
 	if (rc) {
 		give_back_id(t);
 		table_free(t);
 		return rc;
 	}
 	link_table(t);
+	shemb__shard_describe(&t->shard, where, sizeof(where));
 	shemb__log(ctx, SHEMB_LOG_INFO,
-		   "table '%s': %lld rows x %d, %zu-byte records, %.1f MiB",
-		   t->name, (long long)t->attr.rows, t->attr.dim,
-		   t->store.stride, (double)t->store.bytes / 1048576.0);
+		   "table '%s': %lld rows x %d, %s, %zu-byte records, %.1f "
+		   "MiB here", t->name, (long long)t->attr.rows, t->attr.dim,
+		   where, t->store.stride, (double)t->store.bytes / 1048576.0);
 	*out = t;
 	return 0;
 }

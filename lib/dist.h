@@ -1,0 +1,120 @@
+/*
+ * dist.h - lookups and backward steps across ranks.
+ *
+ * A step is collective.  Every rank first checks its own input, then all
+ * exchange one small record each way (lib/dist_meta.c): the status of
+ * their checks, a signature of the call (kind, tables, shard plans) and
+ * the size of the message that follows.  Any failure or disagreement
+ * fails the step on every rank before a byte of a table changes.
+ *
+ * Lookup: each table's ids are deduplicated (the step plan), the distinct
+ * ids go to their owners in one alltoallv for all tables of the call, the
+ * owners answer with their rows (column-wise: their slice of each row) in
+ * a second one, and each rank pools its bags from the rows it received,
+ * with the same kernel and in the same order as a single process would.
+ * The owners keep the ids they received (the route) for the backward.
+ *
+ * Backward: each rank turns the gradients of its bags into one gradient
+ * row per distinct id (deterministic mode: one per id occurrence), sends
+ * them to the owners in one alltoallv, and each owner sums the rows of a
+ * row id in rank order and applies the optimizer once per row.
+ * Replicated tables skip the lookup exchange and send their ids with
+ * their gradients to every rank.
+ */
+#ifndef SHEMB_DIST_H
+#define SHEMB_DIST_H
+
+#include "lib/internal.h"
+#include "lib/plan.h"
+#include "lib/step.h"
+
+enum shemb__dist_kind {
+	SHEMB__DIST_LOOKUP = 1,
+	SHEMB__DIST_BACKWARD = 2,
+	SHEMB__DIST_READ = 3
+};
+
+/* One table's part of a step's exchange, kept with its step plan. */
+struct shemb__route {
+	int world;
+	int64_t nunique;
+	/* this rank as requester: the distinct ids in the order they are
+	 * sent, owner by owner (column-wise and replicated: all in order) */
+	int64_t *to_first;   /* [world + 1]: first slot of each owner */
+	int64_t *unique_at;  /* [nunique]: slot -> index in plan->unique */
+	/* this rank as owner: the ids received, rank by rank */
+	int64_t *from_first; /* [world + 1] */
+	int64_t *local;      /* local row of each received id */
+	int64_t *occ;        /* its occurrences at the rank that sent it */
+	int64_t nrecv;
+};
+
+void shemb__route_free(struct shemb__route *r);
+
+/* One alltoallv's buffers and per-peer byte counts. */
+struct shemb__xchg {
+	int world;
+	size_t *scount, *sdispl, *rcount, *rdispl; /* [world] each */
+	char *sbuf, *rbuf;
+	size_t sbytes, rbytes;
+};
+
+int shemb__xchg_init(struct shemb__xchg *x, int world);
+/* Allocate the buffers once the counts are set (displacements follow). */
+int shemb__xchg_alloc(struct shemb__xchg *x);
+int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x);
+void shemb__xchg_free(struct shemb__xchg *x);
+
+/*
+ * The exchange that opens every step.  status: this rank's result so far
+ * (its detail recorded); sig: the call's signature (0 when status is set);
+ * x->scount: bytes this rank sends each peer next.  Returns 0 with
+ * x->rcount set to the bytes each peer sends, or the status of the first
+ * rank that failed (this rank's own first), with the detail recorded.
+ */
+int shemb__dist_agree(shemb_ctx *ctx, int kind, uint64_t sig, int status,
+		      struct shemb__xchg *x);
+
+/* The signature of a step over st's tables. */
+uint64_t shemb__dist_signature(int kind, const struct shemb__step *st);
+
+/* dist_lookup.c: the exchanges of a lookup whose plans are built (every
+ * table, planned or not); pools into out. */
+int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
+		       float *const *out, int status, int kind);
+
+/* dist_backward.c: a backward whose plans were checked (status 0) or
+ * not; applies every table's updates. */
+int shemb__dist_backward(struct shemb__step *st, const float *const *grad,
+			 int status);
+
+/* backward.c: the optimizer of t's next step; the backward view of the
+ * sets of grp under plan p */
+struct shemb__opt shemb__opt_of(const shemb_table *t);
+void shemb__bwd_sets(const struct shemb__group *grp,
+		     const struct shemb__plan *p, const float *const *grad,
+		     struct shemb__bwd_set *sets);
+
+/* dist_route.c */
+int shemb__route_build(const shemb_table *t, struct shemb__plan *p);
+int shemb__route_intake(const shemb_table *t, struct shemb__route *r,
+			int peer, int64_t n, const int64_t *ids,
+			const int64_t *occ, int64_t at);
+int shemb__route_reserve_intake(struct shemb__route *r, int64_t nrecv);
+
+/* The owner's view of one table's gradient rows: distinct local rows,
+ * ascending, and for each the received rows to sum, in rank order. */
+struct shemb__merge {
+	int64_t nunique;
+	int64_t *unique;
+	int32_t *seg;   /* nunique + 1 */
+	int32_t *pos;   /* row indices */
+	int32_t *ident; /* rows -> rows, the update kernel's bag_of */
+	int64_t nrows;
+};
+
+int shemb__merge_build(const struct shemb__route *r, bool per_occurrence,
+		       struct shemb__merge *m);
+void shemb__merge_free(struct shemb__merge *m);
+
+#endif

@@ -1,0 +1,327 @@
+/*
+ * dist_lookup.c - a lookup across ranks: distinct ids to their owners,
+ * rows back, pooling here (see dist.h).
+ *
+ * Message of the ids, to each peer: one int64 count per table of the call,
+ * then per table that many ids and as many occurrence counts (int64).
+ * Message of the rows, back: per table, one row per id received, in the
+ * table's storage dtype, of the owner's columns.
+ */
+#include "lib/dist.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t dtype_bytes(int dtype)
+{
+	return dtype == SHEMB_F32 ? 4 : 2;
+}
+
+/* Bytes of one row as rank r holds it. */
+static size_t row_bytes_at(const shemb_table *t, int r)
+{
+	int c0, n;
+
+	shemb__shard_columns(&t->shard, r, &c0, &n);
+	return (size_t)n * dtype_bytes(t->attr.dtype);
+}
+
+static size_t full_row_bytes(const shemb_table *t)
+{
+	return (size_t)t->attr.dim * dtype_bytes(t->attr.dtype);
+}
+
+/* The slots of plan p this rank sends to peer (distinct ids). */
+static void slots_to(const shemb_table *t, const struct shemb__plan *p,
+		     int peer, int64_t *lo, int64_t *hi)
+{
+	const struct shemb__route *r = p->route;
+
+	switch (t->shard.kind) {
+	case SHEMB_SHARD_REPLICATED:
+		*lo = *hi = 0;
+		break;
+	case SHEMB_SHARD_COLUMN:
+		*lo = 0;
+		*hi = p->nunique;
+		break;
+	default:
+		*lo = r->to_first[peer];
+		*hi = r->to_first[peer + 1];
+	}
+}
+
+static int route_all(struct shemb__step *st, struct shemb__plan **plans)
+{
+	for (int g = 0; g < st->ngroups; g++) {
+		int rc = shemb__route_build(st->groups[g].table, plans[g]);
+
+		if (rc)
+			return shemb__fail(st->ctx, rc, "no memory to route "
+					   "the ids of table '%s'",
+					   st->groups[g].table->name);
+	}
+	return 0;
+}
+
+static void count_ids(struct shemb__step *st, struct shemb__plan **plans,
+		      struct shemb__xchg *x)
+{
+	for (int p = 0; p < x->world; p++) {
+		x->scount[p] = 8 * (size_t)st->ngroups;
+		for (int g = 0; g < st->ngroups; g++) {
+			int64_t lo, hi;
+
+			slots_to(st->groups[g].table, plans[g], p, &lo, &hi);
+			x->scount[p] += 16 * (size_t)(hi - lo);
+		}
+	}
+}
+
+static void pack_ids(struct shemb__step *st, struct shemb__plan **plans,
+		     struct shemb__xchg *x)
+{
+	for (int p = 0; p < x->world; p++) {
+		int64_t *m = (int64_t *)(x->sbuf + x->sdispl[p]);
+		int64_t *at = m + st->ngroups;
+
+		for (int g = 0; g < st->ngroups; g++) {
+			const struct shemb__plan *pl = plans[g];
+			int64_t lo, hi, n;
+
+			slots_to(st->groups[g].table, pl, p, &lo, &hi);
+			n = hi - lo;
+			m[g] = n;
+			for (int64_t k = 0; k < n; k++) {
+				int64_t u = st->groups[g].table->shard.kind ==
+							    SHEMB_SHARD_COLUMN
+						    ? lo + k
+						    : pl->route->unique_at[lo +
+									   k];
+
+				at[k] = pl->unique[u];
+				at[n + k] = pl->seg[u + 1] - pl->seg[u];
+			}
+			at += 2 * n;
+		}
+	}
+}
+
+/* What each peer asked this rank for, into each table's route. */
+static int take_in(struct shemb__step *st, struct shemb__plan **plans,
+		   const struct shemb__xchg *x)
+{
+	int w = x->world;
+
+	for (int g = 0; g < st->ngroups; g++) {
+		int64_t total = 0;
+
+		for (int p = 0; p < w; p++)
+			total += ((const int64_t *)(x->rbuf + x->rdispl[p]))[g];
+		if (shemb__route_reserve_intake(plans[g]->route, total))
+			return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	for (int p = 0; p < w; p++) {
+		const int64_t *m = (const int64_t *)(x->rbuf + x->rdispl[p]);
+		const int64_t *at = m + st->ngroups;
+
+		for (int g = 0; g < st->ngroups; g++) {
+			struct shemb__route *r = plans[g]->route;
+			int rc = shemb__route_intake(st->groups[g].table, r,
+						     p, m[g], at, at + m[g],
+						     r->from_first[p]);
+
+			if (rc)
+				return shemb__fail(st->ctx, rc, "table '%s': "
+						   "rank %d asked for a row "
+						   "this rank does not hold",
+						   st->groups[g].table->name,
+						   p);
+			at += 2 * m[g];
+		}
+	}
+	return 0;
+}
+
+static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
+		       struct shemb__xchg *x)
+{
+	for (int p = 0; p < x->world; p++) {
+		x->scount[p] = x->rcount[p] = 0;
+		for (int g = 0; g < st->ngroups; g++) {
+			const shemb_table *t = st->groups[g].table;
+			const struct shemb__route *r = plans[g]->route;
+			int64_t lo, hi;
+
+			slots_to(t, plans[g], p, &lo, &hi);
+			x->rcount[p] += (size_t)(hi - lo) * row_bytes_at(t, p);
+			x->scount[p] += (size_t)(r->from_first[p + 1] -
+						 r->from_first[p]) *
+					row_bytes_at(t, t->shard.rank);
+		}
+	}
+}
+
+/* The owner's rows for every peer, in the order it asked. */
+static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
+		      struct shemb__xchg *x)
+{
+	shemb_ctx *ctx = st->ctx;
+
+	for (int p = 0; p < x->world; p++) {
+		char *at = x->sbuf + x->sdispl[p];
+
+		for (int g = 0; g < st->ngroups; g++) {
+			shemb_table *t = st->groups[g].table;
+			const struct shemb__route *r = plans[g]->route;
+			int64_t n = r->from_first[p + 1] - r->from_first[p];
+			int rc = n ? ctx->mem->read_rows(ctx->be, &t->store, n,
+							 r->local +
+								 r->from_first[p],
+							 at, t->attr.dtype)
+				   : 0;
+
+			if (rc)
+				return shemb__fail(ctx, rc, "table '%s': "
+						   "reading rows failed",
+						   t->name);
+			at += (size_t)n * row_bytes_at(t, t->shard.rank);
+		}
+	}
+	return 0;
+}
+
+/* The rows of table g's distinct ids, whole, in plan order, from the
+ * owners' answers. */
+static void assemble(struct shemb__step *st, int g,
+		     const struct shemb__plan *pl,
+		     const struct shemb__xchg *x, const size_t *seen,
+		     char *rows)
+{
+	const shemb_table *t = st->groups[g].table;
+	size_t full = full_row_bytes(t), es = dtype_bytes(t->attr.dtype);
+
+	for (int p = 0; p < x->world; p++) {
+		const char *from = x->rbuf + x->rdispl[p] + seen[p];
+		size_t rb = row_bytes_at(t, p);
+		int64_t lo, hi;
+		int c0, nc;
+
+		slots_to(t, pl, p, &lo, &hi);
+		shemb__shard_columns(&t->shard, p, &c0, &nc);
+		for (int64_t k = lo; k < hi; k++, from += rb) {
+			int64_t u = t->shard.kind == SHEMB_SHARD_COLUMN
+					    ? k
+					    : pl->route->unique_at[k];
+
+			memcpy(rows + (size_t)u * full + (size_t)c0 * es, from,
+			       rb);
+		}
+	}
+}
+
+/* Each position's distinct-id index: the row it pools from. */
+static void rows_of_positions(const struct shemb__plan *pl, int64_t *rows_of)
+{
+	for (int64_t u = 0; u < pl->nunique; u++)
+		for (int32_t k = pl->seg[u]; k < pl->seg[u + 1]; k++)
+			rows_of[pl->pos[k]] = u;
+}
+
+static int pool_one(struct shemb__step *st, int g,
+		    const struct shemb__plan *pl, const struct shemb__xchg *x,
+		    size_t *seen, float *const *out)
+{
+	shemb_table *t = st->groups[g].table;
+	size_t full = full_row_bytes(t);
+	struct shemb__store v = { .stride = full, .rows = pl->nunique,
+				  .dim = t->attr.dim, .dtype = t->attr.dtype };
+	int64_t *rows_of;
+	int rc;
+
+	if (t->shard.kind == SHEMB_SHARD_REPLICATED)
+		return shemb__pool_group(st, &st->groups[g], pl, out,
+					 &t->store, NULL);
+	v.base = malloc((size_t)pl->nunique * full + 8);
+	v.bytes = (size_t)pl->nunique * full;
+	rows_of = malloc((size_t)(pl->nids + 1) * sizeof(int64_t));
+	if (!v.base || !rows_of) {
+		free(v.base);
+		free(rows_of);
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	assemble(st, g, pl, x, seen, v.base);
+	rows_of_positions(pl, rows_of);
+	rc = shemb__pool_group(st, &st->groups[g], pl, out, &v, rows_of);
+	for (int p = 0; p < x->world; p++) {
+		int64_t lo, hi;
+
+		slots_to(t, pl, p, &lo, &hi);
+		seen[p] += (size_t)(hi - lo) * row_bytes_at(t, p);
+	}
+	free(v.base);
+	free(rows_of);
+	return rc;
+}
+
+static int pool_all(struct shemb__step *st, struct shemb__plan **plans,
+		    const struct shemb__xchg *x, float *const *out)
+{
+	size_t *seen = calloc((size_t)x->world, sizeof(size_t));
+	int rc = seen ? 0 : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+
+	for (int g = 0; !rc && g < st->ngroups; g++)
+		rc = pool_one(st, g, plans[g], x, seen, out);
+	free(seen);
+	return rc;
+}
+
+static int exchange(struct shemb__step *st, struct shemb__plan **plans,
+		    float *const *out, struct shemb__xchg *ids,
+		    struct shemb__xchg *rows)
+{
+	int rc;
+
+	if (shemb__xchg_alloc(ids))
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	pack_ids(st, plans, ids);
+	rc = shemb__xchg_run(st->ctx, ids);
+	if (!rc)
+		rc = take_in(st, plans, ids);
+	if (rc)
+		return rc;
+	count_rows(st, plans, rows);
+	if (shemb__xchg_alloc(rows))
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	rc = serve_rows(st, plans, rows);
+	if (!rc)
+		rc = shemb__xchg_run(st->ctx, rows);
+	if (!rc)
+		rc = pool_all(st, plans, rows, out);
+	return rc;
+}
+
+int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
+		       float *const *out, int status, int kind)
+{
+	int world = st->ctx->attr.world_size, rc;
+	struct shemb__xchg ids = { 0 }, rows = { 0 };
+
+	if (shemb__xchg_init(&ids, world) || shemb__xchg_init(&rows, world)) {
+		shemb__xchg_free(&ids);
+		shemb__xchg_free(&rows);
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	if (!status)
+		status = route_all(st, plans);
+	if (!status)
+		count_ids(st, plans, &ids);
+	rc = shemb__dist_agree(st->ctx, kind,
+			       status ? 0 : shemb__dist_signature(kind, st),
+			       status, &ids);
+	if (!rc)
+		rc = exchange(st, plans, out, &ids, &rows);
+	shemb__xchg_free(&ids);
+	shemb__xchg_free(&rows);
+	return rc;
+}

@@ -1,0 +1,175 @@
+/*
+ * dist_meta.c - the record every step opens with, and the alltoallv
+ * buffers the steps use.
+ */
+#include "lib/dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/comm.h"
+#include "lib/rowinit.h"
+
+/* One rank's word to another at the start of a step. */
+struct meta {
+	int32_t status;
+	uint32_t kind;
+	uint64_t sig;
+	uint64_t bytes;     /* of the next message to the receiver */
+	char why[104];      /* the failure's detail, when status is set */
+};
+
+int shemb__xchg_init(struct shemb__xchg *x, int world)
+{
+	memset(x, 0, sizeof(*x));
+	x->world = world;
+	x->scount = calloc((size_t)world * 4, sizeof(size_t));
+	if (!x->scount)
+		return SHEMB_ENOMEM;
+	x->sdispl = x->scount + world;
+	x->rcount = x->scount + 2 * world;
+	x->rdispl = x->scount + 3 * world;
+	return 0;
+}
+
+static size_t displace(const size_t *count, size_t *displ, int n)
+{
+	size_t at = 0;
+
+	for (int i = 0; i < n; i++) {
+		displ[i] = at;
+		at += count[i];
+	}
+	return at;
+}
+
+int shemb__xchg_alloc(struct shemb__xchg *x)
+{
+	x->sbytes = displace(x->scount, x->sdispl, x->world);
+	x->rbytes = displace(x->rcount, x->rdispl, x->world);
+	x->sbuf = malloc(x->sbytes + 8);
+	x->rbuf = malloc(x->rbytes + 8);
+	return x->sbuf && x->rbuf ? 0 : SHEMB_ENOMEM;
+}
+
+int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x)
+{
+	struct shemb__coll c = {
+		.kind = SHEMB__ALLTOALLV,
+		.sendbuf = x->sbuf,
+		.recvbuf = x->rbuf,
+		.sendcounts = x->scount,
+		.sdispls = x->sdispl,
+		.recvcounts = x->rcount,
+		.rdispls = x->rdispl,
+	};
+
+	return shemb__coll_run(ctx, &c);
+}
+
+void shemb__xchg_free(struct shemb__xchg *x)
+{
+	free(x->scount);
+	free(x->sbuf);
+	free(x->rbuf);
+	memset(x, 0, sizeof(*x));
+}
+
+uint64_t shemb__dist_signature(int kind, const struct shemb__step *st)
+{
+	uint64_t h = shemb__mix64((uint64_t)kind << 32 |
+				  (uint32_t)st->ngroups);
+
+	for (int g = 0; g < st->ngroups; g++) {
+		const shemb_table *t = st->groups[g].table;
+
+		h = shemb__mix64(h ^ (uint64_t)t->attr.table_id);
+		h = shemb__mix64(h ^ (uint64_t)t->shard.kind);
+	}
+	return h | 1; /* never 0, the signature of a failed call */
+}
+
+static const char *kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case SHEMB__DIST_LOOKUP:
+		return "a lookup";
+	case SHEMB__DIST_BACKWARD:
+		return "a backward";
+	case SHEMB__DIST_READ:
+		return "read_rows";
+	default:
+		return "an unknown call";
+	}
+}
+
+static int judge(shemb_ctx *ctx, int kind, uint64_t sig,
+		 const struct meta *in, int world)
+{
+	for (int r = 0; r < world; r++) {
+		if (in[r].status) {
+			char why[sizeof(in[r].why) + 1];
+
+			memcpy(why, in[r].why, sizeof(in[r].why));
+			why[sizeof(in[r].why)] = 0;
+			return shemb__fail(ctx, in[r].status, "rank %d failed "
+					   "its part of this step: %s", r,
+					   why);
+		}
+	}
+	for (int r = 0; r < world; r++) {
+		if (in[r].kind != (uint32_t)kind)
+			return shemb__fail(ctx, SHEMB_EINVAL, "rank %d is in "
+					   "%s while this rank is in %s", r,
+					   kind_name(in[r].kind),
+					   kind_name((uint32_t)kind));
+		if (in[r].sig != sig)
+			return shemb__fail(ctx, SHEMB_EINVAL, "rank %d passes "
+					   "other tables (or in another order) "
+					   "than this rank to %s", r,
+					   kind_name((uint32_t)kind));
+	}
+	return 0;
+}
+
+int shemb__dist_agree(shemb_ctx *ctx, int kind, uint64_t sig, int status,
+		      struct shemb__xchg *x)
+{
+	int world = ctx->attr.world_size, rc;
+	struct shemb__xchg m;
+	struct meta *out, *in;
+
+	rc = shemb__xchg_init(&m, world);
+	for (int r = 0; !rc && r < world; r++)
+		m.scount[r] = m.rcount[r] = sizeof(struct meta);
+	if (!rc)
+		rc = shemb__xchg_alloc(&m);
+	if (rc) {
+		/* without the records the other ranks wait for their
+		 * timeout: nothing better is possible without memory */
+		shemb__xchg_free(&m);
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	}
+	out = (struct meta *)m.sbuf;
+	in = (struct meta *)m.rbuf;
+	for (int r = 0; r < world; r++) {
+		memset(&out[r], 0, sizeof(out[r]));
+		out[r].status = status;
+		out[r].kind = (uint32_t)kind;
+		out[r].sig = status ? 0 : sig;
+		out[r].bytes = status ? 0 : x->scount[r];
+		if (status)
+			snprintf(out[r].why, sizeof(out[r].why), "%s",
+				 shemb_ctx_last_error(ctx));
+	}
+	rc = shemb__xchg_run(ctx, &m);
+	if (!rc && status)
+		rc = status; /* this rank's own detail stays recorded */
+	if (!rc)
+		rc = judge(ctx, kind, sig, in, world);
+	for (int r = 0; !rc && r < world; r++)
+		x->rcount[r] = in[r].bytes;
+	shemb__xchg_free(&m);
+	return rc;
+}

@@ -1,0 +1,174 @@
+/*
+ * shard.c - a table's shard plan: the kind (chosen when the attrs leave
+ * it to the library), the owner of a table-wise table, and what this rank
+ * stores.
+ */
+#include "lib/internal.h"
+
+#include <stdio.h>
+
+#include "lib/shard.h"
+#include "lib/table.h"
+
+/* Tables up to this size are copied to every rank under SHARD_AUTO:
+ * their gradient exchange is small, and their lookups need no exchange. */
+#define REPLICATE_BYTES (1u << 20)
+/* Under SHARD_AUTO, a skew at least this high (Zipf exponent) spreads
+ * the columns of each row rather than the rows, so hot rows do not load
+ * one rank (EmbRace). */
+#define COLUMN_SKEW 1.0f
+/* Fewer rows than this per rank are not worth spreading. */
+#define MIN_ROWS_PER_RANK 64
+
+static uint64_t table_bytes(const struct shemb_table_attr *a)
+{
+	uint64_t row = (uint64_t)a->dim * (a->dtype == SHEMB_F32 ? 4 : 2) +
+		       4ull * (uint64_t)shemb__opt_state_floats(a->optimizer,
+								 a->dim);
+
+	return row * (uint64_t)a->rows;
+}
+
+static bool column_fits(const struct shemb_table_attr *a, int world)
+{
+	return a->dim >= world && a->optimizer != SHEMB_OPT_ROWWISE_ADAGRAD;
+}
+
+static int choose_kind(const struct shemb_table_attr *a, int world)
+{
+	if (world == 1)
+		return SHEMB_SHARD_ROW;
+	if (table_bytes(a) <= REPLICATE_BYTES)
+		return SHEMB_SHARD_REPLICATED;
+	if (a->expected_skew >= COLUMN_SKEW && a->dim >= 2 * world &&
+	    column_fits(a, world))
+		return SHEMB_SHARD_COLUMN;
+	if (a->rows < (int64_t)MIN_ROWS_PER_RANK * world)
+		return SHEMB_SHARD_TABLE;
+	return SHEMB_SHARD_ROW;
+}
+
+/* The rank holding the fewest bytes of tables so far (lowest on ties):
+ * every rank creates the same tables in the same order, so all agree. */
+static int least_loaded(const shemb_ctx *ctx)
+{
+	int best = 0;
+
+	for (int r = 1; r < ctx->attr.world_size; r++)
+		if (ctx->rank_bytes[r] < ctx->rank_bytes[best])
+			best = r;
+	return best;
+}
+
+static int check_kind(shemb_ctx *ctx, const struct shemb_table_attr *a,
+		      int world)
+{
+	const char *name = a->name ? a->name : "(unnamed)";
+
+	if (a->shard < SHEMB_SHARD_AUTO || a->shard > SHEMB_SHARD_REPLICATED)
+		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': shard %d is "
+				   "not an enum shemb_shard value", name,
+				   a->shard);
+	if (a->shard_owner < -1 || a->shard_owner >= world)
+		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': shard_owner "
+				   "%d is not -1 or a rank below %d", name,
+				   a->shard_owner, world);
+	if (!(a->expected_skew >= 0.0f && a->expected_skew <= 100.0f))
+		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': "
+				   "expected_skew must be in 0 .. 100", name);
+	if (a->shard == SHEMB_SHARD_COLUMN && world > 1 && a->dim < world)
+		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': column-wise "
+				   "over %d ranks needs dim >= %d, not %d",
+				   name, world, world, a->dim);
+	if (a->shard == SHEMB_SHARD_COLUMN && world > 1 &&
+	    a->optimizer == SHEMB_OPT_ROWWISE_ADAGRAD)
+		return shemb__fail(ctx, SHEMB_ENOTSUP, "table '%s': row-wise "
+				   "Adagrad needs whole rows; column-wise "
+				   "tables do not support it in this release",
+				   name);
+	return 0;
+}
+
+int shemb__shard_plan(shemb_ctx *ctx, const struct shemb_table_attr *a,
+		      struct shemb__shard *s)
+{
+	int world = ctx->attr.world_size, rc = check_kind(ctx, a, world);
+
+	if (rc)
+		return rc;
+	*s = (struct shemb__shard){
+		.kind = a->shard == SHEMB_SHARD_AUTO ? choose_kind(a, world)
+						     : a->shard,
+		.world = world,
+		.rank = ctx->attr.rank,
+		.rows = a->rows,
+		.dim = a->dim,
+		.local_rows = a->rows,
+	};
+	if (world == 1) {
+		s->ncols = a->dim;
+		return 0;
+	}
+	shemb__shard_columns(s, s->rank, &s->col0, &s->ncols);
+	if (s->kind == SHEMB_SHARD_TABLE) {
+		s->owner = a->shard_owner >= 0 ? a->shard_owner
+					       : least_loaded(ctx);
+		s->local_rows = s->owner == s->rank ? a->rows : 0;
+	} else if (s->kind == SHEMB_SHARD_ROW) {
+		while ((1ll << s->bits) < a->rows || s->bits == 0)
+			s->bits++;
+		s->key = (uint64_t)a->table_id * 0x2545f4914f6cdd1dull;
+		s->local_rows = a->rows > s->rank
+					? (a->rows - s->rank + world - 1) / world
+					: 0;
+	}
+	return 0;
+}
+
+/* Account the bytes each rank holds, for the owners of later tables. */
+void shemb__shard_account(shemb_ctx *ctx, const struct shemb_table_attr *a,
+			  const struct shemb__shard *s, bool add)
+{
+	uint64_t bytes = table_bytes(a), per = bytes / (uint64_t)s->world;
+
+	if (s->world == 1)
+		return;
+	pthread_mutex_lock(&ctx->lock);
+	for (int r = 0; r < s->world; r++) {
+		uint64_t v = s->kind == SHEMB_SHARD_REPLICATED ? bytes
+			     : s->kind == SHEMB_SHARD_TABLE
+				     ? (r == s->owner ? bytes : 0)
+				     : per;
+
+		ctx->rank_bytes[r] += add ? v : -v;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+const char *shemb__shard_name(int kind)
+{
+	static const char *const names[] = { "auto", "row-wise",
+					     "column-wise", "table-wise",
+					     "replicated" };
+
+	return kind >= 0 && kind <= 4 ? names[kind] : "?";
+}
+
+int shemb__shard_describe(const struct shemb__shard *s, char *buf,
+			  size_t len)
+{
+	if (s->world == 1)
+		return snprintf(buf, len, "local");
+	switch (s->kind) {
+	case SHEMB_SHARD_TABLE:
+		return snprintf(buf, len, "table-wise on rank %d", s->owner);
+	case SHEMB_SHARD_COLUMN:
+		return snprintf(buf, len, "column-wise, %d columns of %d here",
+				s->ncols, s->dim);
+	case SHEMB_SHARD_ROW:
+		return snprintf(buf, len, "row-wise, %lld of %lld rows here",
+				(long long)s->local_rows, (long long)s->rows);
+	default:
+		return snprintf(buf, len, "replicated");
+	}
+}

@@ -1,0 +1,434 @@
+/*
+ * dist_rank.c - one rank of the distributed-table tests, started by
+ * shemb-run from tests/test_dist.sh.
+ *
+ * Usage: dist_rank [--deterministic] [--steps N]
+ *
+ * Every rank trains the same tables (each shard plan with each optimizer)
+ * for N steps on random bags, and alongside it a single-process reference:
+ * a one-rank context that looks up and trains on every rank's bag sets,
+ * rank 0's first (each rank can make every rank's bags, since they are a
+ * function of (step, rank, table)).  Lookups and, at the end, every row of
+ * every table must equal the reference within 1e-5 relative (bf16 tables:
+ * within their rounding), and bit for bit with --deterministic.  Along the way: a table created differently on
+ * one rank, a bad id and a non-finite gradient on one rank must fail the
+ * call on every rank and change nothing.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shemb.h>
+
+#define MAX_SETS 4
+#define NBAGS 9
+
+static int rank, world, deterministic;
+static shemb_ctx *ctx, *ref;
+
+#define FAIL(...)                                                            \
+	do {                                                                 \
+		fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__,     \
+			__LINE__);                                           \
+		fprintf(stderr, __VA_ARGS__);                                \
+		fprintf(stderr, "\n");                                       \
+		exit(1);                                                     \
+	} while (0)
+
+#define CHECK_RC(c, call)                                                    \
+	do {                                                                 \
+		int rc_ = (call);                                            \
+		if (rc_)                                                     \
+			FAIL("%s = %d (%s): %s", #call, rc_,                 \
+			     shemb_strerror(rc_), shemb_ctx_last_error(c));  \
+	} while (0)
+
+static uint64_t mix(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+struct rng {
+	uint64_t s;
+};
+
+static uint64_t next(struct rng *r)
+{
+	return mix(r->s++);
+}
+
+static int below(struct rng *r, int n)
+{
+	return (int)(next(r) % (uint64_t)n);
+}
+
+/* ---- the tables ---- */
+
+struct tcase {
+	int shard, optimizer, dtype, dim;
+	int64_t rows;
+	shemb_table *t, *rt; /* distributed, reference */
+};
+
+#define NCASES 15
+static struct tcase cases[NCASES];
+static int ncases;
+
+static void add_case(int shard, int opt, int dtype, int dim, int64_t rows)
+{
+	struct tcase *c = &cases[ncases++];
+	struct shemb_table_attr a;
+
+	c->shard = shard;
+	c->optimizer = opt;
+	c->dtype = dtype;
+	c->dim = dim;
+	c->rows = rows;
+	shemb_table_attr_init(&a);
+	a.rows = rows;
+	a.dim = dim;
+	a.dtype = dtype;
+	a.table_id = 100 + ncases;
+	a.seed = 7;
+	a.optimizer = opt;
+	a.lr = 0.05f;
+	a.shard = shard;
+	if (opt == SHEMB_OPT_ADAM) {
+		a.weight_decay = 0.01f;
+		a.weight_decay_mode = SHEMB_WD_DECOUPLED;
+	}
+	if (opt == SHEMB_OPT_ADAGRAD)
+		a.initial_accumulator = 0.1f;
+	CHECK_RC(ctx, shemb_table_create(ctx, &a, &c->t));
+	CHECK_RC(ref, shemb_table_create(ref, &a, &c->rt));
+}
+
+static void make_tables(void)
+{
+	static const int shards[] = { SHEMB_SHARD_ROW, SHEMB_SHARD_COLUMN,
+				      SHEMB_SHARD_TABLE,
+				      SHEMB_SHARD_REPLICATED };
+	static const int opts[] = { SHEMB_OPT_SGD, SHEMB_OPT_ADAGRAD,
+				    SHEMB_OPT_ROWWISE_ADAGRAD,
+				    SHEMB_OPT_ADAM };
+
+	for (int s = 0; s < 4; s++)
+		for (int o = 0; o < 4; o++) {
+			if (shards[s] == SHEMB_SHARD_COLUMN &&
+			    opts[o] == SHEMB_OPT_ROWWISE_ADAGRAD)
+				continue;
+			/* uneven rows and columns over the ranks; one
+			 * table of each plan in bf16 */
+			add_case(shards[s], opts[o],
+				 o == 1 ? SHEMB_BF16 : SHEMB_F32,
+				 s == 1 ? 10 : 8, 97 + 31 * s);
+		}
+}
+
+/* A table created unlike on the other ranks fails everywhere. */
+static void check_create_mismatch(void)
+{
+	struct shemb_table_attr a;
+	shemb_table *t = NULL;
+	int rc;
+
+	if (world == 1)
+		return;
+	shemb_table_attr_init(&a);
+	a.rows = 50;
+	a.dim = rank == world - 1 ? 5 : 4;
+	a.table_id = 99;
+	rc = shemb_table_create(ctx, &a, &t);
+	if (rc != SHEMB_EINVAL || t)
+		FAIL("a table created unlike on rank %d: %d", world - 1, rc);
+	if (!strstr(shemb_ctx_last_error(ctx), "unlike"))
+		FAIL("detail: %s", shemb_ctx_last_error(ctx));
+}
+
+/* ---- bags ---- */
+
+struct set {
+	struct shemb_bags b;
+	int64_t offsets[NBAGS + 1];
+	int64_t *ids;
+	float *weights;
+	float *out, *ref_out, *grad;
+	int64_t out_rows;
+};
+
+static void free_set(struct set *s)
+{
+	free(s->ids);
+	free(s->weights);
+	free(s->out);
+	free(s->ref_out);
+	free(s->grad);
+}
+
+/* Rank r's bag set k of table c at this step: mostly hot ids, so that
+ * ranks share rows; some empty bags; pooling and weights by set. */
+static void make_set(struct set *s, int step, int r, int ci, int k)
+{
+	const struct tcase *c = &cases[ci];
+	struct rng g = { mix((uint64_t)step << 40 ^ (uint64_t)r << 32 ^
+			     (uint64_t)ci << 8 ^ (uint64_t)k) };
+	int64_t n = 0;
+
+	memset(s, 0, sizeof(*s));
+	shemb_bags_init(&s->b);
+	s->b.table = c->t;
+	s->b.pooling = (ci + k + step) % 4;
+	s->b.nbags = NBAGS;
+	s->offsets[0] = 0;
+	for (int b = 0; b < NBAGS; b++)
+		s->offsets[b + 1] = s->offsets[b] +
+				    (below(&g, 5) == 0 ? 0 : 1 + below(&g, 6));
+	n = s->offsets[NBAGS];
+	s->ids = malloc((size_t)(n + 1) * sizeof(int64_t));
+	s->weights = (k + step) % 3 == 0
+			     ? malloc((size_t)(n + 1) * sizeof(float))
+			     : NULL;
+	for (int64_t i = 0; i < n; i++) {
+		s->ids[i] = below(&g, 2) ? below(&g, 12)
+					 : below(&g, (int)c->rows);
+		if (s->weights)
+			s->weights[i] = 0.25f + (float)below(&g, 8) * 0.25f;
+	}
+	s->b.offsets = s->offsets;
+	s->b.nids = n;
+	s->b.ids = s->ids;
+	s->b.weights = s->weights;
+	s->out_rows = s->b.pooling == SHEMB_POOL_NONE ? n : NBAGS;
+	s->out = calloc((size_t)(s->out_rows * c->dim + 1), sizeof(float));
+	s->ref_out = calloc((size_t)(s->out_rows * c->dim + 1),
+			    sizeof(float));
+	s->grad = malloc((size_t)(s->out_rows * c->dim + 1) * sizeof(float));
+	for (int64_t v = 0; v < s->out_rows * c->dim; v++)
+		s->grad[v] = (float)(below(&g, 2001) - 1000) * 1e-3f;
+}
+
+/* Sets per table: 1 or 2, the same on every rank at a step. */
+static int nsets_of(int step, int ci)
+{
+	return 1 + (step + ci) % 2;
+}
+
+/* ---- comparing ---- */
+
+static void same(const float *a, const float *b, int64_t n, const char *what,
+		 int step, int ci)
+{
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t x, y;
+		double big = fmax(fabs(a[i]), fabs(b[i]));
+		/* fp32 tables within 1e-5; a bf16 table's rows round to 8
+		 * bits, and a last-bit difference of a sum may round a row
+		 * one bf16 step apart (pooled lookups sum such rows) */
+		double tol = cases[ci].dtype == SHEMB_BF16
+				     ? 8e-3 * big + 4e-3
+				     : 1e-5 * big + 1e-7;
+
+		memcpy(&x, &a[i], 4);
+		memcpy(&y, &b[i], 4);
+		if (deterministic ? x != y : fabs(a[i] - b[i]) > tol)
+			FAIL("%s of table %d (shard %d, optimizer %d) at step "
+			     "%d, value %lld: %.9g, the reference %.9g", what,
+			     ci, cases[ci].shard, cases[ci].optimizer, step,
+			     (long long)i, a[i], b[i]);
+	}
+}
+
+static void compare_tables(int step)
+{
+	for (int ci = 0; ci < ncases; ci++) {
+		const struct tcase *c = &cases[ci];
+		int64_t n = c->rows;
+		int64_t *ids = malloc((size_t)n * sizeof(int64_t));
+		float *a = malloc((size_t)(n * c->dim) * sizeof(float));
+		float *b = malloc((size_t)(n * c->dim) * sizeof(float));
+
+		for (int64_t i = 0; i < n; i++)
+			ids[i] = (i * 7 + rank) % n; /* every id, any order */
+		CHECK_RC(ctx, shemb_table_read_rows(c->t, n, ids, a,
+						    SHEMB_F32));
+		CHECK_RC(ref, shemb_table_read_rows(c->rt, n, ids, b,
+						    SHEMB_F32));
+		same(a, b, n * c->dim, "rows", step, ci);
+		free(ids);
+		free(a);
+		free(b);
+	}
+}
+
+/* ---- one step ---- */
+
+struct step {
+	int nmine;
+	struct shemb_bags mine[NCASES * MAX_SETS];
+	float *out[NCASES * MAX_SETS];
+	const float *grad[NCASES * MAX_SETS];
+	int nref;
+	struct shemb_bags refb[NCASES * MAX_SETS * 4];
+	float *ref_out[NCASES * MAX_SETS * 4];
+	const float *ref_grad[NCASES * MAX_SETS * 4];
+	struct set *sets; /* [world][ncases][MAX_SETS] */
+	int set_of_mine[NCASES * MAX_SETS]; /* index in sets */
+};
+
+static struct set *set_at(struct step *s, int r, int ci, int k)
+{
+	return &s->sets[((size_t)r * NCASES + ci) * MAX_SETS + k];
+}
+
+/* This rank's call: its sets, tables in order; the reference's: every
+ * rank's sets, rank by rank (its tables' position order). */
+static void build_step(struct step *s, int step)
+{
+	s->sets = calloc((size_t)world * NCASES * MAX_SETS, sizeof(*s->sets));
+	s->nmine = s->nref = 0;
+	for (int r = 0; r < world; r++) {
+		for (int ci = 0; ci < ncases; ci++) {
+			for (int k = 0; k < nsets_of(step, ci); k++) {
+				struct set *x = set_at(s, r, ci, k);
+
+				make_set(x, step, r, ci, k);
+				s->refb[s->nref] = x->b;
+				s->refb[s->nref].table = cases[ci].rt;
+				s->ref_out[s->nref] = x->ref_out;
+				s->ref_grad[s->nref++] = x->grad;
+				if (r != rank)
+					continue;
+				s->mine[s->nmine] = x->b;
+				s->out[s->nmine] = x->out;
+				s->grad[s->nmine++] = x->grad;
+			}
+		}
+	}
+}
+
+static void free_step(struct step *s)
+{
+	for (size_t i = 0; i < (size_t)world * NCASES * MAX_SETS; i++)
+		free_set(&s->sets[i]);
+	free(s->sets);
+}
+
+static void check_outputs(struct step *s, int step)
+{
+	for (int ci = 0; ci < ncases; ci++)
+		for (int k = 0; k < nsets_of(step, ci); k++) {
+			struct set *x = set_at(s, rank, ci, k);
+
+			same(x->out, x->ref_out, x->out_rows * cases[ci].dim,
+			     "lookup", step, ci);
+		}
+}
+
+/* One rank's bad input fails the call on every rank; the guilty rank's
+ * detail names its fault, the others' the guilty rank. */
+static void expect_all_fail(int rc, const char *call, const char *mine)
+{
+	const char *why = shemb_ctx_last_error(ctx);
+	char other[32];
+
+	snprintf(other, sizeof(other), "rank %d", world - 1);
+	if (rc != SHEMB_EINVAL)
+		FAIL("%s with a bad rank gave %d, not SHEMB_EINVAL: %s", call,
+		     rc, why);
+	if (!strstr(why, rank == world - 1 ? mine : other))
+		FAIL("%s: detail '%s' lacks '%s'", call, why,
+		     rank == world - 1 ? mine : other);
+}
+
+static void bad_lookup(struct step *s)
+{
+	int64_t saved = s->mine[0].ids ? s->mine[0].ids[0] : 0;
+	int rc;
+
+	if (rank == world - 1 && s->mine[0].nids > 0)
+		((int64_t *)s->mine[0].ids)[0] = 1 << 30;
+	else if (rank == world - 1)
+		s->mine[0].nbags = -1;
+	rc = shemb_lookup(ctx, s->nmine, s->mine, s->out, 0);
+	if (rank == world - 1 && s->mine[0].nids > 0)
+		((int64_t *)s->mine[0].ids)[0] = saved;
+	s->mine[0].nbags = NBAGS;
+	expect_all_fail(rc, "lookup", "bags[0]");
+}
+
+static void bad_backward(struct step *s)
+{
+	float *g = (float *)s->grad[0];
+	float saved = g[0];
+	int rc;
+
+	if (rank == world - 1)
+		g[0] = NAN;
+	rc = shemb_backward(ctx, s->nmine, s->mine, s->grad);
+	g[0] = saved;
+	expect_all_fail(rc, "backward", "grad");
+}
+
+static void run_step(int step, int steps)
+{
+	struct step *s = calloc(1, sizeof(*s));
+
+	build_step(s, step);
+	if (world > 1 && step == steps / 2)
+		bad_lookup(s);
+	CHECK_RC(ctx, shemb_lookup(ctx, s->nmine, s->mine, s->out, 0));
+	CHECK_RC(ref, shemb_lookup(ref, s->nref, s->refb, s->ref_out, 0));
+	check_outputs(s, step);
+	if (world > 1 && step == steps / 2)
+		bad_backward(s);
+	CHECK_RC(ctx, shemb_backward(ctx, s->nmine, s->mine, s->grad));
+	CHECK_RC(ref, shemb_backward(ref, s->nref, s->refb, s->ref_grad));
+	if (step == steps / 2)
+		compare_tables(step); /* the failed calls changed nothing */
+	free_step(s);
+	free(s);
+}
+
+int main(int argc, char **argv)
+{
+	struct shemb_ctx_attr a;
+	int steps = 20;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--deterministic"))
+			deterministic = 1;
+		else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+			steps = atoi(argv[++i]);
+		else
+			FAIL("unknown argument %s", argv[i]);
+	}
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 1;
+	a.deterministic = deterministic;
+	a.timeout_ms = 60000;
+	CHECK_RC(NULL, shemb_ctx_create(&a, &ctx));
+	shemb_ctx_get_attr(ctx, &a);
+	rank = a.rank;
+	world = a.world_size;
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 1;
+	a.rank = 0;
+	a.world_size = 1;
+	CHECK_RC(NULL, shemb_ctx_create(&a, &ref));
+	check_create_mismatch();
+	make_tables();
+	for (int step = 0; step < steps; step++)
+		run_step(step, steps);
+	compare_tables(steps);
+	shemb_ctx_destroy(ref);
+	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
+	if (rank == 0)
+		printf("ok: %d ranks, %d tables, %d steps%s\n", world, ncases,
+		       steps, deterministic ? ", deterministic" : "");
+	return 0;
+}

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Distributed tables: shemb-run starts 1 to 4 ranks of tests/dist_rank,
+# which train every shard plan with every optimizer against a
+# single-process reference (within 1e-5, and bit for bit in deterministic
+# mode), over shm, and 3 ranks over tcp;ofi_rxm (loopback); every run
+# bounded in time.
+run=$top_builddir/tools/shemb-run
+rank=$top_builddir/tests/dist_rank
+fails=0
+
+one() { # provider ranks [options...]
+	p=$1 n=$2
+	shift 2
+	if out=$("$run" -n "$n" --provider "$p" --timeout 300 \
+		"$rank" "$@" 2>&1); then
+		echo "ok   $p n=$n $*"
+	else
+		echo "FAIL $p n=$n $* (exit $?)"
+		echo "$out" | tail -n 20
+		fails=$((fails + 1))
+	fi
+}
+
+for n in 1 2 3 4; do
+	one shm "$n"
+	one shm "$n" --deterministic
+done
+one "tcp;ofi_rxm" 3 --deterministic --steps 6
+[ "$fails" -eq 0 ]
