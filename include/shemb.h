@@ -452,12 +452,40 @@ struct shemb_table_stats {
 	uint64_t plan_ns;      /* time deduplicating ids (step plan) */
 	uint64_t pool_ns;      /* time gathering and pooling rows */
 	uint64_t update_ns;    /* time coalescing and applying updates */
+	/* more than one rank: */
+	uint64_t sent_bytes;     /* this table's part of the step messages
+				  * to other ranks (ids, rows, gradients) */
+	uint64_t received_bytes; /* ... and from them */
+	uint64_t exchange_ns;    /* time in the exchanges of the steps that
+				  * had this table (one exchange serves all
+				  * tables of a call: each counts it) */
 };
 
 /* Cumulative counters of a table since creation or the last reset. */
 SHEMB_API int shemb_table_stats(const shemb_table *table,
 				struct shemb_table_stats *stats);
 SHEMB_API int shemb_table_stats_reset(shemb_table *table);
+
+/* The exchanges of a step across ranks. */
+enum shemb_phase {
+	SHEMB_PHASE_IDS = 0,   /* lookup: distinct ids to their owners */
+	SHEMB_PHASE_ROWS = 1,  /* lookup: the owners' rows back */
+	SHEMB_PHASE_GRADS = 2  /* backward: gradient rows to the owners */
+};
+
+/* Bytes of the table's part of one phase that this rank sent to and
+ * received from each rank (sent[r], received[r], world_size entries each;
+ * either may be NULL), since creation or the last reset.  Entry `rank`
+ * counts what stayed on this rank. */
+SHEMB_API int shemb_table_stats_peers(const shemb_table *table, int phase,
+				      uint64_t *sent, uint64_t *received);
+
+/* A line per table of the context: its shard plan (as chosen for
+ * SHEMB_SHARD_AUTO) and what this rank holds of it, into buf (always
+ * terminated when len > 0).  Returns the length the whole text needs,
+ * as snprintf does, or a negative SHEMB_E* code. */
+SHEMB_API int shemb_ctx_plan_describe(const shemb_ctx *ctx, char *buf,
+				      size_t len);
 
 #ifdef __cplusplus
 }

@@ -168,8 +168,14 @@ static void pack_all(const struct shemb__step *st, const struct grads *gr,
 		int64_t *m = (int64_t *)(x->sbuf + x->sdispl[p]);
 		char *at = (char *)(m + st->ngroups);
 
-		for (int g = 0; g < st->ngroups; g++)
+		for (int g = 0; g < st->ngroups; g++) {
+			char *from = at;
+
 			pack_one(st, g, p, &gr[g], &m[g], &at);
+			shemb__stats_peer(st->groups[g].table,
+					  SHEMB_PHASE_GRADS, p,
+					  8 + (uint64_t)(at - from), 0);
+		}
 	}
 }
 
@@ -219,8 +225,12 @@ static int locate(const struct shemb__step *st, const struct shemb__xchg *x,
 		size_t at = x->rdispl[p] + 8 * (size_t)ng;
 
 		for (int g = 0; g < ng; g++) {
+			size_t n = part_bytes(st, g, p, x->rbuf + at, m[g]);
+
 			start[(size_t)p * ng + g] = at;
-			at += part_bytes(st, g, p, x->rbuf + at, m[g]);
+			at += n;
+			shemb__stats_peer(st->groups[g].table,
+					  SHEMB_PHASE_GRADS, p, 0, 8 + n);
 		}
 		if (at != x->rdispl[p] + x->rcount[p])
 			return shemb__fail(st->ctx, SHEMB_EINTERNAL, "rank %d "
@@ -362,6 +372,7 @@ int shemb__dist_backward(struct shemb__step *st, const float *const *grad,
 	int world = st->ctx->attr.world_size, rc;
 	struct grads *gr = calloc((size_t)st->ngroups + 1, sizeof(*gr));
 	struct shemb__xchg x = { 0 };
+	uint64_t t0 = shemb__now_ns();
 
 	if (!gr || shemb__xchg_init(&x, world)) {
 		free(gr);
@@ -381,8 +392,11 @@ int shemb__dist_backward(struct shemb__step *st, const float *const *grad,
 			       status, &x);
 	if (!rc)
 		rc = send_and_apply(st, gr, &x);
-	for (int g = 0; g < st->ngroups; g++)
+	for (int g = 0; g < st->ngroups; g++) {
 		free(gr[g].rows);
+		SHEMB__STAT_ADD(st->groups[g].table, exchange_ns,
+				shemb__now_ns() - t0);
+	}
 	free(gr);
 	shemb__xchg_free(&x);
 	return rc;

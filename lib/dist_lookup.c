@@ -92,6 +92,8 @@ static void pack_ids(struct shemb__step *st, struct shemb__plan **plans,
 			slots_to(st->groups[g].table, pl, p, &lo, &hi);
 			n = hi - lo;
 			m[g] = n;
+			shemb__stats_peer(st->groups[g].table,
+					  SHEMB_PHASE_IDS, p, 8 + 16 * n, 0);
 			for (int64_t k = 0; k < n; k++) {
 				int64_t u = st->groups[g].table->shard.kind ==
 							    SHEMB_SHARD_COLUMN
@@ -131,6 +133,9 @@ static int take_in(struct shemb__step *st, struct shemb__plan **plans,
 						     p, m[g], at, at + m[g],
 						     r->from_first[p]);
 
+			shemb__stats_peer(st->groups[g].table,
+					  SHEMB_PHASE_IDS, p, 0,
+					  8 + 16 * (uint64_t)m[g]);
 			if (rc)
 				return shemb__fail(st->ctx, rc, "table '%s': "
 						   "rank %d asked for a row "
@@ -153,11 +158,17 @@ static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
 			const struct shemb__route *r = plans[g]->route;
 			int64_t lo, hi;
 
+			size_t in, out;
+
 			slots_to(t, plans[g], p, &lo, &hi);
-			x->rcount[p] += (size_t)(hi - lo) * row_bytes_at(t, p);
-			x->scount[p] += (size_t)(r->from_first[p + 1] -
-						 r->from_first[p]) *
-					row_bytes_at(t, t->shard.rank);
+			in = (size_t)(hi - lo) * row_bytes_at(t, p);
+			out = (size_t)(r->from_first[p + 1] -
+				       r->from_first[p]) *
+			      row_bytes_at(t, t->shard.rank);
+			x->rcount[p] += in;
+			x->scount[p] += out;
+			shemb__stats_peer(st->groups[g].table,
+					  SHEMB_PHASE_ROWS, p, out, in);
 		}
 	}
 }
@@ -306,6 +317,7 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 {
 	int world = st->ctx->attr.world_size, rc;
 	struct shemb__xchg ids = { 0 }, rows = { 0 };
+	uint64_t t0 = shemb__now_ns();
 
 	if (shemb__xchg_init(&ids, world) || shemb__xchg_init(&rows, world)) {
 		shemb__xchg_free(&ids);
@@ -321,6 +333,9 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 			       status, &ids);
 	if (!rc)
 		rc = exchange(st, plans, out, &ids, &rows);
+	for (int g = 0; g < st->ngroups; g++)
+		SHEMB__STAT_ADD(st->groups[g].table, exchange_ns,
+				shemb__now_ns() - t0);
 	shemb__xchg_free(&ids);
 	shemb__xchg_free(&rows);
 	return rc;

@@ -59,6 +59,9 @@ struct shemb__stats {
 	atomic_uint_fast64_t lookups, backwards, bags, ids, unique_ids;
 	atomic_uint_fast64_t rows_updated;
 	atomic_uint_fast64_t validate_ns, plan_ns, pool_ns, update_ns;
+	atomic_uint_fast64_t sent_bytes, received_bytes, exchange_ns;
+	/* [phase][0 sent, 1 received][rank]: 3 * 2 * world entries */
+	atomic_uint_fast64_t *peer_bytes;
 };
 
 struct shemb__plan;
@@ -127,6 +130,12 @@ SHEMB__HIDDEN void shemb__shard_account(shemb_ctx *ctx,
 SHEMB__HIDDEN const char *shemb__shard_name(int kind);
 SHEMB__HIDDEN int shemb__shard_describe(const struct shemb__shard *s,
 					char *buf, size_t len);
+
+/* stats.c: count bytes of table t's part of phase with peer */
+SHEMB__HIDDEN int shemb__stats_init(shemb_table *t);
+SHEMB__HIDDEN void shemb__stats_free(shemb_table *t);
+SHEMB__HIDDEN void shemb__stats_peer(shemb_table *t, int phase, int peer,
+				     uint64_t sent, uint64_t received);
 
 /* True when the context's tables and steps span more than one rank. */
 static inline bool shemb__distributed(const shemb_ctx *ctx)

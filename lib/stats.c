@@ -3,6 +3,7 @@
  */
 #include "lib/internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define STATS_V1_SIZE                                                        \
@@ -37,6 +38,9 @@ SHEMB_API int shemb_table_stats(const shemb_table *t,
 		.plan_ns = LOAD(m, plan_ns),
 		.pool_ns = LOAD(m, pool_ns),
 		.update_ns = LOAD(m, update_ns),
+		.sent_bytes = LOAD(m, sent_bytes),
+		.received_bytes = LOAD(m, received_bytes),
+		.exchange_ns = LOAD(m, exchange_ns),
 	};
 	memcpy((char *)out + sizeof(size_t), (char *)&s + sizeof(size_t),
 	       (out->size < sizeof(s) ? out->size : sizeof(s)) -
@@ -58,5 +62,62 @@ SHEMB_API int shemb_table_stats_reset(shemb_table *t)
 	ZERO(t, plan_ns);
 	ZERO(t, pool_ns);
 	ZERO(t, update_ns);
+	ZERO(t, sent_bytes);
+	ZERO(t, received_bytes);
+	ZERO(t, exchange_ns);
+	for (int i = 0; i < 6 * t->ctx->attr.world_size; i++)
+		atomic_store_explicit(&t->stats.peer_bytes[i], 0,
+				      memory_order_relaxed);
+	return 0;
+}
+
+int shemb__stats_init(shemb_table *t)
+{
+	t->stats.peer_bytes = calloc(6 * (size_t)t->ctx->attr.world_size,
+				     sizeof(*t->stats.peer_bytes));
+	return t->stats.peer_bytes ? 0 : SHEMB_ENOMEM;
+}
+
+void shemb__stats_free(shemb_table *t)
+{
+	free(t->stats.peer_bytes);
+}
+
+void shemb__stats_peer(shemb_table *t, int phase, int peer, uint64_t sent,
+		       uint64_t received)
+{
+	size_t w = (size_t)t->ctx->attr.world_size;
+	atomic_uint_fast64_t *pb = t->stats.peer_bytes + (size_t)phase * 2 * w;
+
+	atomic_fetch_add_explicit(&pb[peer], sent, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pb[w + (size_t)peer], received,
+				  memory_order_relaxed);
+	if (peer == t->shard.rank)
+		return;
+	SHEMB__STAT_ADD(t, sent_bytes, sent);
+	SHEMB__STAT_ADD(t, received_bytes, received);
+}
+
+SHEMB_API int shemb_table_stats_peers(const shemb_table *t, int phase,
+				      uint64_t *sent, uint64_t *received)
+{
+	size_t w;
+	atomic_uint_fast64_t *pb;
+
+	if (!t)
+		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	if (phase < SHEMB_PHASE_IDS || phase > SHEMB_PHASE_GRADS)
+		return shemb__fail(t->ctx, SHEMB_EINVAL, "phase %d is not an "
+				   "enum shemb_phase value", phase);
+	w = (size_t)t->ctx->attr.world_size;
+	pb = t->stats.peer_bytes + (size_t)phase * 2 * w;
+	for (size_t r = 0; r < w; r++) {
+		if (sent)
+			sent[r] = atomic_load_explicit(&pb[r],
+						       memory_order_relaxed);
+		if (received)
+			received[r] = atomic_load_explicit(
+				&pb[w + r], memory_order_relaxed);
+	}
 	return 0;
 }

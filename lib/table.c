@@ -287,6 +287,7 @@ static void table_free(shemb_table *t)
 		shemb__shard_account(ctx, &t->attr, &t->shard, false);
 	shemb__plan_free(ctx, t->plan);
 	shemb__plan_free(ctx, t->spare);
+	shemb__stats_free(t);
 	pthread_rwlock_destroy(&t->rows_lock);
 	pthread_mutex_destroy(&t->plan_lock);
 	free(t->name);
@@ -324,8 +325,10 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 	init_rows_lock(&t->rows_lock);
 	pthread_mutex_init(&t->plan_lock, NULL);
 	rc = resolve(t, &a);
+	if (!rc)
+		rc = shemb__stats_init(t);
 	if (rc)
-		rc = shemb__fail(ctx, rc, "no memory for the table's name");
+		rc = shemb__fail(ctx, rc, "no memory for the table");
 	if (!rc)
 		rc = shemb__shard_plan(ctx, &t->attr, &t->shard);
 	if (!rc && shemb__distributed(ctx))
@@ -391,4 +394,35 @@ SHEMB_API int shemb_table_set_lr(shemb_table *t, float lr)
 	t->attr.lr = lr;
 	pthread_rwlock_unlock(&t->rows_lock);
 	return 0;
+}
+
+SHEMB_API int shemb_ctx_plan_describe(const shemb_ctx *ctx, char *buf,
+				      size_t len)
+{
+	const shemb_table *last;
+	size_t need = 0;
+
+	if (!ctx || (!buf && len))
+		return shemb__fail(ctx, SHEMB_EINVAL, "ctx or buf is NULL");
+	if (len)
+		buf[0] = 0;
+	pthread_mutex_lock((pthread_mutex_t *)&ctx->lock);
+	last = ctx->tables;
+	while (last && last->next)
+		last = last->next;
+	for (const shemb_table *t = last; t; t = t->prev) { /* oldest first */
+		char where[96];
+		int n;
+
+		shemb__shard_describe(&t->shard, where, sizeof(where));
+		n = snprintf(need < len ? buf + need : NULL,
+			     need < len ? len - need : 0,
+			     "table '%s' (id %lld): %lld rows x %d, %s\n",
+			     t->name, (long long)t->attr.table_id,
+			     (long long)t->attr.rows, t->attr.dim, where);
+		if (n > 0)
+			need += (size_t)n;
+	}
+	pthread_mutex_unlock((pthread_mutex_t *)&ctx->lock);
+	return need > INT32_MAX ? INT32_MAX : (int)need;
 }
