@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "tools/bench.h"
 #include "tools/bench_comm.h"
+#include "tools/bench_train.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -30,6 +31,9 @@ static const char usage_text[] =
 "            gradients per distinct row and apply the optimizer\n"
 "  comm      collectives between ranks on this host: shemb_alltoallv and\n"
 "            shemb_allreduce against OpenMPI and raw libfabric (options\n"
+"            below)\n"
+"  train     a training step loop over N local ranks: sharded tables\n"
+"            against dense AllReduce and AllGather of gradients (options\n"
 "            below)\n"
 "\n"
 "Options of lookup and backward:\n"
@@ -62,6 +66,8 @@ static void usage(FILE *f)
 	fputs(usage_text, f);
 	fputc('\n', f);
 	fputs(bench_comm_usage, f);
+	fputc('\n', f);
+	fputs(bench_train_usage, f);
 }
 
 /* ---- options ---- */
@@ -415,6 +421,12 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "-h") || !strcmp(mode, "--help")) {
 		usage(stdout);
 		return 0;
+	}
+	if (!strcmp(mode, "train") || !strcmp(mode, "train-rank")) {
+		argv[1] = (char *)"shemb-bench";
+		if (!strcmp(mode, "train"))
+			return bench_train(argc - 1, argv + 1);
+		return bench_train_rank(argc - 1, argv + 1);
 	}
 	/* comm has options of its own; comm-rank and comm-raw are the jobs
 	 * it starts */
