@@ -150,6 +150,136 @@ static void check_create_mismatch(void)
 		FAIL("detail: %s", shemb_ctx_last_error(ctx));
 }
 
+/* Bad shard attrs fail on every rank alike, before any exchange. */
+static void check_rejections(void)
+{
+	static const struct {
+		int shard, owner, dim, opt;
+		float skew;
+		int want; /* with one rank; more ranks: want_dist */
+		int want_dist;
+	} bad[] = {
+		{ 9, -1, 8, SHEMB_OPT_SGD, 0, SHEMB_EINVAL, SHEMB_EINVAL },
+		{ SHEMB_SHARD_TABLE, 64, 8, SHEMB_OPT_SGD, 0, SHEMB_EINVAL,
+		  SHEMB_EINVAL },
+		{ SHEMB_SHARD_ROW, -1, 8, SHEMB_OPT_SGD, -1, SHEMB_EINVAL,
+		  SHEMB_EINVAL },
+		{ SHEMB_SHARD_COLUMN, -1, 1, SHEMB_OPT_SGD, 0, 0,
+		  SHEMB_EINVAL },
+		{ SHEMB_SHARD_COLUMN, -1, 8, SHEMB_OPT_ROWWISE_ADAGRAD, 0, 0,
+		  SHEMB_ENOTSUP },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct shemb_table_attr a;
+		shemb_table *t = NULL;
+		int want = world > 1 ? bad[i].want_dist : bad[i].want, rc;
+
+		shemb_table_attr_init(&a);
+		a.rows = 40;
+		a.dim = bad[i].dim;
+		a.shard = bad[i].shard;
+		a.shard_owner = bad[i].owner;
+		a.optimizer = bad[i].opt;
+		a.expected_skew = bad[i].skew;
+		rc = shemb_table_create(ctx, &a, &t);
+		if (rc != want)
+			FAIL("bad shard attrs %zu: %d, not %d: %s", i, rc, want,
+			     shemb_ctx_last_error(ctx));
+		shemb_table_destroy(t);
+	}
+}
+
+/* write_rows is refused across ranks, and changes nothing. */
+static void check_write_refused(void)
+{
+	float row[10] = { 1 };
+	int64_t id = 3;
+	int rc;
+
+	if (world == 1)
+		return;
+	rc = shemb_table_write_rows(cases[0].t, 1, &id, row, SHEMB_F32, 0);
+	if (rc != SHEMB_ENOTSUP)
+		FAIL("write_rows across ranks gave %d", rc);
+}
+
+/* The plan of each table, as described, and the described length. */
+static void check_describe(void)
+{
+	static const char *const words[] = { "?", "row-wise", "column-wise",
+					     "table-wise", "replicated" };
+	char buf[4096];
+	int n = shemb_ctx_plan_describe(ctx, buf, sizeof(buf));
+
+	if (n < 0 || (size_t)n != strlen(buf))
+		FAIL("plan_describe returned %d for %zu bytes", n,
+		     strlen(buf));
+	for (int ci = 0; ci < ncases; ci++) {
+		char name[32], *line;
+
+		snprintf(name, sizeof(name), "'table%d'", 101 + ci);
+		line = strstr(buf, name);
+		if (!line || !strstr(line, world > 1 ? words[cases[ci].shard]
+						     : "local"))
+			FAIL("plan_describe: %s is not %s in:\n%s", name,
+			     world > 1 ? words[cases[ci].shard] : "local", buf);
+	}
+}
+
+/* What each rank says it sent a peer is what the peer says it received,
+ * phase by phase; the totals are the sums over the other ranks. */
+static void check_peer_stats(void)
+{
+	size_t w = (size_t)world;
+	uint64_t *mine = calloc(2 * w, 8), *all = calloc(2 * w * w, 8);
+	size_t *cnt = calloc(w, sizeof(size_t)), *dsp = calloc(w, sizeof(size_t));
+
+	for (size_t r = 0; r < w; r++) {
+		cnt[r] = 2 * w * 8;
+		dsp[r] = r * 2 * w * 8;
+	}
+	for (int ci = 0; ci < ncases; ci++) {
+		struct shemb_table_stats st = { .size = sizeof(st) };
+		uint64_t sent = 0, recv = 0;
+
+		CHECK_RC(ctx, shemb_table_stats(cases[ci].t, &st));
+		for (int ph = SHEMB_PHASE_IDS; ph <= SHEMB_PHASE_GRADS; ph++) {
+			CHECK_RC(ctx, shemb_table_stats_peers(cases[ci].t, ph,
+							      mine, mine + w));
+			CHECK_RC(ctx, shemb_allgatherv(ctx, mine, 2 * w * 8,
+						       all, cnt, dsp, NULL));
+			for (size_t a = 0; a < w; a++)
+				for (size_t b = 0; b < w; b++)
+					if (all[a * 2 * w + b] !=
+					    all[b * 2 * w + w + a])
+						FAIL("table %d phase %d: rank "
+						     "%zu sent %llu to %zu, "
+						     "which received %llu", ci,
+						     ph, a, (unsigned long long)
+						     all[a * 2 * w + b], b,
+						     (unsigned long long)
+						     all[b * 2 * w + w + a]);
+			for (size_t p = 0; p < w; p++)
+				if (p != (size_t)rank) {
+					sent += mine[p];
+					recv += mine[w + p];
+				}
+		}
+		if (sent != st.sent_bytes || recv != st.received_bytes ||
+		    (world > 1 && sent == 0))
+			FAIL("table %d: %llu/%llu bytes sent/received by "
+			     "peer, %llu/%llu in total", ci,
+			     (unsigned long long)sent, (unsigned long long)recv,
+			     (unsigned long long)st.sent_bytes,
+			     (unsigned long long)st.received_bytes);
+	}
+	free(mine);
+	free(all);
+	free(cnt);
+	free(dsp);
+}
+
 /* ---- bags ---- */
 
 struct set {
@@ -425,6 +555,10 @@ int main(int argc, char **argv)
 	for (int step = 0; step < steps; step++)
 		run_step(step, steps);
 	compare_tables(steps);
+	check_rejections();
+	check_write_refused();
+	check_describe();
+	check_peer_stats();
 	shemb_ctx_destroy(ref);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	if (rank == 0)
