@@ -380,6 +380,43 @@ static int write_rows(void *p, struct shemb__store *s, int64_t n,
 	return rc;
 }
 
+/* ---- conversion ---- */
+
+struct convert_task {
+	const struct shemb__kernels *k;
+	struct shemb__block dst, src;
+	int64_t rows;
+	int cols;
+};
+
+static void convert_block(void *arg, int64_t task)
+{
+	struct convert_task *t = arg;
+	int64_t r0 = task * COPY_BLOCK_ROWS;
+	int64_t nr = t->rows - r0 < COPY_BLOCK_ROWS ? t->rows - r0
+						    : COPY_BLOCK_ROWS;
+	struct shemb__block d = t->dst, s = t->src;
+
+	d.ptr = (char *)d.ptr + (size_t)r0 * d.stride;
+	s.ptr = (char *)s.ptr + (size_t)r0 * s.stride;
+	shemb__convert2d(t->k, d, s, nr, t->cols);
+}
+
+static int convert(void *p, void *dst, int dst_dtype, size_t dst_stride,
+		   const void *src, int src_dtype, size_t src_stride,
+		   int64_t rows, int cols)
+{
+	struct cpu *be = p;
+	struct convert_task t = {
+		be->k, { dst, dst_dtype, dst_stride },
+		{ (void *)src, src_dtype, src_stride }, rows, cols
+	};
+
+	shemb__pool_run(be->pool, ceil_div(rows, COPY_BLOCK_ROWS),
+			convert_block, &t);
+	return 0;
+}
+
 /* ---- misc ---- */
 
 static void *scratch_alloc(void *p, size_t bytes)
@@ -415,6 +452,7 @@ const struct shemb_mem_ops shemb__cpu_mem_ops = {
 	.gather_pool = gather_pool,
 	.apply_updates = apply_updates,
 	.coalesce = coalesce,
+	.convert = convert,
 	.read_rows = read_rows,
 	.write_rows = write_rows,
 	.scratch_alloc = scratch_alloc,

@@ -259,6 +259,10 @@ struct shemb_table_attr {
 			       * (default): the rank holding fewest bytes */
 	float expected_skew;  /* Zipf exponent the ids are expected to
 			       * follow, for SHARD_AUTO; default 0 */
+	int wire_dtype;       /* between ranks, rows and gradients travel
+			       * as SHEMB_F16 or SHEMB_BF16 (half the bytes
+			       * of fp32, rounded); SHEMB_F32 (default):
+			       * rows as stored, gradients in fp32 */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size

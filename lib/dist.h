@@ -51,6 +51,23 @@ struct shemb__route {
 
 void shemb__route_free(struct shemb__route *r);
 
+/* The dtype of a table's rows and of its gradients between ranks. */
+static inline int shemb__wire_rows(const shemb_table *t)
+{
+	return t->attr.wire_dtype == SHEMB_F32 ? t->attr.dtype
+					       : t->attr.wire_dtype;
+}
+
+static inline int shemb__wire_grads(const shemb_table *t)
+{
+	return t->attr.wire_dtype;
+}
+
+static inline size_t shemb__dtype_bytes(int dtype)
+{
+	return dtype == SHEMB_F32 ? 4 : 2;
+}
+
 /* One alltoallv's buffers and per-peer byte counts. */
 struct shemb__xchg {
 	int world;

@@ -16,10 +16,36 @@
 #include <string.h>
 
 /* This rank's gradient rows of one table: [nunique][dim], or in
- * deterministic mode [nids][dim] in plan position order. */
+ * deterministic mode [nids][dim] in plan position order, in the table's
+ * wire dtype. */
 struct grads {
-	float *rows;
+	void *rows;
 };
+
+static size_t grad_bytes(const shemb_table *t)
+{
+	return shemb__dtype_bytes(shemb__wire_grads(t));
+}
+
+/* fp32 rows into the wire dtype (a new buffer in place of the old). */
+static int to_wire(shemb_ctx *ctx, const shemb_table *t, void **rows,
+		   int64_t n)
+{
+	int dim = t->attr.dim, rc;
+	void *wire;
+
+	if (shemb__wire_grads(t) == SHEMB_F32 || n == 0)
+		return 0;
+	wire = malloc((size_t)n * (size_t)dim * 2 + 8);
+	if (!wire)
+		return SHEMB_ENOMEM;
+	rc = ctx->mem->convert(ctx->be, wire, shemb__wire_grads(t),
+			       (size_t)dim * 2, *rows, SHEMB_F32,
+			       (size_t)dim * 4, n, dim);
+	free(*rows);
+	*rows = wire;
+	return rc;
+}
 
 static bool per_occurrence(const shemb_ctx *ctx)
 {
@@ -105,6 +131,8 @@ static int make_grads(struct shemb__step *st, int g, const float *const *grad,
 	}
 	shemb__bwd_sets(grp, p, grad, sets);
 	rc = st->ctx->mem->coalesce(st->ctx->be, &job, out->rows, occ);
+	if (!rc)
+		rc = to_wire(st->ctx, t, &out->rows, n);
 	free(sets);
 	return rc ? shemb__fail(st->ctx, rc, "table '%s': gradients failed "
 				"in the backend", t->name)
@@ -123,7 +151,7 @@ static size_t bytes_to(const struct shemb__step *st, int g, int peer)
 	for (int64_t s = lo; s < hi; s++)
 		rows += rows_of(p, unique_at(t, p, s), occ);
 	return (replicated(t) ? 16 * (size_t)(hi - lo) : 0) +
-	       pad8((size_t)rows * (size_t)nc * sizeof(float));
+	       pad8((size_t)rows * (size_t)nc * grad_bytes(t));
 }
 
 static void pack_one(const struct shemb__step *st, int g, int peer,
@@ -133,8 +161,9 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 	const struct shemb__plan *p = t->plan;
 	bool occ = per_occurrence(st->ctx);
 	int dim = t->attr.dim, c0, nc = ncols_at(t, peer, &c0);
+	size_t es = grad_bytes(t);
 	int64_t lo, hi;
-	float *f;
+	char *f;
 
 	slots_to(t, p, peer, &lo, &hi);
 	*count = replicated(t) ? hi - lo : 0;
@@ -147,18 +176,20 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 		}
 		*at += 16 * (size_t)p->nunique;
 	}
-	f = (float *)*at;
+	f = *at;
 	for (int64_t s = lo; s < hi; s++) {
 		int64_t u = unique_at(t, p, s);
 		int64_t first = occ ? p->seg[u] : u;
 
 		for (int64_t k = 0; k < rows_of(p, u, occ); k++) {
-			memcpy(f, gr->rows + (size_t)(first + k) * (size_t)dim +
-					  c0, (size_t)nc * sizeof(float));
-			f += nc;
+			memcpy(f, (const char *)gr->rows +
+					  ((size_t)(first + k) * (size_t)dim +
+					   (size_t)c0) * es,
+			       (size_t)nc * es);
+			f += (size_t)nc * es;
 		}
 	}
-	*at += pad8((size_t)((char *)f - *at));
+	*at += pad8((size_t)(f - *at));
 }
 
 static void pack_all(const struct shemb__step *st, const struct grads *gr,
@@ -210,7 +241,7 @@ static size_t part_bytes(const struct shemb__step *st, int g, int peer,
 
 	return (replicated(t) ? 16 * (size_t)count : 0) +
 	       pad8((size_t)rows_from(st, g, peer, seg, count) * (size_t)nc *
-		    sizeof(float));
+		    grad_bytes(t));
 }
 
 /* Where each table's part of each peer's message starts: start[p * G + g].
@@ -267,7 +298,7 @@ static int replicated_route(const struct shemb__step *st, int g,
 	return 0;
 }
 
-/* Table g's gradient rows from every peer, in rank order, into one
+/* Table g's gradient rows from every peer, in rank order, into one fp32
  * buffer. */
 static float *gather_rows(const struct shemb__step *st, int g,
 			  const struct shemb__xchg *x, const size_t *start,
@@ -275,18 +306,38 @@ static float *gather_rows(const struct shemb__step *st, int g,
 {
 	const shemb_table *t = st->groups[g].table;
 	int c0, nc = ncols_at(t, t->shard.rank, &c0);
+	size_t es = grad_bytes(t), row = (size_t)nc * es;
 	float *rows = malloc((size_t)nrows * (size_t)nc * sizeof(float) + 8);
-	float *at = rows;
+	char *wire = es == 4 ? (char *)rows : malloc((size_t)nrows * row + 8);
+	char *at = wire;
 
-	for (int p = 0; rows && p < x->world; p++) {
+	if (!rows || !wire) {
+		free(rows);
+		if (es != 4)
+			free(wire);
+		return NULL;
+	}
+	for (int p = 0; p < x->world; p++) {
 		const char *seg = x->rbuf + start[(size_t)p * st->ngroups + g];
 		int64_t n = ((const int64_t *)(x->rbuf + x->rdispl[p]))[g];
 		int64_t k = rows_from(st, g, p, seg, n);
 
 		if (replicated(t))
 			seg += 16 * (size_t)n;
-		memcpy(at, seg, (size_t)k * (size_t)nc * sizeof(float));
-		at += (size_t)k * (size_t)nc;
+		memcpy(at, seg, (size_t)k * row);
+		at += (size_t)k * row;
+	}
+	if (es != 4) {
+		int rc = st->ctx->mem->convert(st->ctx->be, rows, SHEMB_F32,
+					       (size_t)nc * sizeof(float),
+					       wire, shemb__wire_grads(t), row,
+					       nrows, nc);
+
+		free(wire);
+		if (rc) {
+			free(rows);
+			return NULL;
+		}
 	}
 	return rows;
 }

@@ -12,23 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t dtype_bytes(int dtype)
-{
-	return dtype == SHEMB_F32 ? 4 : 2;
-}
-
 /* Bytes of one row as rank r holds it. */
 static size_t row_bytes_at(const shemb_table *t, int r)
 {
 	int c0, n;
 
 	shemb__shard_columns(&t->shard, r, &c0, &n);
-	return (size_t)n * dtype_bytes(t->attr.dtype);
+	return (size_t)n * shemb__dtype_bytes(shemb__wire_rows(t));
 }
 
 static size_t full_row_bytes(const shemb_table *t)
 {
-	return (size_t)t->attr.dim * dtype_bytes(t->attr.dtype);
+	return (size_t)t->attr.dim * shemb__dtype_bytes(shemb__wire_rows(t));
 }
 
 /* The slots of plan p this rank sends to peer (distinct ids). */
@@ -189,7 +184,8 @@ static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
 			int rc = n ? ctx->mem->read_rows(ctx->be, &t->store, n,
 							 r->local +
 								 r->from_first[p],
-							 at, t->attr.dtype)
+							 at,
+							 shemb__wire_rows(t))
 				   : 0;
 
 			if (rc)
@@ -210,7 +206,8 @@ static void assemble(struct shemb__step *st, int g,
 		     char *rows)
 {
 	const shemb_table *t = st->groups[g].table;
-	size_t full = full_row_bytes(t), es = dtype_bytes(t->attr.dtype);
+	size_t full = full_row_bytes(t);
+	size_t es = shemb__dtype_bytes(shemb__wire_rows(t));
 
 	for (int p = 0; p < x->world; p++) {
 		const char *from = x->rbuf + x->rdispl[p] + seen[p];
@@ -246,7 +243,8 @@ static int pool_one(struct shemb__step *st, int g,
 	shemb_table *t = st->groups[g].table;
 	size_t full = full_row_bytes(t);
 	struct shemb__store v = { .stride = full, .rows = pl->nunique,
-				  .dim = t->attr.dim, .dtype = t->attr.dtype };
+				  .dim = t->attr.dim,
+				  .dtype = shemb__wire_rows(t) };
 	int64_t *rows_of;
 	int rc;
 

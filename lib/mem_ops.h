@@ -106,6 +106,11 @@ struct shemb_mem_ops {
 	int (*write_rows)(void *be, struct shemb__store *s, int64_t n,
 			  const int64_t *ids, const void *in, int dtype,
 			  const float *reset_state);
+	/* rows x cols values from a strided block of one dtype to another
+	 * (exact: round to nearest even) */
+	int (*convert)(void *be, void *dst, int dst_dtype, size_t dst_stride,
+		       const void *src, int src_dtype, size_t src_stride,
+		       int64_t rows, int cols);
 	/* staging memory for plans and scratch, from the backend's arena */
 	void *(*scratch_alloc)(void *be, size_t bytes);
 	void (*scratch_free)(void *be, void *p, size_t bytes);

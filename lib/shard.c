@@ -83,6 +83,10 @@ static int check_kind(shemb_ctx *ctx, const struct shemb_table_attr *a,
 	if (!(a->expected_skew >= 0.0f && a->expected_skew <= 100.0f))
 		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': "
 				   "expected_skew must be in 0 .. 100", name);
+	if (a->wire_dtype != SHEMB_F32 && a->wire_dtype != SHEMB_F16 &&
+	    a->wire_dtype != SHEMB_BF16)
+		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': wire_dtype "
+				   "must be SHEMB_F32, F16 or BF16", name);
 	if (a->shard == SHEMB_SHARD_COLUMN && world > 1 && a->dim < world)
 		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': column-wise "
 				   "over %d ranks needs dim >= %d, not %d",

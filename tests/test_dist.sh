@@ -2,8 +2,8 @@
 # Distributed tables: shemb-run starts 1 to 4 ranks of tests/dist_rank,
 # which train every shard plan with every optimizer against a
 # single-process reference (within 1e-5, and bit for bit in deterministic
-# mode), over shm, and 3 ranks over tcp;ofi_rxm (loopback); every run
-# bounded in time.
+# mode), over shm, and 3 ranks over tcp;ofi_rxm (loopback); also with rows
+# and gradients in 16 bits on the wire; every run bounded in time.
 run=$top_builddir/tools/shemb-run
 rank=$top_builddir/tests/dist_rank
 fails=0
@@ -25,5 +25,7 @@ for n in 1 2 3 4; do
 	one shm "$n"
 	one shm "$n" --deterministic
 done
+one shm 3 --wire bf16
+one shm 4 --wire f16 --steps 8
 one "tcp;ofi_rxm" 3 --deterministic --steps 6
 [ "$fails" -eq 0 ]

@@ -30,6 +30,8 @@ const char bench_train_usage[] =
 "  --batch N           bags per table and rank (default 2048)\n"
 "  --scale N           divide every table's rows by N (default 1)\n"
 "  --deterministic     libshemb's deterministic mode\n"
+"  --wire T            libshemb's rows and gradients between ranks: f32\n"
+"                      (default), bf16 or f16\n"
 "  --timeout SECONDS   limit of each rank count's job (default 600)\n"
 "  --shemb-run PATH    the launcher (default: next to this program)\n";
 
@@ -45,7 +47,7 @@ struct topts {
 	int64_t ranks[MAX_RANKS];
 	int nranks;
 	const char *provider, *shemb_run;
-	char pass[8][32]; /* options handed to the ranks */
+	char pass[16][32]; /* options handed to the ranks */
 	int npass;
 	double timeout;
 };
@@ -203,6 +205,7 @@ static const struct option train_long[] = {
 	{ "batch", required_argument, NULL, 'b' },
 	{ "scale", required_argument, NULL, 'c' },
 	{ "deterministic", no_argument, NULL, 'd' },
+	{ "wire", required_argument, NULL, 'w' },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "shemb-run", required_argument, NULL, 'R' },
 	{ NULL, 0, NULL, 0 }
@@ -245,6 +248,12 @@ static int parse(int argc, char **argv, struct topts *o)
 			break;
 		case 'd':
 			pass_opt(o, "--deterministic", NULL);
+			break;
+		case 'w':
+			if (strcmp(optarg, "f32") && strcmp(optarg, "bf16") &&
+			    strcmp(optarg, "f16"))
+				return -1;
+			pass_opt(o, "--wire", optarg);
 			break;
 		case 't':
 			o->timeout = atof(optarg);

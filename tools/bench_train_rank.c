@@ -41,6 +41,7 @@ struct opts {
 	int steps, passes, batches;
 	int64_t batch, scale;
 	int deterministic;
+	int wire; /* wire_dtype of libshemb's tables */
 };
 
 struct table {
@@ -107,6 +108,7 @@ static int create_table(struct rank *r, struct table *t, int ti)
 	a.dim = t->s.dim;
 	a.lr = LR;
 	a.expected_skew = (float)t->s.zipf_s;
+	a.wire_dtype = r->o.wire;
 	rc = shemb_table_create(r->ctx, &a, &t->t);
 	if (rc)
 		return fail(r, "shemb_table_create", rc);
@@ -422,6 +424,7 @@ static const struct option rank_long[] = {
 	{ "batch", required_argument, NULL, 'b' },
 	{ "scale", required_argument, NULL, 'c' },
 	{ "deterministic", no_argument, NULL, 'd' },
+	{ "wire", required_argument, NULL, 'w' },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -448,6 +451,11 @@ static int parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'd':
 			o->deterministic = 1;
+			break;
+		case 'w':
+			o->wire = !strcmp(optarg, "bf16")  ? SHEMB_BF16
+				  : !strcmp(optarg, "f16") ? SHEMB_F16
+							   : SHEMB_F32;
 			break;
 		default:
 			return -1;
