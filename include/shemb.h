@@ -276,7 +276,9 @@ static inline void shemb_table_attr_init(struct shemb_table_attr *attr)
 
 /* Create a table of attr->rows rows of attr->dim values, initialised so
  * that a value depends only on (seed, table_id, row, column).  Fails with
- * SHEMB_ENOMEM when its storage would exceed the context's host budget. */
+ * SHEMB_ENOMEM when its storage would exceed the context's host budget.
+ * With more than one rank it is collective: every rank creates the same
+ * tables alike in the same order, and the table exists on all or none. */
 SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 				 const struct shemb_table_attr *attr,
 				 shemb_table **table);
@@ -294,14 +296,16 @@ SHEMB_API int shemb_table_get_attr(const shemb_table *table,
 SHEMB_API int shemb_table_set_lr(shemb_table *table, float lr);
 
 /* Copy rows out as values of dtype (SHEMB_F32, F16 or BF16) into
- * out[n][dim].  Reading in the storage dtype is exact. */
+ * out[n][dim].  Reading in the storage dtype is exact.  With more than one
+ * rank it is collective: each rank gets its ids' rows from their owners. */
 SHEMB_API int shemb_table_read_rows(shemb_table *table, int64_t n,
 				    const int64_t *ids, void *out, int dtype);
 
 /* Overwrite rows from in[n][dim] of dtype, rounding to the storage dtype
  * (round to nearest even).  Values must be finite, also once rounded (1e6
- * does not fit fp16); a repeated id takes the last of its rows.  Optimizer state is kept, unless flags has
- * SHEMB_WRITE_RESET_STATE. */
+ * does not fit fp16); a repeated id takes the last of its rows.  Optimizer
+ * state is kept, unless flags has SHEMB_WRITE_RESET_STATE.  Not supported
+ * with more than one rank in this release (SHEMB_ENOTSUP). */
 #define SHEMB_WRITE_RESET_STATE (1u << 0)
 SHEMB_API int shemb_table_write_rows(shemb_table *table, int64_t n,
 				     const int64_t *ids, const void *in,
@@ -354,8 +358,10 @@ static inline void shemb_bags_init(struct shemb_bags *bags)
  * of the table's dim floats (POOL_NONE: bags[i].nids rows).  A table may
  * appear more than once.  Unless flags has SHEMB_LOOKUP_NO_GRAD, the step
  * plan (distinct ids, and which positions use each) is kept for the
- * following shemb_backward() with the same bags.  Tables are local to
- * each rank in this release: lookups and backward do not communicate.
+ * following shemb_backward() with the same bags.  With more than one
+ * rank it is collective: every rank calls it with the same tables in the
+ * same order (each with its own bags), and a failure on one rank fails it
+ * on all (shemb(7)).
  */
 SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
 			   const struct shemb_bags *bags, float *const *out,
@@ -369,7 +375,8 @@ SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
  * must be those it had in that lookup, in the same order (pooling, counts,
  * offsets, ids, weights given or not; weight values are taken from this
  * call): anything else gives SHEMB_EINVAL, no plan SHEMB_ESTATE.  Consumes
- * the plans.
+ * the plans.  With more than one rank it is collective, as shemb_lookup:
+ * the owners of the rows sum the ranks' gradients in rank order.
  */
 SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 			     const struct shemb_bags *bags,

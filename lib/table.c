@@ -202,39 +202,78 @@ static uint64_t fingerprint(const shemb_table *t)
 	return h;
 }
 
-/* Creating a table with more than one rank is collective: every rank
- * must create the same tables with the same attributes in the same order
- * (the shard plans and the steps rely on it). */
-static int same_on_every_rank(shemb_table *t)
+/* Every rank's word (8 bytes) on a table being created. */
+static int allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all)
 {
-	shemb_ctx *ctx = t->ctx;
 	int world = ctx->attr.world_size, rc;
-	uint64_t mine = fingerprint(t), *all = calloc((size_t)world, 8);
 	size_t *counts = calloc((size_t)world, sizeof(size_t));
 	size_t *displs = calloc((size_t)world, sizeof(size_t));
 	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = &mine,
 				 .sendcount = 8, .recvbuf = all,
 				 .recvcounts = counts, .rdispls = displs };
 
-	rc = all && counts && displs ? 0 : SHEMB_ENOMEM;
+	rc = counts && displs ? 0 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	for (int r = 0; !rc && r < world; r++) {
 		counts[r] = 8;
 		displs[r] = (size_t)r * 8;
 	}
 	if (!rc)
 		rc = shemb__coll_run(ctx, &c);
+	free(counts);
+	free(displs);
+	return rc;
+}
+
+/*
+ * Creating a table with more than one rank is collective: every rank must
+ * create the same tables with the same attributes in the same order (the
+ * shard plans and the steps rely on it).  Ranks compare fingerprints of
+ * the attributes first; a rank whose own checks failed (status) sends 0,
+ * so that every rank fails, not only the one that saw the problem.
+ */
+static int same_on_every_rank(shemb_ctx *ctx, const shemb_table *t,
+			      const char *name, int status)
+{
+	int world = ctx->attr.world_size, rc;
+	uint64_t *all = calloc((size_t)world, 8);
+
+	if (!all)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	rc = allgather_word(ctx, status ? 0 : fingerprint(t) | 1, all);
+	if (!rc && status)
+		rc = status; /* this rank's own detail stays */
+	for (int r = 0; !rc && r < world; r++)
+		if (all[r] == 0)
+			rc = shemb__fail(ctx, SHEMB_EINVAL, "table '%s': rank "
+					 "%d refused its attributes", name, r);
 	for (int r = 1; !rc && r < world; r++)
 		if (all[r] != all[0])
 			rc = shemb__fail(ctx, SHEMB_EINVAL, "table '%s': rank "
 					 "%d creates it unlike rank 0 (every "
 					 "rank must create the same tables, "
-					 "alike, in the same order)", t->name,
-					 r);
-	if (rc == SHEMB_ENOMEM)
-		shemb__fail(ctx, rc, "no memory");
+					 "alike, in the same order)", name, r);
 	free(all);
-	free(counts);
-	free(displs);
+	return rc;
+}
+
+/* After allocation: the table exists on every rank or on none. */
+static int made_on_every_rank(shemb_ctx *ctx, const char *name, int status)
+{
+	int world = ctx->attr.world_size, rc;
+	uint64_t *all = calloc((size_t)world, 8);
+
+	if (!all)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	rc = allgather_word(ctx, (uint64_t)(int64_t)status, all);
+	if (!rc && status)
+		rc = status;
+	for (int r = 0; !rc && r < world; r++)
+		if (all[r])
+			rc = shemb__fail(ctx, (int)(int64_t)all[r], "table "
+					 "'%s': rank %d could not create it "
+					 "(%s)", name, r,
+					 shemb_strerror((int)(int64_t)all[r]));
+	free(all);
 	return rc;
 }
 
@@ -295,56 +334,80 @@ static void table_free(shemb_table *t)
 	free(t);
 }
 
-SHEMB_API int shemb_table_create(shemb_ctx *ctx,
-				 const struct shemb_table_attr *attr,
-				 shemb_table **out)
+static int copy_attr(shemb_ctx *ctx, const struct shemb_table_attr *attr,
+		     struct shemb_table_attr *a)
 {
-	struct shemb_table_attr a;
-	char where[96];
-	shemb_table *t;
-	int rc;
-
-	if (!ctx)
-		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
-	if (!attr || !out)
-		return shemb__fail(ctx, SHEMB_EINVAL, "attr or table is NULL");
-	*out = NULL;
-	shemb_table_attr_init(&a);
-	if (shemb__copy_sized(&a, sizeof(a), attr, TABLE_ATTR_V1_SIZE))
+	shemb_table_attr_init(a);
+	if (shemb__copy_sized(a, sizeof(*a), attr, TABLE_ATTR_V1_SIZE))
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "attr->size %zu is not a struct "
 				   "shemb_table_attr this library knows (set "
 				   "it with shemb_table_attr_init)",
 				   attr->size);
-	rc = shemb__table_attr_check(ctx, &a);
-	if (rc)
-		return rc;
-	t = calloc(1, sizeof(*t));
+	return shemb__table_attr_check(ctx, a);
+}
+
+static int new_table(shemb_ctx *ctx, const struct shemb_table_attr *a,
+		     shemb_table **out)
+{
+	shemb_table *t = calloc(1, sizeof(*t));
+	int rc;
+
+	*out = t;
 	if (!t)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a table");
 	t->ctx = ctx;
 	init_rows_lock(&t->rows_lock);
 	pthread_mutex_init(&t->plan_lock, NULL);
-	rc = resolve(t, &a);
+	rc = resolve(t, a);
 	if (!rc)
 		rc = shemb__stats_init(t);
 	if (rc)
-		rc = shemb__fail(ctx, rc, "no memory for the table");
+		return shemb__fail(ctx, rc, "no memory for the table");
+	return shemb__shard_plan(ctx, &t->attr, &t->shard);
+}
+
+/* With more than one rank every step below meets the other ranks, even
+ * after this rank failed: all of them fail together. */
+SHEMB_API int shemb_table_create(shemb_ctx *ctx,
+				 const struct shemb_table_attr *attr,
+				 shemb_table **out)
+{
+	struct shemb_table_attr a;
+	bool dist = ctx && shemb__distributed(ctx);
+	const char *name;
+	char where[96];
+	shemb_table *t = NULL;
+	int rc;
+
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	if (!attr || !out)
+		rc = shemb__fail(ctx, SHEMB_EINVAL, "attr or table is NULL");
+	else
+		rc = copy_attr(ctx, attr, &a);
+	if (out)
+		*out = NULL;
+	if (rc && !dist)
+		return rc;
 	if (!rc)
-		rc = shemb__shard_plan(ctx, &t->attr, &t->shard);
-	if (!rc && shemb__distributed(ctx))
-		rc = same_on_every_rank(t);
+		rc = new_table(ctx, &a, &t);
+	name = t && t->name ? t->name : !rc && a.name ? a.name : "(unnamed)";
+	if (dist)
+		rc = same_on_every_rank(ctx, t, name, rc);
 	if (!rc)
 		rc = alloc_rows(t);
-	if (!rc) {
-		shemb__shard_account(ctx, &t->attr, &t->shard, true);
-		t->accounted = true;
-	}
+	if (dist)
+		rc = made_on_every_rank(ctx, name, rc);
 	if (rc) {
-		give_back_id(t);
-		table_free(t);
+		if (t) {
+			give_back_id(t);
+			table_free(t);
+		}
 		return rc;
 	}
+	shemb__shard_account(ctx, &t->attr, &t->shard, true);
+	t->accounted = true;
 	link_table(t);
 	shemb__shard_describe(&t->shard, where, sizeof(where));
 	shemb__log(ctx, SHEMB_LOG_INFO,

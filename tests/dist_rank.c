@@ -140,7 +140,8 @@ static void make_tables(void)
 		}
 }
 
-/* A table created unlike on the other ranks fails everywhere. */
+/* A table created unlike on the other ranks, refused by one rank, or
+ * too large for one rank, fails everywhere. */
 static void check_create_mismatch(void)
 {
 	struct shemb_table_attr a;
@@ -158,6 +159,24 @@ static void check_create_mismatch(void)
 		FAIL("a table created unlike on rank %d: %d", world - 1, rc);
 	if (!strstr(shemb_ctx_last_error(ctx), "unlike"))
 		FAIL("detail: %s", shemb_ctx_last_error(ctx));
+
+	/* attrs one rank refuses: every rank fails */
+	a.dim = rank == world - 1 ? 0 : 4;
+	rc = shemb_table_create(ctx, &a, &t);
+	if (rc != SHEMB_EINVAL || t)
+		FAIL("a table one rank refused: %d", rc);
+	if (rank != world - 1 && !strstr(shemb_ctx_last_error(ctx), "refused"))
+		FAIL("detail: %s", shemb_ctx_last_error(ctx));
+
+	/* a table only its owner has no memory for: it exists nowhere */
+	a.dim = 64;
+	a.rows = INT64_C(1) << 36;
+	a.shard = SHEMB_SHARD_TABLE;
+	a.shard_owner = world - 1;
+	rc = shemb_table_create(ctx, &a, &t);
+	if (rc != SHEMB_ENOMEM || t)
+		FAIL("a table too large for rank %d: %d: %s", world - 1, rc,
+		     shemb_ctx_last_error(ctx));
 }
 
 /* Bad shard attrs fail on every rank alike, before any exchange. */
