@@ -31,7 +31,8 @@
 enum shemb__dist_kind {
 	SHEMB__DIST_LOOKUP = 1,
 	SHEMB__DIST_BACKWARD = 2,
-	SHEMB__DIST_READ = 3
+	SHEMB__DIST_READ = 3,
+	SHEMB__DIST_WRITE = 4
 };
 
 /* One table's part of a step's exchange, kept with its step plan. */
@@ -111,6 +112,12 @@ struct shemb__opt shemb__opt_of(const shemb_table *t);
 void shemb__bwd_sets(const struct shemb__group *grp,
 		     const struct shemb__plan *p, const float *const *grad,
 		     struct shemb__bwd_set *sets);
+
+/* dist_write.c: write_rows across ranks, after this rank's own checks
+ * (status) */
+int shemb__dist_write(shemb_table *t, int64_t n, const int64_t *ids,
+		      const void *in, int dtype, const float *reset,
+		      unsigned flags, int status);
 
 /* dist_route.c */
 int shemb__route_build(const shemb_table *t, struct shemb__plan *p);

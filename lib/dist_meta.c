@@ -99,6 +99,8 @@ static const char *kind_name(uint32_t kind)
 		return "a backward";
 	case SHEMB__DIST_READ:
 		return "read_rows";
+	case SHEMB__DIST_WRITE:
+		return "write_rows";
 	default:
 		return "an unknown call";
 	}

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "cpu/half.h"
+#include "lib/dist.h"
 #include "lib/step.h"
 
 static int check_dtype(const shemb_table *t, int dtype)
@@ -156,41 +157,55 @@ static float *initial_state(const shemb_table *t)
 	return st;
 }
 
-SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
-				     const int64_t *ids, const void *in,
-				     int dtype, unsigned flags)
+static int check_write(shemb_table *t, int64_t n, const int64_t *ids,
+		       const void *in, int dtype, unsigned flags)
 {
-	float *reset = NULL;
-	shemb_ctx *ctx;
 	int64_t k;
 	int rc;
 
-	if (!t)
-		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
-	ctx = t->ctx;
-	if (shemb__distributed(ctx))
-		return shemb__fail(ctx, SHEMB_ENOTSUP, "write_rows (table "
-				   "'%s'): writing rows of a table shared by "
-				   "%d ranks is not supported in this release",
-				   t->name, ctx->attr.world_size);
 	if (flags & ~SHEMB_WRITE_RESET_STATE)
-		return shemb__fail(ctx, SHEMB_EINVAL,
+		return shemb__fail(t->ctx, SHEMB_EINVAL,
 				   "write_rows: unknown flags 0x%x", flags);
 	rc = check_io(t, n, ids, in, dtype, "write_rows");
 	if (rc || n == 0)
 		return rc;
 	k = first_unstorable(in, dtype, n * t->attr.dim, t->attr.dtype);
 	if (k >= 0)
-		return shemb__fail(ctx, SHEMB_EINVAL,
+		return shemb__fail(t->ctx, SHEMB_EINVAL,
 				   "write_rows (table '%s') row %lld column "
 				   "%d: value is not finite, or overflows the "
 				   "table's storage dtype", t->name,
 				   (long long)(k / t->attr.dim),
 				   (int)(k % t->attr.dim));
-	if (flags & SHEMB_WRITE_RESET_STATE) {
+	return 0;
+}
+
+SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
+				     const int64_t *ids, const void *in,
+				     int dtype, unsigned flags)
+{
+	float *reset = NULL;
+	shemb_ctx *ctx;
+	int rc;
+
+	if (!t)
+		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	ctx = t->ctx;
+	rc = check_write(t, n, ids, in, dtype, flags);
+	if (!rc && (flags & SHEMB_WRITE_RESET_STATE)) {
 		reset = initial_state(t);
 		if (!reset)
-			return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+			rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	}
+	if (shemb__distributed(ctx)) {
+		rc = shemb__dist_write(t, rc ? 0 : n, ids, in, dtype, reset,
+				       flags, rc);
+		free(reset);
+		return rc;
+	}
+	if (rc || n == 0) {
+		free(reset);
+		return rc;
 	}
 	pthread_rwlock_wrlock(&t->rows_lock);
 	rc = ctx->mem->write_rows(ctx->be, &t->store, n, ids, in, dtype, reset);

@@ -14,9 +14,11 @@
  *
  * Along the way: a table created differently on one rank, a bad id and a
  * non-finite gradient on one rank must fail the call on every rank and
- * change nothing.  At the end: bad shard attrs are refused, write_rows is
- * refused across ranks, the plans are described, and every rank's
- * per-peer byte counts match its peers'.
+ * change nothing.  Every few steps every rank writes rows (colliding ids,
+ * with and without resetting the optimizer state), after a write that one
+ * rank's non-finite value fails everywhere.  At the end: bad shard attrs
+ * are refused, the plans are described, and every rank's per-peer byte
+ * counts match its peers'.
  *
  * With --wire, rows and gradients travel in 16 bits: the first lookups
  * must be within the rows' rounding of the reference, and the trained
@@ -219,18 +221,54 @@ static void check_rejections(void)
 	}
 }
 
-/* write_rows is refused across ranks, and changes nothing. */
-static void check_write_refused(void)
+static void expect_all_fail(int rc, const char *call, const char *mine);
+
+/* Rank r's rows to write into table ci at a step: ids that collide
+ * between ranks and within a rank. */
+static void rows_to_write(int step, int r, int ci, int64_t *ids, float *v)
 {
-	float row[10] = { 1 };
-	int64_t id = 3;
+	struct rng g = { mix((uint64_t)step << 40 ^ (uint64_t)r << 32 ^
+			     (uint64_t)ci ^ 0x5157) };
+
+	for (int i = 0; i < 5; i++) {
+		ids[i] = below(&g, 8);
+		for (int c = 0; c < cases[ci].dim; c++)
+			v[i * cases[ci].dim + c] =
+				(float)(below(&g, 200) - 100) * 0.004f;
+	}
+}
+
+/* Every rank writes rows of every table; the reference writes every
+ * rank's rows in rank order, so the last row of the highest rank wins.
+ * A non-finite value on one rank first fails the call everywhere. */
+static void write_step(int step)
+{
+	unsigned flags = step % 2 ? SHEMB_WRITE_RESET_STATE : 0;
+	int64_t ids[5];
+	float v[5 * 10];
 	int rc;
 
-	if (world == 1)
-		return;
-	rc = shemb_table_write_rows(cases[0].t, 1, &id, row, SHEMB_F32, 0);
-	if (rc != SHEMB_ENOTSUP)
-		FAIL("write_rows across ranks gave %d", rc);
+	for (int ci = 0; ci < ncases; ci++) {
+		rows_to_write(step, rank, ci, ids, v);
+		if (world > 1 && ci == 0) {
+			float keep = v[0];
+
+			if (rank == world - 1)
+				v[0] = INFINITY;
+			rc = shemb_table_write_rows(cases[ci].t, 5, ids, v,
+						    SHEMB_F32, flags);
+			v[0] = keep;
+			expect_all_fail(rc, "write_rows", "not finite");
+		}
+		CHECK_RC(ctx, shemb_table_write_rows(cases[ci].t, 5, ids, v,
+						     SHEMB_F32, flags));
+		for (int r = 0; r < world; r++) {
+			rows_to_write(step, r, ci, ids, v);
+			CHECK_RC(ref, shemb_table_write_rows(cases[ci].rt, 5,
+							     ids, v, SHEMB_F32,
+							     flags));
+		}
+	}
 }
 
 /* The plan of each table, as described, and the described length. */
@@ -648,6 +686,8 @@ static void run_step(int step, int steps)
 	CHECK_RC(ref, shemb_backward(ref, s->nref, s->refb, s->ref_grad));
 	if (step == steps / 2)
 		compare_tables(step); /* the failed calls changed nothing */
+	if (step % 7 == 3)
+		write_step(step);
 	free_step(s);
 	free(s);
 }
@@ -690,7 +730,6 @@ int main(int argc, char **argv)
 	for (int ci = 0; ci < ncases; ci++)
 		free(initial[ci]);
 	check_rejections();
-	check_write_refused();
 	check_describe();
 	check_peer_stats();
 	shemb_ctx_destroy(ref);
