@@ -231,6 +231,32 @@ static void coalesce_task_run(void *arg, int64_t task)
 	t->u.k->coalesce_rows(t->u.job, u0, u1, t->out, t->expand);
 }
 
+static void squares_task_run(void *arg, int64_t task)
+{
+	struct coalesce_task *t = arg;
+	int64_t u0 = task * t->u.per_task;
+	int64_t u1 = u0 + t->u.per_task < t->u.job->nunique
+			     ? u0 + t->u.per_task
+			     : t->u.job->nunique;
+
+	t->u.k->grad_squares(t->u.job, u0, u1, t->out, t->expand);
+}
+
+static int grad_squares(void *p, const struct shemb__update_job *job,
+			float *out, int per_column)
+{
+	struct cpu *be = p;
+	struct coalesce_task t = { { be->k, job, 0 }, out, per_column };
+
+	if (job->nunique == 0)
+		return 0;
+	t.u.per_task = ceil_div(job->nunique,
+				shemb__pool_split(be->pool, job->nunique, 16));
+	shemb__pool_run(be->pool, ceil_div(job->nunique, t.u.per_task),
+			squares_task_run, &t);
+	return 0;
+}
+
 static int coalesce(void *p, const struct shemb__update_job *job, float *out,
 		    int expand)
 {
@@ -452,6 +478,7 @@ const struct shemb_mem_ops shemb__cpu_mem_ops = {
 	.gather_pool = gather_pool,
 	.apply_updates = apply_updates,
 	.coalesce = coalesce,
+	.grad_squares = grad_squares,
 	.convert = convert,
 	.read_rows = read_rows,
 	.write_rows = write_rows,

@@ -26,6 +26,10 @@ struct shemb__kernels {
 	 * in job->pos order) */
 	void (*coalesce_rows)(const struct shemb__update_job *job, int64_t u0,
 			      int64_t u1, float *out, int expand);
+	/* squares of the gradients of distinct rows [u0, u1) as the update
+	 * would use them, per column or summed (mem_ops.h) */
+	void (*grad_squares)(const struct shemb__update_job *job, int64_t u0,
+			     int64_t u1, float *out, int per_column);
 	/* initial fp32 values of local rows r0 .. r0 + n - 1 ([n][dim];
 	 * spec->shard maps them to ids and columns) */
 	void (*init_rows)(const struct shemb__init_spec *spec, int64_t r0,

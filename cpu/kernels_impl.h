@@ -272,15 +272,19 @@ static void apply_adagrad(const struct shemb__opt *o, float *restrict w,
 	}
 }
 
+/* sum: the row's sum of squares when the store holds a slice of it */
 static void apply_rowwise_adagrad(const struct shemb__opt *o,
 				  float *restrict w, const float *restrict g,
-				  float *restrict s, int dim)
+				  float *restrict s, int dim, const float *sum)
 {
-	float sum = 0.0f, step;
+	float total = 0.0f, step;
 
-	for (int c = 0; c < dim; c++)
-		sum += g[c] * g[c];
-	s[0] += sum / (float)dim;
+	if (sum)
+		total = *sum;
+	else
+		for (int c = 0; c < dim; c++)
+			total += g[c] * g[c];
+	s[0] += total / (float)(o->full_dim ? o->full_dim : dim);
 	step = o->lr / (sqrtf(s[0]) + o->eps);
 	for (int c = 0; c < dim; c++)
 		w[c] -= step * g[c];
@@ -299,8 +303,17 @@ static void apply_adam(const struct shemb__opt *o, float *restrict w,
 	}
 }
 
+static void add_weight_decay(const struct shemb__opt *o, float *restrict w,
+			     float *restrict g, int dim)
+{
+	if (o->weight_decay != 0.0f && o->wd_mode == SHEMB_WD_L2)
+		for (int c = 0; c < dim; c++)
+			g[c] += o->weight_decay * w[c];
+}
+
 static void apply_opt(const struct shemb__opt *o, float *restrict w,
-		      float *restrict g, float *restrict s, int dim)
+		      float *restrict g, float *restrict s, int dim,
+		      const float *rowsum)
 {
 	if (o->weight_decay != 0.0f) {
 		if (o->wd_mode == SHEMB_WD_L2) {
@@ -318,7 +331,7 @@ static void apply_opt(const struct shemb__opt *o, float *restrict w,
 		apply_adagrad(o, w, g, s, dim);
 		break;
 	case SHEMB_OPT_ROWWISE_ADAGRAD:
-		apply_rowwise_adagrad(o, w, g, s, dim);
+		apply_rowwise_adagrad(o, w, g, s, dim, rowsum);
 		break;
 	case SHEMB_OPT_ADAM:
 		apply_adam(o, w, g, s, dim);
@@ -350,9 +363,41 @@ static void update_rows(const struct shemb__update_job *job, int64_t u0,
 			add_grad(job, job->pos[k], g, dim);
 		if (w == wbuf)
 			load_f32(s->dtype, rec, wbuf, dim);
-		apply_opt(&job->opt, w, g, state, dim);
+		apply_opt(&job->opt, w, g, state, dim,
+			  job->rowsum ? &job->rowsum[u] : NULL);
 		if (w == wbuf)
 			store_f32(s->dtype, rec, wbuf, dim);
+	}
+}
+
+/* For row-wise Adagrad over column slices: the squares of the gradient
+ * of distinct rows [u0, u1) as apply_opt would see it (coalesced, L2
+ * weight decay added), per column, or summed in column order. */
+static void grad_squares(const struct shemb__update_job *job, int64_t u0,
+			 int64_t u1, float *out, int per_column)
+{
+	const struct shemb__store *s = job->store;
+	const int dim = s->dim;
+	float g[SHEMB_MAX_DIM], wbuf[SHEMB_MAX_DIM];
+
+	for (int64_t u = u0; u < u1; u++) {
+		const void *rec = record(s, job->unique[u]);
+		float sum = 0.0f;
+
+		memset(g, 0, (size_t)dim * sizeof(float));
+		for (int32_t k = job->seg[u]; k < job->seg[u + 1]; k++)
+			add_grad(job, job->pos[k], g, dim);
+		load_f32(s->dtype, rec, wbuf, dim);
+		add_weight_decay(&job->opt, wbuf, g, dim);
+		for (int c = 0; c < dim; c++) {
+			float q = g[c] * g[c];
+
+			if (per_column)
+				out[(size_t)u * (size_t)dim + (size_t)c] = q;
+			sum += q;
+		}
+		if (!per_column)
+			out[u] = sum;
 	}
 }
 
@@ -406,6 +451,7 @@ const struct shemb__kernels KERNELS_NAME = {
 	.pool_ids = pool_ids,
 	.update_rows = update_rows,
 	.coalesce_rows = coalesce_rows,
+	.grad_squares = grad_squares,
 	.init_rows = init_rows,
 	.load_f32 = load_f32,
 	.store_f32 = store_f32,

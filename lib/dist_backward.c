@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/comm.h"
+
 /* This rank's gradient rows of one table: [nunique][dim], or in
  * deterministic mode [nids][dim] in plan position order, in the table's
  * wire dtype. */
@@ -342,6 +344,91 @@ static float *gather_rows(const struct shemb__step *st, int g,
 	return rows;
 }
 
+/* Row-wise Adagrad needs each row's sum of squared gradients over all
+ * its columns, which column-wise owners hold a slice of: every owner has
+ * the same distinct rows (every rank sends every id to every owner), so
+ * they add their slices' sums with an allreduce, or, in deterministic
+ * mode, gather the squares themselves and sum them in column order as a
+ * single process does. */
+static bool needs_rowsum(const shemb_table *t)
+{
+	return t->shard.kind == SHEMB_SHARD_COLUMN && t->shard.world > 1 &&
+	       t->attr.optimizer == SHEMB_OPT_ROWWISE_ADAGRAD;
+}
+
+static int sum_columns(struct shemb__step *st, const shemb_table *t,
+		       const float *squares, int64_t n, float *sum)
+{
+	int w = t->shard.world, c0, nc = ncols_at(t, t->shard.rank, &c0);
+	size_t *cnt = calloc((size_t)w, sizeof(size_t));
+	size_t *dsp = calloc((size_t)w, sizeof(size_t));
+	float *all = malloc((size_t)n * (size_t)t->attr.dim * sizeof(float) + 8);
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = squares,
+				 .sendcount = (size_t)n * (size_t)nc * 4,
+				 .recvbuf = all, .recvcounts = cnt,
+				 .rdispls = dsp };
+	int rc = cnt && dsp && all ? 0 : SHEMB_ENOMEM;
+
+	for (int r = 0, at = 0; !rc && r < w; r++) {
+		int rn = ncols_at(t, r, &c0);
+
+		cnt[r] = (size_t)n * (size_t)rn * 4;
+		dsp[r] = (size_t)at * (size_t)n * 4;
+		at += rn;
+	}
+	if (!rc)
+		rc = shemb__coll_run(st->ctx, &c);
+	for (int64_t u = 0; !rc && u < n; u++) {
+		float total = 0.0f;
+
+		for (int r = 0; r < w; r++) {
+			int rn = ncols_at(t, r, &c0);
+			const float *q = all + dsp[r] / 4 + (size_t)u * rn;
+
+			for (int k = 0; k < rn; k++)
+				total += q[k];
+		}
+		sum[u] = total;
+	}
+	free(cnt);
+	free(dsp);
+	free(all);
+	return rc;
+}
+
+/* job's rowsum, for row-wise Adagrad over column slices. */
+static int row_sums(struct shemb__step *st, const shemb_table *t,
+		    struct shemb__update_job *job, float **sum)
+{
+	bool det = per_occurrence(st->ctx);
+	int c0, nc = ncols_at(t, t->shard.rank, &c0);
+	int64_t n = job->nunique;
+	float *sq = malloc((size_t)n * (size_t)(det ? nc : 1) * 4 + 8);
+	int rc;
+
+	*sum = malloc((size_t)n * 4 + 8);
+	if (!sq || !*sum) {
+		free(sq);
+		return SHEMB_ENOMEM;
+	}
+	rc = st->ctx->mem->grad_squares(st->ctx->be, job, det ? sq : *sum,
+					det);
+	if (!rc && det) {
+		rc = sum_columns(st, t, sq, n, *sum);
+	} else if (!rc) {
+		struct shemb__coll c = { .kind = SHEMB__ALLREDUCE,
+					 .sendbuf = *sum, .recvbuf = *sum,
+					 .count = (size_t)n, .dtype = SHEMB_F32,
+					 .op = SHEMB_REDUCE_SUM };
+
+		rc = shemb__coll_run(st->ctx, &c);
+	}
+	free(sq);
+	job->rowsum = *sum;
+	job->opt.full_dim = t->attr.dim;
+	return rc;
+}
+
 static int apply_one(struct shemb__step *st, int g,
 		     const struct shemb__xchg *x, const size_t *start)
 {
@@ -376,9 +463,15 @@ static int apply_one(struct shemb__step *st, int g,
 			.opt = shemb__opt_of(t),
 		};
 
+		float *sum = NULL;
+
 		set.nbags = m.nrows;
 		set.grad = rows;
-		rc = st->ctx->mem->apply_updates(st->ctx->be, &job);
+		if (needs_rowsum(t))
+			rc = row_sums(st, t, &job, &sum);
+		if (!rc)
+			rc = st->ctx->mem->apply_updates(st->ctx->be, &job);
+		free(sum);
 		SHEMB__STAT_ADD(t, rows_updated, m.nunique);
 		shemb__merge_free(&m);
 	}

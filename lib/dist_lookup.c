@@ -13,17 +13,25 @@
 #include <string.h>
 
 /* Bytes of one row as rank r holds it. */
-static size_t row_bytes_at(const shemb_table *t, int r)
+/* Rows travel in the wire dtype, except for read_rows, which is exact. */
+static int row_dtype(const struct shemb__step *st, const shemb_table *t)
+{
+	return st->exact_rows ? t->attr.dtype : shemb__wire_rows(t);
+}
+
+static size_t row_bytes_at(const struct shemb__step *st, const shemb_table *t,
+			   int r)
 {
 	int c0, n;
 
 	shemb__shard_columns(&t->shard, r, &c0, &n);
-	return (size_t)n * shemb__dtype_bytes(shemb__wire_rows(t));
+	return (size_t)n * shemb__dtype_bytes(row_dtype(st, t));
 }
 
-static size_t full_row_bytes(const shemb_table *t)
+static size_t full_row_bytes(const struct shemb__step *st,
+			     const shemb_table *t)
 {
-	return (size_t)t->attr.dim * shemb__dtype_bytes(shemb__wire_rows(t));
+	return (size_t)t->attr.dim * shemb__dtype_bytes(row_dtype(st, t));
 }
 
 /* The slots of plan p this rank sends to peer (distinct ids). */
@@ -156,10 +164,10 @@ static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
 			size_t in, out;
 
 			slots_to(t, plans[g], p, &lo, &hi);
-			in = (size_t)(hi - lo) * row_bytes_at(t, p);
+			in = (size_t)(hi - lo) * row_bytes_at(st, t, p);
 			out = (size_t)(r->from_first[p + 1] -
 				       r->from_first[p]) *
-			      row_bytes_at(t, t->shard.rank);
+			      row_bytes_at(st, t, t->shard.rank);
 			x->rcount[p] += in;
 			x->scount[p] += out;
 			shemb__stats_peer(st->groups[g].table,
@@ -185,14 +193,14 @@ static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
 							 r->local +
 								 r->from_first[p],
 							 at,
-							 shemb__wire_rows(t))
+							 row_dtype(st, t))
 				   : 0;
 
 			if (rc)
 				return shemb__fail(ctx, rc, "table '%s': "
 						   "reading rows failed",
 						   t->name);
-			at += (size_t)n * row_bytes_at(t, t->shard.rank);
+			at += (size_t)n * row_bytes_at(st, t, t->shard.rank);
 		}
 	}
 	return 0;
@@ -206,12 +214,12 @@ static void assemble(struct shemb__step *st, int g,
 		     char *rows)
 {
 	const shemb_table *t = st->groups[g].table;
-	size_t full = full_row_bytes(t);
-	size_t es = shemb__dtype_bytes(shemb__wire_rows(t));
+	size_t full = full_row_bytes(st, t);
+	size_t es = shemb__dtype_bytes(row_dtype(st, t));
 
 	for (int p = 0; p < x->world; p++) {
 		const char *from = x->rbuf + x->rdispl[p] + seen[p];
-		size_t rb = row_bytes_at(t, p);
+		size_t rb = row_bytes_at(st, t, p);
 		int64_t lo, hi;
 		int c0, nc;
 
@@ -241,10 +249,10 @@ static int pool_one(struct shemb__step *st, int g,
 		    size_t *seen, float *const *out)
 {
 	shemb_table *t = st->groups[g].table;
-	size_t full = full_row_bytes(t);
+	size_t full = full_row_bytes(st, t);
 	struct shemb__store v = { .stride = full, .rows = pl->nunique,
 				  .dim = t->attr.dim,
-				  .dtype = shemb__wire_rows(t) };
+				  .dtype = row_dtype(st, t) };
 	int64_t *rows_of;
 	int rc;
 
@@ -266,7 +274,7 @@ static int pool_one(struct shemb__step *st, int g,
 		int64_t lo, hi;
 
 		slots_to(t, pl, p, &lo, &hi);
-		seen[p] += (size_t)(hi - lo) * row_bytes_at(t, p);
+		seen[p] += (size_t)(hi - lo) * row_bytes_at(st, t, p);
 	}
 	free(v.base);
 	free(rows_of);
@@ -316,6 +324,8 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 	int world = st->ctx->attr.world_size, rc;
 	struct shemb__xchg ids = { 0 }, rows = { 0 };
 	uint64_t t0 = shemb__now_ns();
+
+	st->exact_rows = kind == SHEMB__DIST_READ;
 
 	if (shemb__xchg_init(&ids, world) || shemb__xchg_init(&rows, world)) {
 		shemb__xchg_free(&ids);

@@ -60,6 +60,8 @@ struct shemb__opt {
 	int wd_mode;
 	float lr, eps, beta1, beta2, weight_decay;
 	float bc1, bc2;      /* Adam bias corrections 1 - beta^step */
+	int full_dim;        /* row-wise Adagrad over a column slice: the
+			      * whole row's width (0: the store's) */
 };
 
 /* One bag set as seen by the backward kernel. */
@@ -85,6 +87,10 @@ struct shemb__update_job {
 	int nsets;
 	const struct shemb__bwd_set *sets;
 	struct shemb__opt opt;
+	/* row-wise Adagrad over a column slice: each distinct row's sum of
+	 * squared gradients over the whole row (NULL: from the store's
+	 * columns) */
+	const float *rowsum;
 };
 
 struct shemb_mem_ops {
@@ -101,6 +107,11 @@ struct shemb_mem_ops {
 	 * only job->store->dim is read of the store */
 	int (*coalesce)(void *be, const struct shemb__update_job *job,
 			float *out, int expand);
+	/* the squares of the gradient each distinct row's update would use
+	 * (coalesced, L2 weight decay added), per column ([nunique][dim]) or
+	 * summed over the store's columns ([nunique]) */
+	int (*grad_squares)(void *be, const struct shemb__update_job *job,
+			    float *out, int per_column);
 	int (*read_rows)(void *be, const struct shemb__store *s, int64_t n,
 			 const int64_t *ids, void *out, int dtype);
 	int (*write_rows)(void *be, struct shemb__store *s, int64_t n,

@@ -36,11 +36,6 @@ static uint64_t table_bytes(const struct shemb_table_attr *a)
 	return row * (uint64_t)a->rows;
 }
 
-static bool column_fits(const struct shemb_table_attr *a, int world)
-{
-	return a->dim >= world && a->optimizer != SHEMB_OPT_ROWWISE_ADAGRAD;
-}
-
 static int choose_kind(const struct shemb_table_attr *a, int world)
 {
 	if (world == 1)
@@ -48,7 +43,7 @@ static int choose_kind(const struct shemb_table_attr *a, int world)
 	if (table_bytes(a) <= REPLICATE_BYTES)
 		return SHEMB_SHARD_REPLICATED;
 	if (a->expected_skew >= COLUMN_SKEW &&
-	    a->dim >= COLUMN_MIN_DIM_PER_RANK * world && column_fits(a, world))
+	    a->dim >= COLUMN_MIN_DIM_PER_RANK * world)
 		return SHEMB_SHARD_COLUMN;
 	if (a->rows < (int64_t)MIN_ROWS_PER_RANK * world)
 		return SHEMB_SHARD_TABLE;
@@ -91,12 +86,6 @@ static int check_kind(shemb_ctx *ctx, const struct shemb_table_attr *a,
 		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': column-wise "
 				   "over %d ranks needs dim >= %d, not %d",
 				   name, world, world, a->dim);
-	if (a->shard == SHEMB_SHARD_COLUMN && world > 1 &&
-	    a->optimizer == SHEMB_OPT_ROWWISE_ADAGRAD)
-		return shemb__fail(ctx, SHEMB_ENOTSUP, "table '%s': row-wise "
-				   "Adagrad needs whole rows; column-wise "
-				   "tables do not support it in this release",
-				   name);
 	return 0;
 }
 

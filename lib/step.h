@@ -22,6 +22,8 @@ struct shemb__step {
 	struct shemb__group *groups;    /* ascending table serial */
 	const struct shemb_bags **set_ptrs;
 	int *set_index;
+	bool exact_rows;                /* across ranks: rows in their storage
+					 * dtype whatever the wire dtype */
 };
 
 /* Copy and group the caller's n bag sets; checks the structure of each
