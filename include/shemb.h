@@ -259,10 +259,11 @@ struct shemb_table_attr {
 			       * (default): the rank holding fewest bytes */
 	float expected_skew;  /* Zipf exponent the ids are expected to
 			       * follow, for SHARD_AUTO; default 0 */
-	int wire_dtype;       /* between ranks, rows and gradients travel
-			       * as SHEMB_F16 or SHEMB_BF16 (half the bytes
-			       * of fp32, rounded); SHEMB_F32 (default):
-			       * rows as stored, gradients in fp32 */
+	int wire_dtype;       /* between ranks, lookup rows and gradients
+			       * travel as SHEMB_F16 or SHEMB_BF16 (half the
+			       * bytes of fp32, rounded); SHEMB_F32
+			       * (default): rows as stored, gradients in
+			       * fp32.  Reads and writes are always exact */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size
@@ -304,8 +305,10 @@ SHEMB_API int shemb_table_read_rows(shemb_table *table, int64_t n,
 /* Overwrite rows from in[n][dim] of dtype, rounding to the storage dtype
  * (round to nearest even).  Values must be finite, also once rounded (1e6
  * does not fit fp16); a repeated id takes the last of its rows.  Optimizer
- * state is kept, unless flags has SHEMB_WRITE_RESET_STATE.  Not supported
- * with more than one rank in this release (SHEMB_ENOTSUP). */
+ * state is kept, unless flags has SHEMB_WRITE_RESET_STATE.  With more than
+ * one rank it is collective (the same flags on every rank): rows go to
+ * their owners in the storage dtype and are stored rank by rank, so the
+ * highest rank's last row of an id stays. */
 #define SHEMB_WRITE_RESET_STATE (1u << 0)
 SHEMB_API int shemb_table_write_rows(shemb_table *table, int64_t n,
 				     const int64_t *ids, const void *in,

@@ -128,9 +128,9 @@ static int judge(shemb_ctx *ctx, int kind, uint64_t sig,
 					   kind_name((uint32_t)kind));
 		if (in[r].sig != sig)
 			return shemb__fail(ctx, SHEMB_EINVAL, "rank %d passes "
-					   "other tables (or in another order) "
-					   "than this rank to %s", r,
-					   kind_name((uint32_t)kind));
+					   "other tables (or in another order, "
+					   "or other flags) than this rank to "
+					   "%s", r, kind_name((uint32_t)kind));
 	}
 	return 0;
 }

@@ -119,8 +119,8 @@ SHEMB__HIDDEN int shemb__resolve_identity(struct shemb_ctx_attr *a);
 SHEMB__HIDDEN int shemb__comm_open(shemb_ctx *ctx);
 SHEMB__HIDDEN void shemb__comm_close(shemb_ctx *ctx);
 
-/* shard.c: resolve a table's shard plan (SHEMB_EINVAL or SHEMB_ENOTSUP
- * with the detail recorded); account the bytes it puts on each rank */
+/* shard.c: resolve a table's shard plan (SHEMB_EINVAL with the detail
+ * recorded); account the bytes it puts on each rank */
 SHEMB__HIDDEN int shemb__shard_plan(shemb_ctx *ctx,
 				    const struct shemb_table_attr *a,
 				    struct shemb__shard *s);
