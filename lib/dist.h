@@ -43,10 +43,25 @@ struct shemb__route {
 	 * sent, owner by owner (column-wise and replicated: all in order) */
 	int64_t *to_first;   /* [world + 1]: first slot of each owner */
 	int64_t *unique_at;  /* [nunique]: slot -> index in plan->unique */
+	int32_t *owner_of;   /* [nunique]: owner of each distinct id */
+	/* ... or, when the owners pool this rank's bags (dist_pool.c), for
+	 * each owner its pairs (a bag and the owner's ids in it, in bag
+	 * order) and their id occurrences */
+	bool pooled;
+	int64_t *pair_first; /* [world + 1] */
+	int64_t *pair_bag;   /* plan bag of each pair */
+	int32_t *pair_len;   /* its ids */
+	int64_t *occ_first;  /* [world + 1] */
+	int64_t *occ_id;     /* the ids, pair by pair */
+	float *occ_coef;     /* their weights (MEAN: over the bag length) */
 	/* this rank as owner: the ids received, rank by rank */
 	int64_t *from_first; /* [world + 1] */
 	int64_t *local;      /* local row of each received id */
-	int64_t *occ;        /* its occurrences at the rank that sent it */
+	int64_t *occ;        /* its occurrences at the rank that sent it
+			      * (pooled senders: 1) */
+	float *coef;         /* its weight (rows sent whole: 1) */
+	int64_t *pair;       /* pooled senders: its pair, else -1 */
+	int64_t *npairs;     /* [world]: pairs of pooled senders, else -1 */
 	int64_t nrecv;
 };
 
@@ -127,15 +142,24 @@ int shemb__route_intake(const shemb_table *t, struct shemb__route *r,
 int shemb__route_reserve_intake(struct shemb__route *r, int64_t nrecv);
 
 /* The owner's view of one table's gradient rows: distinct local rows,
- * ascending, and for each the received rows to sum, in rank order. */
+ * ascending, and for each its contributions (a received row and its
+ * weight) in rank order. */
 struct shemb__merge {
 	int64_t nunique;
 	int64_t *unique;
-	int32_t *seg;   /* nunique + 1 */
-	int32_t *pos;   /* row indices */
-	int32_t *ident; /* rows -> rows, the update kernel's bag_of */
-	int64_t nrows;
+	int32_t *seg;    /* nunique + 1 */
+	int32_t *pos;    /* contributions, grouped by row */
+	int32_t *row_of; /* contribution -> received row (the update
+			  * kernel's bag_of) */
+	float *coef;     /* contribution -> weight */
+	int64_t nrows;   /* received rows */
+	int64_t ncontrib;
 };
+
+/* Gradient rows that peer sends for table t's part of a backward, as the
+ * owner's route knows it. */
+int64_t shemb__route_rows_from(const struct shemb__route *r, int peer,
+			       bool per_occurrence);
 
 int shemb__merge_build(const struct shemb__route *r, bool per_occurrence,
 		       struct shemb__merge *m);

@@ -230,9 +230,7 @@ static int64_t rows_from(const struct shemb__step *st, int g, int peer,
 			rows += occ ? o[i] : 1;
 		return rows;
 	}
-	for (int64_t i = r->from_first[peer]; i < r->from_first[peer + 1]; i++)
-		rows += occ ? r->occ[i] : 1;
-	return rows;
+	return shemb__route_rows_from(r, peer, occ);
 }
 
 static size_t part_bytes(const struct shemb__step *st, int g, int peer,
@@ -457,7 +455,7 @@ static int apply_one(struct shemb__step *st, int g,
 			.unique = m.unique,
 			.seg = m.seg,
 			.pos = m.pos,
-			.bag_of = m.ident,
+			.bag_of = m.row_of,
 			.nsets = 1,
 			.sets = &set,
 			.opt = shemb__opt_of(t),
@@ -466,6 +464,7 @@ static int apply_one(struct shemb__step *st, int g,
 		float *sum = NULL;
 
 		set.nbags = m.nrows;
+		set.weights = m.coef;
 		set.grad = rows;
 		if (needs_rowsum(t))
 			rc = row_sums(st, t, &job, &sum);

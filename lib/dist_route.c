@@ -13,9 +13,19 @@ void shemb__route_free(struct shemb__route *r)
 		return;
 	free(r->to_first);
 	free(r->unique_at);
+	free(r->owner_of);
+	free(r->pair_first);
+	free(r->pair_bag);
+	free(r->pair_len);
+	free(r->occ_first);
+	free(r->occ_id);
+	free(r->occ_coef);
 	free(r->from_first);
 	free(r->local);
 	free(r->occ);
+	free(r->coef);
+	free(r->pair);
+	free(r->npairs);
 	free(r);
 }
 
@@ -40,15 +50,15 @@ int shemb__route_build(const shemb_table *t, struct shemb__plan *p)
 	}
 	free(r->to_first);
 	free(r->unique_at);
+	free(r->owner_of);
 	r->world = w;
 	r->nunique = p->nunique;
+	r->pooled = false;
 	r->to_first = calloc((size_t)w + 1, sizeof(int64_t));
 	r->unique_at = alloc_i64(p->nunique);
-	owner = malloc((size_t)(p->nunique + 1) * sizeof(int32_t));
-	if (!r->to_first || !r->unique_at || !owner) {
-		free(owner);
+	owner = r->owner_of = malloc((size_t)(p->nunique + 1) * sizeof(int32_t));
+	if (!r->to_first || !r->unique_at || !owner)
 		return SHEMB_ENOMEM;
-	}
 	for (int64_t u = 0; u < p->nunique; u++) {
 		owner[u] = shemb__shard_owner(sh, p->unique[u]);
 		r->to_first[(owner[u] < 0 ? 0 : owner[u]) + 1]++;
@@ -58,16 +68,13 @@ int shemb__route_build(const shemb_table *t, struct shemb__plan *p)
 	{
 		int64_t *next = alloc_i64(w);
 
-		if (!next) {
-			free(owner);
+		if (!next)
 			return SHEMB_ENOMEM;
-		}
 		memcpy(next, r->to_first, (size_t)w * sizeof(int64_t));
 		for (int64_t u = 0; u < p->nunique; u++)
 			r->unique_at[next[owner[u] < 0 ? 0 : owner[u]]++] = u;
 		free(next);
 	}
-	free(owner);
 	return 0;
 }
 
@@ -76,11 +83,22 @@ int shemb__route_reserve_intake(struct shemb__route *r, int64_t nrecv)
 	free(r->from_first);
 	free(r->local);
 	free(r->occ);
+	free(r->coef);
+	free(r->pair);
+	free(r->npairs);
 	r->from_first = calloc((size_t)r->world + 1, sizeof(int64_t));
 	r->local = alloc_i64(nrecv);
 	r->occ = alloc_i64(nrecv);
+	r->coef = malloc((size_t)(nrecv + 1) * sizeof(float));
+	r->pair = alloc_i64(nrecv);
+	r->npairs = malloc((size_t)(r->world + 1) * sizeof(int64_t));
 	r->nrecv = nrecv;
-	return r->from_first && r->local && r->occ ? 0 : SHEMB_ENOMEM;
+	for (int p = 0; r->npairs && p < r->world; p++)
+		r->npairs[p] = -1;
+	return r->from_first && r->local && r->occ && r->coef && r->pair &&
+			       r->npairs
+		       ? 0
+		       : SHEMB_ENOMEM;
 }
 
 /*
@@ -105,6 +123,8 @@ int shemb__route_intake(const shemb_table *t, struct shemb__route *r,
 			return SHEMB_EINTERNAL;
 		r->local[at + i] = shemb__shard_local(sh, id);
 		r->occ[at + i] = occ[i];
+		r->coef[at + i] = 1.0f;
+		r->pair[at + i] = -1;
 	}
 	r->from_first[peer + 1] = at + n;
 	for (int p = peer + 2; p <= r->world; p++)
@@ -114,18 +134,35 @@ int shemb__route_intake(const shemb_table *t, struct shemb__route *r,
 
 /* ---- the owner's grouping of gradient rows ---- */
 
-struct entry {
+int64_t shemb__route_rows_from(const struct shemb__route *r, int peer,
+			       bool per_occurrence)
+{
+	int64_t rows = 0;
+
+	if (r->npairs && r->npairs[peer] >= 0)
+		return r->npairs[peer];
+	if (!per_occurrence)
+		return r->from_first[peer + 1] - r->from_first[peer];
+	for (int64_t i = r->from_first[peer]; i < r->from_first[peer + 1]; i++)
+		rows += r->occ[i];
+	return rows;
+}
+
+/* One received row's part in the update of a local row. */
+struct contrib {
 	int64_t local;
-	int64_t e; /* received order: rank, then the sender's order */
+	int64_t k;     /* in received order: rank, then the sender's */
+	int64_t row;
+	float coef;
 };
 
 static int by_local(const void *a, const void *b)
 {
-	const struct entry *x = a, *y = b;
+	const struct contrib *x = a, *y = b;
 
 	if (x->local != y->local)
 		return x->local < y->local ? -1 : 1;
-	return (x->e > y->e) - (x->e < y->e);
+	return (x->k > y->k) - (x->k < y->k);
 }
 
 void shemb__merge_free(struct shemb__merge *m)
@@ -133,67 +170,96 @@ void shemb__merge_free(struct shemb__merge *m)
 	free(m->unique);
 	free(m->seg);
 	free(m->pos);
-	free(m->ident);
+	free(m->row_of);
+	free(m->coef);
 	memset(m, 0, sizeof(*m));
 }
 
 static int merge_alloc(struct shemb__merge *m, int64_t n, int64_t rows)
 {
 	memset(m, 0, sizeof(*m));
-	if (rows > INT32_MAX)
+	if (n > INT32_MAX || rows > INT32_MAX)
 		return SHEMB_EINVAL;
 	m->unique = alloc_i64(n);
 	m->seg = malloc((size_t)(n + 2) * sizeof(int32_t));
-	m->pos = malloc((size_t)(rows + 1) * sizeof(int32_t));
-	m->ident = malloc((size_t)(rows + 1) * sizeof(int32_t));
+	m->pos = malloc((size_t)(n + 1) * sizeof(int32_t));
+	m->row_of = malloc((size_t)(n + 1) * sizeof(int32_t));
+	m->coef = malloc((size_t)(n + 1) * sizeof(float));
 	m->nrows = rows;
-	return m->unique && m->seg && m->pos && m->ident ? 0 : SHEMB_ENOMEM;
+	m->ncontrib = n;
+	return m->unique && m->seg && m->pos && m->row_of && m->coef
+		       ? 0
+		       : SHEMB_ENOMEM;
+}
+
+/* The contributions of peer's entries, its rows numbered from base. */
+static int64_t contribs_of(const struct shemb__route *r, int peer,
+			   bool per_occurrence, int64_t base,
+			   struct contrib *c, int64_t n)
+{
+	bool pooled = r->npairs && r->npairs[peer] >= 0;
+	int64_t row = base;
+
+	for (int64_t i = r->from_first[peer]; i < r->from_first[peer + 1];
+	     i++) {
+		int64_t cnt = !pooled && per_occurrence ? r->occ[i] : 1;
+
+		for (int64_t k = 0; k < cnt; k++, n++) {
+			c[n] = (struct contrib){
+				.local = r->local[i],
+				.k = n,
+				.row = pooled ? base + r->pair[i] : row++,
+				.coef = r->coef[i],
+			};
+		}
+	}
+	return n;
 }
 
 /*
- * Received gradient rows lie rank by rank, each id's rows together (one,
- * or its occurrences when per_occurrence).  Group them by local row:
- * rows of one row id in rank order, so every owner sums in the same
- * order whatever the timing.
+ * Received gradient rows lie rank by rank: one per id, one per occurrence
+ * (per_occurrence), or one per bag the sender's owner-pooled ids were in.
+ * Group their contributions by local row, in rank order, so every owner
+ * sums in the same order whatever the timing.
  */
 int shemb__merge_build(const struct shemb__route *r, bool per_occurrence,
 		       struct shemb__merge *m)
 {
-	int64_t n = r->nrecv, rows = 0, *first;
-	struct entry *ent;
+	int64_t n = 0, rows = 0;
+	struct contrib *c;
 	int rc;
 
-	for (int64_t i = 0; i < n; i++)
-		rows += per_occurrence ? r->occ[i] : 1;
+	for (int p = 0; p < r->world; p++) {
+		bool pooled = r->npairs && r->npairs[p] >= 0;
+
+		for (int64_t i = r->from_first[p]; i < r->from_first[p + 1];
+		     i++)
+			n += !pooled && per_occurrence ? r->occ[i] : 1;
+		rows += shemb__route_rows_from(r, p, per_occurrence);
+	}
 	rc = merge_alloc(m, n, rows);
-	ent = malloc((size_t)(n + 1) * sizeof(*ent));
-	first = alloc_i64(n);
-	if (rc || !ent || !first) {
-		free(ent);
-		free(first);
+	c = malloc((size_t)(n + 1) * sizeof(*c));
+	if (rc || !c) {
+		free(c);
 		shemb__merge_free(m);
 		return rc ? rc : SHEMB_ENOMEM;
 	}
-	for (int64_t i = 0, at = 0; i < n; i++) {
-		ent[i] = (struct entry){ r->local[i], i };
-		first[i] = at;
-		at += per_occurrence ? r->occ[i] : 1;
+	n = rows = 0;
+	for (int p = 0; p < r->world; p++) {
+		n = contribs_of(r, p, per_occurrence, rows, c, n);
+		rows += shemb__route_rows_from(r, p, per_occurrence);
 	}
-	qsort(ent, (size_t)n, sizeof(*ent), by_local);
-	for (int64_t k = 0; k < rows; k++)
-		m->ident[k] = (int32_t)k;
-	for (int64_t i = 0, np = 0; i < n; i++) {
-		int64_t e = ent[i].e, cnt = per_occurrence ? r->occ[e] : 1;
-
-		if (i == 0 || ent[i].local != ent[i - 1].local) {
-			m->unique[m->nunique] = ent[i].local;
-			m->seg[m->nunique++] = (int32_t)np;
+	qsort(c, (size_t)n, sizeof(*c), by_local);
+	for (int64_t k = 0; k < n; k++) {
+		if (k == 0 || c[k].local != c[k - 1].local) {
+			m->unique[m->nunique] = c[k].local;
+			m->seg[m->nunique++] = (int32_t)k;
 		}
-		for (int64_t k = 0; k < cnt; k++)
-			m->pos[np++] = (int32_t)(first[e] + k);
+		m->pos[k] = (int32_t)k;
+		m->row_of[k] = (int32_t)c[k].row;
+		m->coef[k] = c[k].coef;
 	}
-	m->seg[m->nunique] = (int32_t)rows;
-	free(ent);
-	free(first);
+	m->seg[m->nunique] = (int32_t)n;
+	free(c);
 	return 0;
 }
