@@ -217,6 +217,15 @@ enum shemb_weight_decay {
 	SHEMB_WD_DECOUPLED = 1 /* row -= lr * weight_decay * row (AdamW) */
 };
 
+/* Where the bags of a row-wise or table-wise table are pooled. */
+enum shemb_pool_at {
+	SHEMB_POOL_AT_AUTO = 0,      /* where fewer bytes cross (shemb(7)) */
+	SHEMB_POOL_AT_REQUESTER = 1, /* owners send rows; the rank that
+				      * asked pools them */
+	SHEMB_POOL_AT_OWNER = 2      /* owners pool the ids of each bag they
+				      * hold and send one row per bag */
+};
+
 /* Where a table's rows live when the context has more than one rank. */
 enum shemb_shard {
 	SHEMB_SHARD_AUTO = 0,      /* chosen by the library (shemb(7)) */
@@ -264,6 +273,10 @@ struct shemb_table_attr {
 			       * bytes of fp32, rounded); SHEMB_F32
 			       * (default): rows as stored, gradients in
 			       * fp32.  Reads and writes are always exact */
+	int pool_at;          /* enum shemb_pool_at, for SUM and MEAN bags
+			       * of row-wise and table-wise tables outside
+			       * deterministic mode with wire_dtype F32;
+			       * default AUTO */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size

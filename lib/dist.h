@@ -134,6 +134,25 @@ int shemb__dist_write(shemb_table *t, int64_t n, const int64_t *ids,
 		      const void *in, int dtype, const float *reset,
 		      unsigned flags, int status);
 
+/* dist_pool.c: bags pooled by the owners (see there) */
+int shemb__pool_route(const struct shemb__step *st, int g,
+		      struct shemb__plan *p);
+size_t shemb__pool_ids_bytes(const struct shemb__route *r, int o);
+int64_t shemb__pool_pack_ids(const struct shemb__route *r, int o, char *at);
+int64_t shemb__pool_part_ids(const char *seg);
+size_t shemb__pool_part_bytes(const char *seg, int64_t m);
+int shemb__pool_intake(const shemb_table *t, struct shemb__route *r,
+		       int peer, const char *seg, int64_t m, int64_t at);
+int shemb__pool_serve(shemb_ctx *ctx, shemb_table *t,
+		      const struct shemb__route *r, int peer, const char *seg,
+		      int64_t m, char *out);
+void shemb__pool_combine(const struct shemb__step *st, int g,
+			 const struct shemb__plan *p, float *const *out,
+			 const char *const *rows_at);
+void shemb__pool_pack_grads(const struct shemb__step *st, int g,
+			    const struct shemb__plan *p,
+			    const float *const *grad, int o, char *at);
+
 /* dist_route.c */
 int shemb__route_build(const shemb_table *t, struct shemb__plan *p);
 int shemb__route_intake(const shemb_table *t, struct shemb__route *r,

@@ -112,8 +112,7 @@ static int make_grads(struct shemb__step *st, int g, const float *const *grad,
 	bool occ = per_occurrence(st->ctx);
 	int64_t n = occ ? p->nids : p->nunique;
 	struct shemb__store v = { .dim = t->attr.dim };
-	struct shemb__bwd_set *sets = calloc((size_t)grp->nsets + 1,
-					     sizeof(*sets));
+	struct shemb__bwd_set *sets;
 	struct shemb__update_job job = {
 		.store = &v,
 		.nunique = p->nunique,
@@ -122,10 +121,13 @@ static int make_grads(struct shemb__step *st, int g, const float *const *grad,
 		.pos = p->pos,
 		.bag_of = p->bag_of,
 		.nsets = grp->nsets,
-		.sets = sets,
 	};
 	int rc;
 
+	if (p->route->pooled)
+		return 0; /* the bags' own gradient rows go to the owners */
+	sets = calloc((size_t)grp->nsets + 1, sizeof(*sets));
+	job.sets = sets;
 	out->rows = malloc((size_t)n * (size_t)t->attr.dim * sizeof(float) + 8);
 	if (!sets || !out->rows) {
 		free(sets);
@@ -149,6 +151,10 @@ static size_t bytes_to(const struct shemb__step *st, int g, int peer)
 	int64_t lo, hi, rows = 0;
 	int c0, nc = ncols_at(t, peer, &c0);
 
+	if (!replicated(t) && p->route->pooled)
+		return pad8((size_t)(p->route->pair_first[peer + 1] -
+				     p->route->pair_first[peer]) *
+			    (size_t)t->attr.dim * sizeof(float));
 	slots_to(t, p, peer, &lo, &hi);
 	for (int64_t s = lo; s < hi; s++)
 		rows += rows_of(p, unique_at(t, p, s), occ);
@@ -157,7 +163,8 @@ static size_t bytes_to(const struct shemb__step *st, int g, int peer)
 }
 
 static void pack_one(const struct shemb__step *st, int g, int peer,
-		     const struct grads *gr, int64_t *count, char **at)
+		     const struct grads *gr, const float *const *grad,
+		     int64_t *count, char **at)
 {
 	const shemb_table *t = st->groups[g].table;
 	const struct shemb__plan *p = t->plan;
@@ -167,6 +174,12 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 	int64_t lo, hi;
 	char *f;
 
+	if (!replicated(t) && p->route->pooled) {
+		*count = 0;
+		shemb__pool_pack_grads(st, g, p, grad, peer, *at);
+		*at += bytes_to(st, g, peer);
+		return;
+	}
 	slots_to(t, p, peer, &lo, &hi);
 	*count = replicated(t) ? hi - lo : 0;
 	if (replicated(t)) {
@@ -195,7 +208,7 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 }
 
 static void pack_all(const struct shemb__step *st, const struct grads *gr,
-		     struct shemb__xchg *x)
+		     const float *const *grad, struct shemb__xchg *x)
 {
 	for (int p = 0; p < x->world; p++) {
 		int64_t *m = (int64_t *)(x->sbuf + x->sdispl[p]);
@@ -204,7 +217,7 @@ static void pack_all(const struct shemb__step *st, const struct grads *gr,
 		for (int g = 0; g < st->ngroups; g++) {
 			char *from = at;
 
-			pack_one(st, g, p, &gr[g], &m[g], &at);
+			pack_one(st, g, p, &gr[g], grad, &m[g], &at);
 			shemb__stats_peer(st->groups[g].table,
 					  SHEMB_PHASE_GRADS, p,
 					  8 + (uint64_t)(at - from), 0);
@@ -487,14 +500,14 @@ static int apply_one(struct shemb__step *st, int g,
 /* ---- the step ---- */
 
 static int send_and_apply(struct shemb__step *st, const struct grads *gr,
-			  struct shemb__xchg *x)
+			  const float *const *grad, struct shemb__xchg *x)
 {
 	size_t *start;
 	int rc;
 
 	if (shemb__xchg_alloc(x))
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	pack_all(st, gr, x);
+	pack_all(st, gr, grad, x);
 	rc = shemb__xchg_run(st->ctx, x);
 	if (rc)
 		return rc;
@@ -534,7 +547,7 @@ int shemb__dist_backward(struct shemb__step *st, const float *const *grad,
 						SHEMB__DIST_BACKWARD, st),
 			       status, &x);
 	if (!rc)
-		rc = send_and_apply(st, gr, &x);
+		rc = send_and_apply(st, gr, grad, &x);
 	for (int g = 0; g < st->ngroups; g++) {
 		free(gr[g].rows);
 		SHEMB__STAT_ADD(st->groups[g].table, exchange_ns,

@@ -59,6 +59,8 @@ static int route_all(struct shemb__step *st, struct shemb__plan **plans)
 	for (int g = 0; g < st->ngroups; g++) {
 		int rc = shemb__route_build(st->groups[g].table, plans[g]);
 
+		if (!rc)
+			rc = shemb__pool_route(st, g, plans[g]);
 		if (rc)
 			return shemb__fail(st->ctx, rc, "no memory to route "
 					   "the ids of table '%s'",
@@ -75,6 +77,11 @@ static void count_ids(struct shemb__step *st, struct shemb__plan **plans,
 		for (int g = 0; g < st->ngroups; g++) {
 			int64_t lo, hi;
 
+			if (plans[g]->route->pooled) {
+				x->scount[p] += shemb__pool_ids_bytes(
+					plans[g]->route, p);
+				continue;
+			}
 			slots_to(st->groups[g].table, plans[g], p, &lo, &hi);
 			x->scount[p] += 16 * (size_t)(hi - lo);
 		}
@@ -92,6 +99,16 @@ static void pack_ids(struct shemb__step *st, struct shemb__plan **plans,
 			const struct shemb__plan *pl = plans[g];
 			int64_t lo, hi, n;
 
+			if (pl->route->pooled) {
+				size_t b = shemb__pool_ids_bytes(pl->route, p);
+
+				m[g] = shemb__pool_pack_ids(pl->route, p,
+							    (char *)at);
+				shemb__stats_peer(st->groups[g].table,
+						  SHEMB_PHASE_IDS, p, 8 + b, 0);
+				at += b / 8;
+				continue;
+			}
 			slots_to(st->groups[g].table, pl, p, &lo, &hi);
 			n = hi - lo;
 			m[g] = n;
@@ -112,43 +129,94 @@ static void pack_ids(struct shemb__step *st, struct shemb__plan **plans,
 	}
 }
 
-/* What each peer asked this rank for, into each table's route. */
-static int take_in(struct shemb__step *st, struct shemb__plan **plans,
-		   const struct shemb__xchg *x)
+/* Entries (ids) and bytes of a table's part at seg with header count m:
+ * distinct ids with their occurrences, or owner-pooled pairs. */
+static size_t part_of(const char *seg, int64_t m, int64_t *entries)
 {
-	int w = x->world;
-
-	for (int g = 0; g < st->ngroups; g++) {
-		int64_t total = 0;
-
-		for (int p = 0; p < w; p++)
-			total += ((const int64_t *)(x->rbuf + x->rdispl[p]))[g];
-		if (shemb__route_reserve_intake(plans[g]->route, total))
-			return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	if (m >= 0) {
+		*entries = m;
+		return 16 * (size_t)m;
 	}
-	for (int p = 0; p < w; p++) {
+	*entries = shemb__pool_part_ids(seg);
+	return shemb__pool_part_bytes(seg, m);
+}
+
+/* Where each table's part of each peer's ids starts (at[p * G + g]), and
+ * the entries of each table. */
+static void locate_parts(const struct shemb__step *st,
+			 const struct shemb__xchg *x, size_t *at,
+			 int64_t *entries)
+{
+	int ng = st->ngroups;
+
+	for (int g = 0; g < ng; g++)
+		entries[g] = 0;
+	for (int p = 0; p < x->world; p++) {
 		const int64_t *m = (const int64_t *)(x->rbuf + x->rdispl[p]);
-		const int64_t *at = m + st->ngroups;
+		size_t off = x->rdispl[p] + 8 * (size_t)ng;
 
-		for (int g = 0; g < st->ngroups; g++) {
-			struct shemb__route *r = plans[g]->route;
-			int rc = shemb__route_intake(st->groups[g].table, r,
-						     p, m[g], at, at + m[g],
-						     r->from_first[p]);
+		for (int g = 0; g < ng; g++) {
+			int64_t n;
 
-			shemb__stats_peer(st->groups[g].table,
-					  SHEMB_PHASE_IDS, p, 0,
-					  8 + 16 * (uint64_t)m[g]);
-			if (rc)
-				return shemb__fail(st->ctx, rc, "table '%s': "
-						   "rank %d asked for a row "
-						   "this rank does not hold",
-						   st->groups[g].table->name,
-						   p);
-			at += 2 * m[g];
+			at[(size_t)p * ng + g] = off;
+			off += part_of(x->rbuf + off, m[g], &n);
+			entries[g] += n;
 		}
 	}
+}
+
+static int take_part(struct shemb__step *st, struct shemb__plan **plans,
+		     int g, int p, const char *seg, int64_t m)
+{
+	const shemb_table *t = st->groups[g].table;
+	struct shemb__route *r = plans[g]->route;
+	const int64_t *ids = (const int64_t *)seg;
+	int64_t n;
+	size_t bytes = part_of(seg, m, &n);
+	int rc = m >= 0 ? shemb__route_intake(t, r, p, m, ids, ids + m,
+					      r->from_first[p])
+			: shemb__pool_intake(t, r, p, seg, m,
+					     r->from_first[p]);
+
+	shemb__stats_peer(st->groups[g].table, SHEMB_PHASE_IDS, p, 0,
+			  8 + bytes);
+	if (rc)
+		return shemb__fail(st->ctx, rc, "table '%s': rank %d asked "
+				   "for a row this rank does not hold",
+				   t->name, p);
 	return 0;
+}
+
+/* What each peer asked this rank for, into each table's route; at[]
+ * gets where each part starts. */
+static int take_in(struct shemb__step *st, struct shemb__plan **plans,
+		   const struct shemb__xchg *x, size_t *at)
+{
+	int64_t *entries = calloc((size_t)st->ngroups + 1, sizeof(int64_t));
+	int rc = entries ? 0 : SHEMB_ENOMEM;
+
+	if (!rc)
+		locate_parts(st, x, at, entries);
+	for (int g = 0; !rc && g < st->ngroups; g++)
+		rc = shemb__route_reserve_intake(plans[g]->route, entries[g]);
+	free(entries);
+	if (rc)
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	for (int p = 0; !rc && p < x->world; p++) {
+		const int64_t *m = (const int64_t *)(x->rbuf + x->rdispl[p]);
+
+		for (int g = 0; !rc && g < st->ngroups; g++)
+			rc = take_part(st, plans, g, p,
+				       x->rbuf + at[(size_t)p * st->ngroups + g],
+				       m[g]);
+	}
+	return rc;
+}
+
+/* fp32 rows of a pooled table's pairs. */
+static size_t pooled_row_bytes(const shemb_table *t)
+{
+	return (size_t)t->attr.dim * sizeof(float);
 }
 
 static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
@@ -160,14 +228,20 @@ static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
 			const shemb_table *t = st->groups[g].table;
 			const struct shemb__route *r = plans[g]->route;
 			int64_t lo, hi;
-
 			size_t in, out;
 
 			slots_to(t, plans[g], p, &lo, &hi);
 			in = (size_t)(hi - lo) * row_bytes_at(st, t, p);
+			if (r->pooled)
+				in = (size_t)(r->pair_first[p + 1] -
+					      r->pair_first[p]) *
+				     pooled_row_bytes(t);
 			out = (size_t)(r->from_first[p + 1] -
 				       r->from_first[p]) *
 			      row_bytes_at(st, t, t->shard.rank);
+			if (r->npairs[p] >= 0)
+				out = (size_t)r->npairs[p] *
+				      pooled_row_bytes(t);
 			x->rcount[p] += in;
 			x->scount[p] += out;
 			shemb__stats_peer(st->groups[g].table,
@@ -176,31 +250,47 @@ static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
 	}
 }
 
-/* The owner's rows for every peer, in the order it asked. */
+/* The owner's rows for every peer, in the order it asked (pooled
+ * parts: a pooled row per pair); parts[] locates the ids message's
+ * parts. */
 static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
+		      const struct shemb__xchg *ids, const size_t *parts,
 		      struct shemb__xchg *x)
 {
 	shemb_ctx *ctx = st->ctx;
 
 	for (int p = 0; p < x->world; p++) {
+		const int64_t *m = (const int64_t *)(ids->rbuf + ids->rdispl[p]);
 		char *at = x->sbuf + x->sdispl[p];
 
 		for (int g = 0; g < st->ngroups; g++) {
 			shemb_table *t = st->groups[g].table;
 			const struct shemb__route *r = plans[g]->route;
 			int64_t n = r->from_first[p + 1] - r->from_first[p];
-			int rc = n ? ctx->mem->read_rows(ctx->be, &t->store, n,
-							 r->local +
-								 r->from_first[p],
-							 at,
-							 row_dtype(st, t))
-				   : 0;
+			int rc;
 
+			if (m[g] < 0) {
+				rc = shemb__pool_serve(
+					ctx, t, r, p,
+					ids->rbuf +
+						parts[(size_t)p * st->ngroups + g],
+					m[g], at);
+				n = r->npairs[p];
+			} else {
+				rc = n ? ctx->mem->read_rows(
+						 ctx->be, &t->store, n,
+						 r->local + r->from_first[p],
+						 at, row_dtype(st, t))
+				       : 0;
+			}
 			if (rc)
 				return shemb__fail(ctx, rc, "table '%s': "
 						   "reading rows failed",
 						   t->name);
-			at += (size_t)n * row_bytes_at(st, t, t->shard.rank);
+			at += (size_t)n * (m[g] < 0 ? pooled_row_bytes(t)
+						    : row_bytes_at(
+							      st, t,
+							      t->shard.rank));
 		}
 	}
 	return 0;
@@ -244,6 +334,36 @@ static void rows_of_positions(const struct shemb__plan *pl, int64_t *rows_of)
 			rows_of[pl->pos[k]] = u;
 }
 
+/* A table whose bags the owners pooled: add their rows, bag by bag. */
+static int pool_at_owners(struct shemb__step *st, int g,
+			  const struct shemb__plan *pl,
+			  const struct shemb__xchg *x, size_t *seen,
+			  float *const *out)
+{
+	const struct shemb__route *r = pl->route;
+	const char **rows_at = calloc((size_t)x->world, sizeof(char *));
+	uint64_t t0 = shemb__now_ns();
+
+	if (!rows_at)
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	for (int p = 0; p < x->world; p++) {
+		rows_at[p] = x->rbuf + x->rdispl[p] + seen[p];
+		seen[p] += (size_t)(r->pair_first[p + 1] - r->pair_first[p]) *
+			   pooled_row_bytes(st->groups[g].table);
+	}
+	shemb__pool_combine(st, g, pl, out, rows_at);
+	free(rows_at);
+	for (int s = 0; s < st->groups[g].nsets; s++) {
+		SHEMB__STAT_ADD(st->groups[g].table, lookups, 1);
+		SHEMB__STAT_ADD(st->groups[g].table, bags,
+				st->groups[g].sets[s]->nbags);
+		SHEMB__STAT_ADD(st->groups[g].table, ids,
+				st->groups[g].sets[s]->nids);
+	}
+	SHEMB__STAT_ADD(st->groups[g].table, pool_ns, shemb__now_ns() - t0);
+	return 0;
+}
+
 static int pool_one(struct shemb__step *st, int g,
 		    const struct shemb__plan *pl, const struct shemb__xchg *x,
 		    size_t *seen, float *const *out)
@@ -259,6 +379,8 @@ static int pool_one(struct shemb__step *st, int g,
 	if (t->shard.kind == SHEMB_SHARD_REPLICATED)
 		return shemb__pool_group(st, &st->groups[g], pl, out,
 					 &t->store, NULL);
+	if (pl->route->pooled)
+		return pool_at_owners(st, g, pl, x, seen, out);
 	v.base = malloc((size_t)pl->nunique * full + 8);
 	v.bytes = (size_t)pl->nunique * full;
 	rows_of = malloc((size_t)(pl->nids + 1) * sizeof(int64_t));
@@ -297,20 +419,28 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		    float *const *out, struct shemb__xchg *ids,
 		    struct shemb__xchg *rows)
 {
+	size_t *parts;
 	int rc;
 
 	if (shemb__xchg_alloc(ids))
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	pack_ids(st, plans, ids);
 	rc = shemb__xchg_run(st->ctx, ids);
-	if (!rc)
-		rc = take_in(st, plans, ids);
 	if (rc)
 		return rc;
-	count_rows(st, plans, rows);
-	if (shemb__xchg_alloc(rows))
+	parts = calloc((size_t)ids->world * (size_t)st->ngroups + 1,
+		       sizeof(size_t));
+	if (!parts)
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	rc = serve_rows(st, plans, rows);
+	rc = take_in(st, plans, ids, parts);
+	if (!rc) {
+		count_rows(st, plans, rows);
+		if (shemb__xchg_alloc(rows))
+			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	if (!rc)
+		rc = serve_rows(st, plans, ids, parts, rows);
+	free(parts);
 	if (!rc)
 		rc = shemb__xchg_run(st->ctx, rows);
 	if (!rc)

@@ -82,6 +82,10 @@ static int check_kind(shemb_ctx *ctx, const struct shemb_table_attr *a,
 	    a->wire_dtype != SHEMB_BF16)
 		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': wire_dtype "
 				   "must be SHEMB_F32, F16 or BF16", name);
+	if (a->pool_at < SHEMB_POOL_AT_AUTO || a->pool_at > SHEMB_POOL_AT_OWNER)
+		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': pool_at %d "
+				   "is not an enum shemb_pool_at value", name,
+				   a->pool_at);
 	if (a->shard == SHEMB_SHARD_COLUMN && world > 1 && a->dim < world)
 		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': column-wise "
 				   "over %d ranks needs dim >= %d, not %d",

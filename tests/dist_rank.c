@@ -3,6 +3,7 @@
  * shemb-run from tests/test_dist.sh.
  *
  * Usage: dist_rank [--deterministic] [--steps N] [--wire bf16|f16]
+ *                  [--pool-at-owner]
  *
  * Every rank trains the same tables (each shard plan with each optimizer)
  * for N steps on random bags, and alongside it a single-process reference:
@@ -19,6 +20,9 @@
  * rank's non-finite value fails everywhere.  At the end: bad shard attrs
  * are refused, the plans are described, and every rank's per-peer byte
  * counts match its peers'.
+ *
+ * With --pool-at-owner, the owners pool the SUM and MEAN bags of
+ * row-wise and table-wise tables: the same 1e-5 bound holds.
  *
  * With --wire, rows and gradients travel in 16 bits: the first lookups
  * must be within the rows' rounding of the reference, and the trained
@@ -37,6 +41,7 @@
 #define NBAGS 9
 
 static int rank, world, deterministic, wire = SHEMB_F32;
+static int pool_at = SHEMB_POOL_AT_AUTO;
 static shemb_ctx *ctx, *ref;
 
 #define FAIL(...)                                                            \
@@ -110,6 +115,7 @@ static void add_case(int shard, int opt, int dtype, int dim, int64_t rows)
 	a.lr = 0.05f;
 	a.shard = shard;
 	a.wire_dtype = wire;
+	a.pool_at = pool_at;
 	if (opt == SHEMB_OPT_ADAM) {
 		a.weight_decay = 0.01f;
 		a.weight_decay_mode = SHEMB_WD_DECOUPLED;
@@ -719,6 +725,8 @@ int main(int argc, char **argv)
 			deterministic = 1;
 		else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
 			steps = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--pool-at-owner"))
+			pool_at = SHEMB_POOL_AT_OWNER;
 		else if (!strcmp(argv[i], "--wire") && i + 1 < argc)
 			wire = !strcmp(argv[++i], "bf16") ? SHEMB_BF16
 							  : SHEMB_F16;

@@ -3,7 +3,8 @@
 # which train every shard plan with every optimizer against a
 # single-process reference (within 1e-5, and bit for bit in deterministic
 # mode), over shm, and 3 ranks over tcp;ofi_rxm (loopback); also with rows
-# and gradients in 16 bits on the wire; every run bounded in time.
+# and gradients in 16 bits on the wire, and with SUM and MEAN bags pooled
+# by the owners; every run bounded in time.
 run=$top_builddir/tools/shemb-run
 rank=$top_builddir/tests/dist_rank
 fails=0
@@ -25,6 +26,9 @@ for n in 1 2 3 4; do
 	one shm "$n"
 	one shm "$n" --deterministic
 done
+one shm 2 --pool-at-owner
+one shm 4 --pool-at-owner
+one "tcp;ofi_rxm" 3 --pool-at-owner --steps 6
 one shm 3 --wire bf16
 one shm 4 --wire f16 --steps 8
 one "tcp;ofi_rxm" 3 --deterministic --steps 6

@@ -32,6 +32,8 @@ const char bench_train_usage[] =
 "  --deterministic     libshemb's deterministic mode\n"
 "  --wire T            libshemb's rows and gradients between ranks: f32\n"
 "                      (default), bf16 or f16\n"
+"  --pool-at W         where libshemb pools SUM bags: auto (default),\n"
+"                      requester or owner\n"
 "  --timeout SECONDS   limit of each rank count's job (default 600)\n"
 "  --shemb-run PATH    the launcher (default: next to this program)\n";
 
@@ -206,6 +208,7 @@ static const struct option train_long[] = {
 	{ "scale", required_argument, NULL, 'c' },
 	{ "deterministic", no_argument, NULL, 'd' },
 	{ "wire", required_argument, NULL, 'w' },
+	{ "pool-at", required_argument, NULL, 'a' },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "shemb-run", required_argument, NULL, 'R' },
 	{ NULL, 0, NULL, 0 }
@@ -254,6 +257,12 @@ static int parse(int argc, char **argv, struct topts *o)
 			    strcmp(optarg, "f16"))
 				return -1;
 			pass_opt(o, "--wire", optarg);
+			break;
+		case 'a':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "owner") &&
+			    strcmp(optarg, "requester"))
+				return -1;
+			pass_opt(o, "--pool-at", optarg);
 			break;
 		case 't':
 			o->timeout = atof(optarg);

@@ -42,6 +42,7 @@ struct opts {
 	int64_t batch, scale;
 	int deterministic;
 	int wire; /* wire_dtype of libshemb's tables */
+	int pool_at; /* their pool_at */
 };
 
 struct table {
@@ -109,6 +110,7 @@ static int create_table(struct rank *r, struct table *t, int ti)
 	a.lr = LR;
 	a.expected_skew = (float)t->s.zipf_s;
 	a.wire_dtype = r->o.wire;
+	a.pool_at = r->o.pool_at;
 	rc = shemb_table_create(r->ctx, &a, &t->t);
 	if (rc)
 		return fail(r, "shemb_table_create", rc);
@@ -425,6 +427,7 @@ static const struct option rank_long[] = {
 	{ "scale", required_argument, NULL, 'c' },
 	{ "deterministic", no_argument, NULL, 'd' },
 	{ "wire", required_argument, NULL, 'w' },
+	{ "pool-at", required_argument, NULL, 'a' },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -451,6 +454,12 @@ static int parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'd':
 			o->deterministic = 1;
+			break;
+		case 'a':
+			o->pool_at = !strcmp(optarg, "owner") ? SHEMB_POOL_AT_OWNER
+				     : !strcmp(optarg, "requester")
+					     ? SHEMB_POOL_AT_REQUESTER
+					     : SHEMB_POOL_AT_AUTO;
 			break;
 		case 'w':
 			o->wire = !strcmp(optarg, "bf16")  ? SHEMB_BF16
