@@ -159,6 +159,7 @@ int shemb__route_intake(const shemb_table *t, struct shemb__route *r,
 			int peer, int64_t n, const int64_t *ids,
 			const int64_t *occ, int64_t at);
 int shemb__route_reserve_intake(struct shemb__route *r, int64_t nrecv);
+void shemb__route_release_intake(struct shemb__route *r);
 
 /* The owner's view of one table's gradient rows: distinct local rows,
  * ascending, and for each its contributions (a received row and its

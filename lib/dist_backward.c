@@ -488,9 +488,7 @@ static int apply_one(struct shemb__step *st, int g,
 		shemb__merge_free(&m);
 	}
 	free(rows);
-	free(own.from_first);
-	free(own.local);
-	free(own.occ);
+	shemb__route_release_intake(&own);
 	SHEMB__STAT_ADD(t, update_ns, shemb__now_ns() - t0);
 	return rc ? shemb__fail(st->ctx, rc, "table '%s': applying the "
 				"gradients failed", t->name)

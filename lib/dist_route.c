@@ -78,7 +78,7 @@ int shemb__route_build(const shemb_table *t, struct shemb__plan *p)
 	return 0;
 }
 
-int shemb__route_reserve_intake(struct shemb__route *r, int64_t nrecv)
+void shemb__route_release_intake(struct shemb__route *r)
 {
 	free(r->from_first);
 	free(r->local);
@@ -86,6 +86,13 @@ int shemb__route_reserve_intake(struct shemb__route *r, int64_t nrecv)
 	free(r->coef);
 	free(r->pair);
 	free(r->npairs);
+	r->from_first = r->local = r->occ = r->pair = r->npairs = NULL;
+	r->coef = NULL;
+}
+
+int shemb__route_reserve_intake(struct shemb__route *r, int64_t nrecv)
+{
+	shemb__route_release_intake(r);
 	r->from_first = calloc((size_t)r->world + 1, sizeof(int64_t));
 	r->local = alloc_i64(nrecv);
 	r->occ = alloc_i64(nrecv);
