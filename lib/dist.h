@@ -153,6 +153,12 @@ void shemb__pool_pack_grads(const struct shemb__step *st, int g,
 			    const struct shemb__plan *p,
 			    const float *const *grad, int o, char *at);
 
+/* dist_dense.c: small replicated tables outside deterministic mode
+ * exchange their gradients as one dense allreduce */
+bool shemb__dense_replicated(const struct shemb__step *st,
+			     const shemb_table *t);
+int shemb__dense_apply(struct shemb__step *st, int g, const float *rows);
+
 /* dist_route.c */
 int shemb__route_build(const shemb_table *t, struct shemb__plan *p);
 int shemb__route_intake(const shemb_table *t, struct shemb__route *r,

@@ -135,7 +135,7 @@ static int make_grads(struct shemb__step *st, int g, const float *const *grad,
 	}
 	shemb__bwd_sets(grp, p, grad, sets);
 	rc = st->ctx->mem->coalesce(st->ctx->be, &job, out->rows, occ);
-	if (!rc)
+	if (!rc && !shemb__dense_replicated(st, t))
 		rc = to_wire(st->ctx, t, &out->rows, n);
 	free(sets);
 	return rc ? shemb__fail(st->ctx, rc, "table '%s': gradients failed "
@@ -151,6 +151,8 @@ static size_t bytes_to(const struct shemb__step *st, int g, int peer)
 	int64_t lo, hi, rows = 0;
 	int c0, nc = ncols_at(t, peer, &c0);
 
+	if (shemb__dense_replicated(st, t))
+		return 0; /* one dense allreduce instead (dist_dense.c) */
 	if (!replicated(t) && p->route->pooled)
 		return pad8((size_t)(p->route->pair_first[peer + 1] -
 				     p->route->pair_first[peer]) *
@@ -174,6 +176,10 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 	int64_t lo, hi;
 	char *f;
 
+	if (shemb__dense_replicated(st, t)) {
+		*count = 0;
+		return;
+	}
 	if (!replicated(t) && p->route->pooled) {
 		*count = 0;
 		shemb__pool_pack_grads(st, g, p, grad, peer, *at);
@@ -515,7 +521,9 @@ static int send_and_apply(struct shemb__step *st, const struct grads *gr,
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	rc = locate(st, x, start);
 	for (int g = 0; !rc && g < st->ngroups; g++)
-		rc = apply_one(st, g, x, start);
+		rc = shemb__dense_replicated(st, st->groups[g].table)
+			     ? shemb__dense_apply(st, g, gr[g].rows)
+			     : apply_one(st, g, x, start);
 	free(start);
 	return rc;
 }
