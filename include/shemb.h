@@ -486,6 +486,8 @@ struct shemb_table_stats {
 	uint64_t exchange_ns;    /* time in the exchanges of the steps that
 				  * had this table (one exchange serves all
 				  * tables of a call: each counts it) */
+	uint64_t phase_ns[3];    /* of that, the time waiting for each
+				  * phase's transfers, by enum shemb_phase */
 };
 
 /* Cumulative counters of a table since creation or the last reset. */

@@ -96,6 +96,8 @@ int shemb__xchg_init(struct shemb__xchg *x, int world);
 /* Allocate the buffers once the counts are set (displacements follow). */
 int shemb__xchg_alloc(struct shemb__xchg *x);
 int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x);
+/* Add ns to the phase time of every table of st. */
+void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns);
 void shemb__xchg_free(struct shemb__xchg *x);
 
 /*

@@ -507,12 +507,15 @@ static int send_and_apply(struct shemb__step *st, const struct grads *gr,
 			  const float *const *grad, struct shemb__xchg *x)
 {
 	size_t *start;
+	uint64_t t0;
 	int rc;
 
 	if (shemb__xchg_alloc(x))
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	pack_all(st, gr, grad, x);
+	t0 = shemb__now_ns();
 	rc = shemb__xchg_run(st->ctx, x);
+	shemb__phase_time(st, SHEMB_PHASE_GRADS, shemb__now_ns() - t0);
 	if (rc)
 		return rc;
 	start = calloc((size_t)x->world * (size_t)st->ngroups + 1,

@@ -144,6 +144,7 @@ int shemb__dense_apply(struct shemb__step *st, int g, const float *rows)
 		r[dim] = 1.0f;
 	}
 	rc = shemb__coll_run(st->ctx, &c);
+	SHEMB__STAT_ADD(t, phase_ns[SHEMB_PHASE_GRADS], shemb__now_ns() - t0);
 	if (!rc) {
 		count_bytes(t, bytes);
 		rc = apply_touched(st, t, buf);

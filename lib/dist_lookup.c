@@ -420,12 +420,15 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		    struct shemb__xchg *rows)
 {
 	size_t *parts;
+	uint64_t t0;
 	int rc;
 
 	if (shemb__xchg_alloc(ids))
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	pack_ids(st, plans, ids);
+	t0 = shemb__now_ns();
 	rc = shemb__xchg_run(st->ctx, ids);
+	shemb__phase_time(st, SHEMB_PHASE_IDS, shemb__now_ns() - t0);
 	if (rc)
 		return rc;
 	parts = calloc((size_t)ids->world * (size_t)st->ngroups + 1,
@@ -441,8 +444,10 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 	if (!rc)
 		rc = serve_rows(st, plans, ids, parts, rows);
 	free(parts);
+	t0 = shemb__now_ns();
 	if (!rc)
 		rc = shemb__xchg_run(st->ctx, rows);
+	shemb__phase_time(st, SHEMB_PHASE_ROWS, shemb__now_ns() - t0);
 	if (!rc)
 		rc = pool_all(st, plans, rows, out);
 	return rc;

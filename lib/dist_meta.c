@@ -68,6 +68,12 @@ int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x)
 	return shemb__coll_run(ctx, &c);
 }
 
+void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns)
+{
+	for (int g = 0; g < st->ngroups; g++)
+		SHEMB__STAT_ADD(st->groups[g].table, phase_ns[phase], ns);
+}
+
 void shemb__xchg_free(struct shemb__xchg *x)
 {
 	free(x->scount);

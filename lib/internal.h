@@ -60,6 +60,7 @@ struct shemb__stats {
 	atomic_uint_fast64_t rows_updated;
 	atomic_uint_fast64_t validate_ns, plan_ns, pool_ns, update_ns;
 	atomic_uint_fast64_t sent_bytes, received_bytes, exchange_ns;
+	atomic_uint_fast64_t phase_ns[3];
 	/* [phase][0 sent, 1 received][rank]: 3 * 2 * world entries */
 	atomic_uint_fast64_t *peer_bytes;
 };

@@ -41,6 +41,8 @@ SHEMB_API int shemb_table_stats(const shemb_table *t,
 		.sent_bytes = LOAD(m, sent_bytes),
 		.received_bytes = LOAD(m, received_bytes),
 		.exchange_ns = LOAD(m, exchange_ns),
+		.phase_ns = { LOAD(m, phase_ns[0]), LOAD(m, phase_ns[1]),
+			      LOAD(m, phase_ns[2]) },
 	};
 	memcpy((char *)out + sizeof(size_t), (char *)&s + sizeof(size_t),
 	       (out->size < sizeof(s) ? out->size : sizeof(s)) -
@@ -65,6 +67,8 @@ SHEMB_API int shemb_table_stats_reset(shemb_table *t)
 	ZERO(t, sent_bytes);
 	ZERO(t, received_bytes);
 	ZERO(t, exchange_ns);
+	for (int ph = 0; ph < 3; ph++)
+		ZERO(t, phase_ns[ph]);
 	for (int i = 0; i < 6 * t->ctx->attr.world_size; i++)
 		atomic_store_explicit(&t->stats.peer_bytes[i], 0,
 				      memory_order_relaxed);

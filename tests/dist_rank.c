@@ -334,6 +334,17 @@ static void check_peer_stats(void)
 					recv += mine[w + p];
 				}
 		}
+		if (world > 1 &&
+		    (st.phase_ns[0] == 0 || st.phase_ns[1] == 0 ||
+		     st.phase_ns[2] == 0 ||
+		     st.phase_ns[0] + st.phase_ns[1] + st.phase_ns[2] >
+			     st.exchange_ns))
+			FAIL("table %d: phase times %llu %llu %llu within an "
+			     "exchange time of %llu", ci,
+			     (unsigned long long)st.phase_ns[0],
+			     (unsigned long long)st.phase_ns[1],
+			     (unsigned long long)st.phase_ns[2],
+			     (unsigned long long)st.exchange_ns);
 		if (sent != st.sent_bytes || recv != st.received_bytes ||
 		    (world > 1 && sent == 0))
 			FAIL("table %d: %llu/%llu bytes sent/received by "
