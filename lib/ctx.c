@@ -145,6 +145,7 @@ SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx)
 	shemb__pool_destroy(ctx->pool);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx->rank_bytes);
+	free(ctx->rank_budget);
 	free(ctx);
 	return 0;
 }

@@ -52,6 +52,8 @@ struct shemb_ctx {
 	uint64_t next_table_serial;
 	uint64_t *rank_bytes;         /* world > 1: table bytes each rank
 				       * holds, for choosing owners */
+	uint64_t *rank_budget;        /* ... and each rank's host budget,
+				       * learnt at the first table */
 };
 
 /* Cumulative counters; relaxed atomics, since lookups run concurrently. */

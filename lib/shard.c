@@ -10,8 +10,9 @@
 #include "lib/shard.h"
 #include "lib/table.h"
 
-/* Tables up to this size are copied to every rank under SHARD_AUTO:
- * their gradient exchange is small, and their lookups need no exchange. */
+/* Tables up to this size are copied to every rank under SHARD_AUTO (when
+ * every rank has room): their gradient exchange is small, and their
+ * lookups need no exchange. */
 #define REPLICATE_BYTES (1u << 20)
 /*
  * Under SHARD_AUTO, a skew at least this high (Zipf exponent) spreads the
@@ -36,30 +37,58 @@ static uint64_t table_bytes(const struct shemb_table_attr *a)
 	return row * (uint64_t)a->rows;
 }
 
-static int choose_kind(const struct shemb_table_attr *a, int world)
+/* Bytes of host budget rank r has left for tables (as accounted). */
+static uint64_t room_on(const shemb_ctx *ctx, int r)
 {
-	if (world == 1)
-		return SHEMB_SHARD_ROW;
-	if (table_bytes(a) <= REPLICATE_BYTES)
-		return SHEMB_SHARD_REPLICATED;
-	if (a->expected_skew >= COLUMN_SKEW &&
-	    a->dim >= COLUMN_MIN_DIM_PER_RANK * world)
-		return SHEMB_SHARD_COLUMN;
-	if (a->rows < (int64_t)MIN_ROWS_PER_RANK * world)
-		return SHEMB_SHARD_TABLE;
-	return SHEMB_SHARD_ROW;
+	uint64_t budget = ctx->rank_budget[r], used = ctx->rank_bytes[r];
+
+	return budget > used ? budget - used : 0;
 }
 
-/* The rank holding the fewest bytes of tables so far (lowest on ties):
- * every rank creates the same tables in the same order, so all agree. */
-static int least_loaded(const shemb_ctx *ctx)
+/* The rank with the most room left (lowest on ties): every rank creates
+ * the same tables in the same order and knows every budget, so all
+ * agree. */
+static int roomiest(const shemb_ctx *ctx)
 {
 	int best = 0;
 
 	for (int r = 1; r < ctx->attr.world_size; r++)
-		if (ctx->rank_bytes[r] < ctx->rank_bytes[best])
+		if (room_on(ctx, r) > room_on(ctx, best))
 			best = r;
 	return best;
+}
+
+static uint64_t least_room(const shemb_ctx *ctx)
+{
+	uint64_t least = UINT64_MAX;
+
+	for (int r = 0; r < ctx->attr.world_size; r++)
+		least = room_on(ctx, r) < least ? room_on(ctx, r) : least;
+	return least;
+}
+
+/*
+ * SHARD_AUTO: replicate small tables that every rank has ample room for
+ * (an eighth of the tightest rank's room left), spread the columns of
+ * very skewed wide tables, put tiny tables whole on the rank with the
+ * most room when they fit there, and spread the rows of the rest.
+ */
+static int choose_kind(const shemb_ctx *ctx, const struct shemb_table_attr *a)
+{
+	int world = ctx->attr.world_size;
+	uint64_t bytes = table_bytes(a);
+
+	if (world == 1)
+		return SHEMB_SHARD_ROW;
+	if (bytes <= REPLICATE_BYTES && bytes <= least_room(ctx) / 8)
+		return SHEMB_SHARD_REPLICATED;
+	if (a->expected_skew >= COLUMN_SKEW &&
+	    a->dim >= COLUMN_MIN_DIM_PER_RANK * world)
+		return SHEMB_SHARD_COLUMN;
+	if (a->rows < (int64_t)MIN_ROWS_PER_RANK * world &&
+	    bytes <= room_on(ctx, roomiest(ctx)))
+		return SHEMB_SHARD_TABLE;
+	return SHEMB_SHARD_ROW;
 }
 
 static int check_kind(shemb_ctx *ctx, const struct shemb_table_attr *a,
@@ -101,7 +130,7 @@ int shemb__shard_plan(shemb_ctx *ctx, const struct shemb_table_attr *a,
 	if (rc)
 		return rc;
 	*s = (struct shemb__shard){
-		.kind = a->shard == SHEMB_SHARD_AUTO ? choose_kind(a, world)
+		.kind = a->shard == SHEMB_SHARD_AUTO ? choose_kind(ctx, a)
 						     : a->shard,
 		.world = world,
 		.rank = ctx->attr.rank,
@@ -116,7 +145,7 @@ int shemb__shard_plan(shemb_ctx *ctx, const struct shemb_table_attr *a,
 	shemb__shard_columns(s, s->rank, &s->col0, &s->ncols);
 	if (s->kind == SHEMB_SHARD_TABLE) {
 		s->owner = a->shard_owner >= 0 ? a->shard_owner
-					       : least_loaded(ctx);
+					       : roomiest(ctx);
 		s->local_rows = s->owner == s->rank ? a->rows : 0;
 	} else if (s->kind == SHEMB_SHARD_ROW) {
 		while ((1ll << s->bits) < a->rows || s->bits == 0)

@@ -257,6 +257,25 @@ static int same_on_every_rank(shemb_ctx *ctx, const shemb_table *t,
 	return rc;
 }
 
+/* At the first table, every rank's host budget, for SHARD_AUTO. */
+static int learn_budgets(shemb_ctx *ctx)
+{
+	uint64_t *all;
+	int rc;
+
+	if (ctx->rank_budget)
+		return 0;
+	all = calloc((size_t)ctx->attr.world_size, 8);
+	if (!all)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	rc = allgather_word(ctx, ctx->host_budget, all);
+	if (rc)
+		free(all);
+	else
+		ctx->rank_budget = all;
+	return rc;
+}
+
 /* After allocation: the table exists on every rank or on none. */
 static int made_on_every_rank(shemb_ctx *ctx, const char *name, int status)
 {
@@ -391,6 +410,11 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 		*out = NULL;
 	if (rc && !dist)
 		return rc;
+	if (dist) {
+		int brc = learn_budgets(ctx);
+
+		rc = rc ? rc : brc;
+	}
 	if (!rc)
 		rc = new_table(ctx, &a, &t);
 	name = t && t->name ? t->name : !rc && a.name ? a.name : "(unnamed)";

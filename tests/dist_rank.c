@@ -18,8 +18,8 @@
  * change nothing.  Every few steps every rank writes rows (colliding ids,
  * with and without resetting the optimizer state), after a write that one
  * rank's non-finite value fails everywhere.  At the end: bad shard attrs
- * are refused, the plans are described, and every rank's per-peer byte
- * counts match its peers'.
+ * are refused, the plans are described, SHARD_AUTO heeds the ranks' host
+ * budgets, and every rank's per-peer byte counts match its peers'.
  *
  * With --pool-at-owner, the owners pool the SUM and MEAN bags of
  * row-wise and table-wise tables: the same 1e-5 bound holds.
@@ -357,6 +357,54 @@ static void check_peer_stats(void)
 	free(all);
 	free(cnt);
 	free(dsp);
+}
+
+/* SHARD_AUTO weighs every rank's room: the last rank has a budget of
+ * 3 MiB (see main), so a 500 KB table is not copied to every rank but
+ * spread by rows, a 6 KB one is copied, and a 400 KB one of 100 rows goes
+ * whole to a rank with room, not the last. */
+static void check_planner(void)
+{
+	static const struct {
+		int64_t rows;
+		int dim;
+		const char *want;
+	} t[] = {
+		{ 2000, 64, "row-wise" },
+		{ 100, 16, "replicated" },
+		{ 100, 1024, "table-wise on rank" },
+	};
+	shemb_table *tab[3];
+	char buf[4096], name[16], *line;
+
+	if (world == 1)
+		return;
+	for (int i = 0; i < 3; i++) {
+		struct shemb_table_attr a;
+
+		shemb_table_attr_init(&a);
+		snprintf(name, sizeof(name), "auto%d", i);
+		a.name = name;
+		a.rows = t[i].rows;
+		a.dim = t[i].dim;
+		CHECK_RC(ctx, shemb_table_create(ctx, &a, &tab[i]));
+	}
+	shemb_ctx_plan_describe(ctx, buf, sizeof(buf));
+	for (int i = 0; i < 3; i++) {
+		char other[48];
+
+		snprintf(name, sizeof(name), "'auto%d'", i);
+		line = strstr(buf, name);
+		if (!line || !strstr(line, t[i].want))
+			FAIL("AUTO chose otherwise for %s:\n%s", name, buf);
+		snprintf(other, sizeof(other), "table-wise on rank %d\n",
+			 world - 1);
+		if (i == 2 && !strncmp(strstr(line, "table-wise"), other,
+				       strlen(other)))
+			FAIL("AUTO put %s on the rank without room", name);
+	}
+	for (int i = 0; i < 3; i++)
+		shemb_table_destroy(tab[i]);
 }
 
 /* ---- bags ---- */
@@ -748,6 +796,11 @@ int main(int argc, char **argv)
 	a.nthreads = 1;
 	a.deterministic = deterministic;
 	a.timeout_ms = 60000;
+	/* the last rank's budget is small: see check_planner */
+	if (getenv("SHEMB_RANK") && getenv("SHEMB_WORLD_SIZE") &&
+	    atoi(getenv("SHEMB_WORLD_SIZE")) > 1 &&
+	    atoi(getenv("SHEMB_RANK")) == atoi(getenv("SHEMB_WORLD_SIZE")) - 1)
+		a.host_mem_bytes = 3u << 20;
 	CHECK_RC(NULL, shemb_ctx_create(&a, &ctx));
 	shemb_ctx_get_attr(ctx, &a);
 	rank = a.rank;
@@ -768,6 +821,7 @@ int main(int argc, char **argv)
 		free(initial[ci]);
 	check_rejections();
 	check_describe();
+	check_planner();
 	check_peer_stats();
 	shemb_ctx_destroy(ref);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
