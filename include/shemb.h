@@ -265,7 +265,8 @@ struct shemb_table_attr {
 	float initial_accumulator; /* Adagrad state at start; >= 0; 0 */
 	int shard;            /* enum shemb_shard; default AUTO */
 	int shard_owner;      /* SHARD_TABLE: the rank holding it; -1
-			       * (default): the rank holding fewest bytes */
+			       * (default): the rank with the most room
+			       * left in its host budget */
 	float expected_skew;  /* Zipf exponent the ids are expected to
 			       * follow, for SHARD_AUTO; default 0 */
 	int wire_dtype;       /* between ranks, lookup rows and gradients
