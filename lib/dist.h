@@ -110,6 +110,14 @@ void shemb__xchg_free(struct shemb__xchg *x);
 int shemb__dist_agree(shemb_ctx *ctx, int kind, uint64_t sig, int status,
 		      struct shemb__xchg *x);
 
+/* Every rank's 8 bytes, rank r's at all[r]. */
+int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all);
+
+/* After an exchange that may have failed on some ranks only (status:
+ * this rank's): 0 when every rank succeeded, else this rank's status or
+ * the first failing rank's, with "rank R failed <what>" recorded. */
+int shemb__dist_all_ok(shemb_ctx *ctx, int status, const char *what);
+
 /* The signature of a step over st's tables. */
 uint64_t shemb__dist_signature(int kind, const struct shemb__step *st);
 
@@ -157,9 +165,13 @@ void shemb__pool_pack_grads(const struct shemb__step *st, int g,
 
 /* dist_dense.c: small replicated tables outside deterministic mode
  * exchange their gradients as one dense allreduce */
+struct shemb__dense;
 bool shemb__dense_replicated(const struct shemb__step *st,
 			     const shemb_table *t);
-int shemb__dense_apply(struct shemb__step *st, int g, const float *rows);
+int shemb__dense_prepare(struct shemb__step *st, int g, const float *rows,
+			 struct shemb__dense **out);
+int shemb__dense_finish(struct shemb__step *st, int g, struct shemb__dense *d);
+void shemb__dense_free(struct shemb__dense *d);
 
 /* dist_route.c */
 int shemb__route_build(const shemb_table *t, struct shemb__plan *p);

@@ -373,128 +373,150 @@ static bool needs_rowsum(const shemb_table *t)
 	       t->attr.optimizer == SHEMB_OPT_ROWWISE_ADAGRAD;
 }
 
-static int sum_columns(struct shemb__step *st, const shemb_table *t,
-		       const float *squares, int64_t n, float *sum)
-{
-	int w = t->shard.world, c0, nc = ncols_at(t, t->shard.rank, &c0);
-	size_t *cnt = calloc((size_t)w, sizeof(size_t));
-	size_t *dsp = calloc((size_t)w, sizeof(size_t));
-	float *all = malloc((size_t)n * (size_t)t->attr.dim * sizeof(float) + 8);
-	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = squares,
-				 .sendcount = (size_t)n * (size_t)nc * 4,
-				 .recvbuf = all, .recvcounts = cnt,
-				 .rdispls = dsp };
-	int rc = cnt && dsp && all ? 0 : SHEMB_ENOMEM;
+/* An owner's part of one table's backward.  Everything that may fail on
+ * this rank alone is made first, for every table; the ranks then agree
+ * that all succeeded before any table changes. */
+struct owner_part {
+	struct shemb__route own;     /* replicated: the ids received */
+	struct shemb__merge m;
+	float *rows;                 /* received gradient rows, fp32 */
+	struct shemb__bwd_set set;
+	struct shemb__update_job job;
+	float *sq, *sum, *all;       /* row-wise Adagrad over columns */
+	size_t *cnt, *dsp;
+	struct shemb__dense *dense;  /* small replicated tables */
+};
 
-	for (int r = 0, at = 0; !rc && r < w; r++) {
+static void free_part(struct owner_part *o)
+{
+	shemb__route_release_intake(&o->own);
+	shemb__merge_free(&o->m);
+	free(o->rows);
+	free(o->sq);
+	free(o->sum);
+	free(o->all);
+	free(o->cnt);
+	free(o->dsp);
+	shemb__dense_free(o->dense);
+}
+
+/* Squares of this rank's slice, and room for what the collective
+ * brings. */
+static int prepare_rowsum(struct shemb__step *st, const shemb_table *t,
+			  struct owner_part *o)
+{
+	bool det = per_occurrence(st->ctx);
+	int w = t->shard.world, c0, nc = ncols_at(t, t->shard.rank, &c0);
+	int64_t n = o->job.nunique;
+
+	o->sq = malloc((size_t)n * (size_t)(det ? nc : 1) * 4 + 8);
+	o->sum = malloc((size_t)n * 4 + 8);
+	o->all = det ? malloc((size_t)n * (size_t)t->attr.dim * 4 + 8) : NULL;
+	o->cnt = calloc((size_t)w, sizeof(size_t));
+	o->dsp = calloc((size_t)w, sizeof(size_t));
+	if (!o->sq || !o->sum || (det && !o->all) || !o->cnt || !o->dsp)
+		return SHEMB_ENOMEM;
+	for (int r = 0, at = 0; r < w; r++) {
 		int rn = ncols_at(t, r, &c0);
 
-		cnt[r] = (size_t)n * (size_t)rn * 4;
-		dsp[r] = (size_t)at * (size_t)n * 4;
+		o->cnt[r] = (size_t)n * (size_t)rn * 4;
+		o->dsp[r] = (size_t)at * (size_t)n * 4;
 		at += rn;
 	}
-	if (!rc)
-		rc = shemb__coll_run(st->ctx, &c);
+	o->job.rowsum = o->sum;
+	o->job.opt.full_dim = t->attr.dim;
+	return st->ctx->mem->grad_squares(st->ctx->be, &o->job,
+					  det ? o->sq : o->sum, det);
+}
+
+/* Every row's total over all columns: sums added by allreduce, or (det)
+ * squares gathered and summed in column order. */
+static int finish_rowsum(struct shemb__step *st, const shemb_table *t,
+			 struct owner_part *o)
+{
+	int w = t->shard.world, c0, nc = ncols_at(t, t->shard.rank, &c0);
+	int64_t n = o->job.nunique;
+	struct shemb__coll c = { .kind = SHEMB__ALLREDUCE, .sendbuf = o->sum,
+				 .recvbuf = o->sum, .count = (size_t)n,
+				 .dtype = SHEMB_F32, .op = SHEMB_REDUCE_SUM };
+	int rc;
+
+	if (!per_occurrence(st->ctx))
+		return shemb__coll_run(st->ctx, &c);
+	c = (struct shemb__coll){ .kind = SHEMB__ALLGATHERV, .sendbuf = o->sq,
+				  .sendcount = (size_t)n * (size_t)nc * 4,
+				  .recvbuf = o->all, .recvcounts = o->cnt,
+				  .rdispls = o->dsp };
+	rc = shemb__coll_run(st->ctx, &c);
 	for (int64_t u = 0; !rc && u < n; u++) {
 		float total = 0.0f;
 
 		for (int r = 0; r < w; r++) {
 			int rn = ncols_at(t, r, &c0);
-			const float *q = all + dsp[r] / 4 + (size_t)u * rn;
+			const float *q = o->all + o->dsp[r] / 4 + (size_t)u * rn;
 
 			for (int k = 0; k < rn; k++)
 				total += q[k];
 		}
-		sum[u] = total;
+		o->sum[u] = total;
 	}
-	free(cnt);
-	free(dsp);
-	free(all);
 	return rc;
 }
 
-/* job's rowsum, for row-wise Adagrad over column slices. */
-static int row_sums(struct shemb__step *st, const shemb_table *t,
-		    struct shemb__update_job *job, float **sum)
-{
-	bool det = per_occurrence(st->ctx);
-	int c0, nc = ncols_at(t, t->shard.rank, &c0);
-	int64_t n = job->nunique;
-	float *sq = malloc((size_t)n * (size_t)(det ? nc : 1) * 4 + 8);
-	int rc;
-
-	*sum = malloc((size_t)n * 4 + 8);
-	if (!sq || !*sum) {
-		free(sq);
-		return SHEMB_ENOMEM;
-	}
-	rc = st->ctx->mem->grad_squares(st->ctx->be, job, det ? sq : *sum,
-					det);
-	if (!rc && det) {
-		rc = sum_columns(st, t, sq, n, *sum);
-	} else if (!rc) {
-		struct shemb__coll c = { .kind = SHEMB__ALLREDUCE,
-					 .sendbuf = *sum, .recvbuf = *sum,
-					 .count = (size_t)n, .dtype = SHEMB_F32,
-					 .op = SHEMB_REDUCE_SUM };
-
-		rc = shemb__coll_run(st->ctx, &c);
-	}
-	free(sq);
-	job->rowsum = *sum;
-	job->opt.full_dim = t->attr.dim;
-	return rc;
-}
-
-static int apply_one(struct shemb__step *st, int g,
-		     const struct shemb__xchg *x, const size_t *start)
+static int prepare_part(struct shemb__step *st, int g,
+			const struct shemb__xchg *x, const size_t *start,
+			const struct grads *gr, struct owner_part *o)
 {
 	shemb_table *t = st->groups[g].table;
-	struct shemb__route own = { 0 }, *r = t->plan->route;
-	struct shemb__merge m;
-	struct shemb__bwd_set set = { .pooling = SHEMB_POOL_NONE };
-	float *rows = NULL;
-	uint64_t t0 = shemb__now_ns();
+	struct shemb__route *r = t->plan->route;
 	int rc = 0;
 
+	if (shemb__dense_replicated(st, t))
+		return shemb__dense_prepare(st, g, gr->rows, &o->dense);
 	if (replicated(t)) {
-		rc = replicated_route(st, g, x, start, &own);
-		r = &own;
+		rc = replicated_route(st, g, x, start, &o->own);
+		r = &o->own;
 	}
 	if (!rc)
-		rc = shemb__merge_build(r, per_occurrence(st->ctx), &m);
+		rc = shemb__merge_build(r, per_occurrence(st->ctx), &o->m);
 	if (!rc) {
-		rows = gather_rows(st, g, x, start, m.nrows);
-		rc = rows ? 0 : SHEMB_ENOMEM;
+		o->rows = gather_rows(st, g, x, start, o->m.nrows);
+		rc = o->rows ? 0 : SHEMB_ENOMEM;
 	}
-	if (!rc) {
-		struct shemb__update_job job = {
-			.store = &t->store,
-			.nunique = m.nunique,
-			.unique = m.unique,
-			.seg = m.seg,
-			.pos = m.pos,
-			.bag_of = m.row_of,
-			.nsets = 1,
-			.sets = &set,
-			.opt = shemb__opt_of(t),
-		};
+	if (rc)
+		return rc;
+	o->set = (struct shemb__bwd_set){ .pooling = SHEMB_POOL_NONE,
+					  .nbags = o->m.nrows,
+					  .weights = o->m.coef,
+					  .grad = o->rows };
+	o->job = (struct shemb__update_job){
+		.store = &t->store,
+		.nunique = o->m.nunique,
+		.unique = o->m.unique,
+		.seg = o->m.seg,
+		.pos = o->m.pos,
+		.bag_of = o->m.row_of,
+		.nsets = 1,
+		.sets = &o->set,
+		.opt = shemb__opt_of(t),
+	};
+	return needs_rowsum(t) ? prepare_rowsum(st, t, o) : 0;
+}
 
-		float *sum = NULL;
+/* After the ranks agreed: the collectives some tables still need, then
+ * the updates. */
+static int finish_part(struct shemb__step *st, int g, struct owner_part *o)
+{
+	shemb_table *t = st->groups[g].table;
+	uint64_t t0 = shemb__now_ns();
+	int rc;
 
-		set.nbags = m.nrows;
-		set.weights = m.coef;
-		set.grad = rows;
-		if (needs_rowsum(t))
-			rc = row_sums(st, t, &job, &sum);
-		if (!rc)
-			rc = st->ctx->mem->apply_updates(st->ctx->be, &job);
-		free(sum);
-		SHEMB__STAT_ADD(t, rows_updated, m.nunique);
-		shemb__merge_free(&m);
-	}
-	free(rows);
-	shemb__route_release_intake(&own);
+	if (o->dense)
+		return shemb__dense_finish(st, g, o->dense);
+	rc = needs_rowsum(t) ? finish_rowsum(st, t, o) : 0;
+	if (!rc)
+		rc = st->ctx->mem->apply_updates(st->ctx->be, &o->job);
+	SHEMB__STAT_ADD(t, rows_updated, o->m.nunique);
 	SHEMB__STAT_ADD(t, update_ns, shemb__now_ns() - t0);
 	return rc ? shemb__fail(st->ctx, rc, "table '%s': applying the "
 				"gradients failed", t->name)
@@ -503,10 +525,26 @@ static int apply_one(struct shemb__step *st, int g,
 
 /* ---- the step ---- */
 
+static int prepare_all(struct shemb__step *st, const struct grads *gr,
+		       const struct shemb__xchg *x, struct owner_part *parts)
+{
+	size_t *start = calloc((size_t)x->world * (size_t)st->ngroups + 1,
+			       sizeof(size_t));
+	int rc = start ? locate(st, x, start) : SHEMB_ENOMEM;
+
+	for (int g = 0; !rc && g < st->ngroups; g++)
+		rc = prepare_part(st, g, x, start, &gr[g], &parts[g]);
+	free(start);
+	if (rc && rc != SHEMB_EINTERNAL)
+		shemb__fail(st->ctx, rc, "preparing the gradients of the "
+			    "tables failed (%s)", shemb_strerror(rc));
+	return rc;
+}
+
 static int send_and_apply(struct shemb__step *st, const struct grads *gr,
 			  const float *const *grad, struct shemb__xchg *x)
 {
-	size_t *start;
+	struct owner_part *parts;
 	uint64_t t0;
 	int rc;
 
@@ -518,16 +556,15 @@ static int send_and_apply(struct shemb__step *st, const struct grads *gr,
 	shemb__phase_time(st, SHEMB_PHASE_GRADS, shemb__now_ns() - t0);
 	if (rc)
 		return rc;
-	start = calloc((size_t)x->world * (size_t)st->ngroups + 1,
-		       sizeof(size_t));
-	if (!start)
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	rc = locate(st, x, start);
+	parts = calloc((size_t)st->ngroups + 1, sizeof(*parts));
+	rc = parts ? prepare_all(st, gr, x, parts)
+		   : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	rc = shemb__dist_all_ok(st->ctx, rc, "its part of this backward");
 	for (int g = 0; !rc && g < st->ngroups; g++)
-		rc = shemb__dense_replicated(st, st->groups[g].table)
-			     ? shemb__dense_apply(st, g, gr[g].rows)
-			     : apply_one(st, g, x, start);
-	free(start);
+		rc = finish_part(st, g, &parts[g]);
+	for (int g = 0; parts && g < st->ngroups; g++)
+		free_part(&parts[g]);
+	free(parts);
 	return rc;
 }
 

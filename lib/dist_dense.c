@@ -61,19 +61,68 @@ static void count_bytes(shemb_table *t, size_t bytes)
 	}
 }
 
+/* The buffers of one table's dense backward, made before the ranks
+ * agree that every rank could make its own. */
+struct shemb__dense {
+	float *buf;      /* rows x (dim + 1) */
+	int64_t *ids;    /* touched rows */
+	int32_t *idx;    /* 0, 1, 2 ... */
+	float *g;        /* their gradients, compacted */
+};
+
+void shemb__dense_free(struct shemb__dense *d)
+{
+	if (!d)
+		return;
+	free(d->buf);
+	free(d->ids);
+	free(d->idx);
+	free(d->g);
+	free(d);
+}
+
+/* rows: this rank's gradient row per distinct id of table g's plan
+ * ([nunique][dim], fp32), scattered into the dense buffer. */
+int shemb__dense_prepare(struct shemb__step *st, int g, const float *rows,
+			 struct shemb__dense **out)
+{
+	shemb_table *t = st->groups[g].table;
+	const struct shemb__plan *p = t->plan;
+	int64_t nrows = t->attr.rows;
+	int dim = t->attr.dim;
+	struct shemb__dense *d = calloc(1, sizeof(*d));
+
+	*out = d;
+	if (!d)
+		return SHEMB_ENOMEM;
+	d->buf = calloc(dense_bytes(t) / sizeof(float) + 1, sizeof(float));
+	d->ids = malloc((size_t)(nrows + 1) * sizeof(int64_t));
+	d->idx = malloc((size_t)(nrows + 2) * sizeof(int32_t));
+	d->g = malloc((size_t)nrows * (size_t)dim * sizeof(float) + 8);
+	if (!d->buf || !d->ids || !d->idx || !d->g)
+		return SHEMB_ENOMEM;
+	for (int64_t u = 0; u < p->nunique; u++) {
+		float *r = d->buf + (size_t)p->unique[u] * ((size_t)dim + 1);
+
+		memcpy(r, rows + (size_t)u * (size_t)dim,
+		       (size_t)dim * sizeof(float));
+		r[dim] = 1.0f;
+	}
+	return 0;
+}
+
 /* The touched rows of the reduced buffer, ascending, compacted. */
-static int64_t touched(const float *buf, int64_t rows, int dim, int64_t *ids,
-		       float *g)
+static int64_t touched(struct shemb__dense *d, int64_t rows, int dim)
 {
 	int64_t n = 0;
 
 	for (int64_t id = 0; id < rows; id++) {
-		const float *r = buf + (size_t)id * ((size_t)dim + 1);
+		const float *r = d->buf + (size_t)id * ((size_t)dim + 1);
 
 		if (r[dim] == 0.0f)
 			continue;
-		ids[n] = id;
-		memcpy(g + (size_t)n * (size_t)dim, r,
+		d->ids[n] = id;
+		memcpy(d->g + (size_t)n * (size_t)dim, r,
 		       (size_t)dim * sizeof(float));
 		n++;
 	}
@@ -81,78 +130,49 @@ static int64_t touched(const float *buf, int64_t rows, int dim, int64_t *ids,
 }
 
 static int apply_touched(struct shemb__step *st, shemb_table *t,
-			 const float *buf)
+			 struct shemb__dense *d)
 {
-	int64_t rows = t->attr.rows, n;
-	int dim = t->attr.dim, rc;
-	int64_t *ids = malloc((size_t)(rows + 1) * sizeof(int64_t));
-	int32_t *idx = malloc((size_t)(rows + 2) * sizeof(int32_t));
-	float *g = malloc((size_t)rows * (size_t)dim * sizeof(float) + 8);
-	struct shemb__bwd_set set = { .pooling = SHEMB_POOL_NONE };
+	int64_t n = touched(d, t->attr.rows, t->attr.dim);
+	struct shemb__bwd_set set = { .pooling = SHEMB_POOL_NONE, .nbags = n,
+				      .grad = d->g };
 	struct shemb__update_job job = {
 		.store = &t->store,
+		.nunique = n,
+		.unique = d->ids,
+		.seg = d->idx,
+		.pos = d->idx,
+		.bag_of = d->idx,
 		.nsets = 1,
 		.sets = &set,
 		.opt = shemb__opt_of(t),
 	};
 
-	if (!ids || !idx || !g) {
-		rc = SHEMB_ENOMEM;
-		goto out;
-	}
-	n = touched(buf, rows, dim, ids, g);
 	for (int64_t k = 0; k <= n; k++)
-		idx[k] = (int32_t)k;
-	job.nunique = n;
-	job.unique = ids;
-	job.seg = idx;
-	job.pos = idx;
-	job.bag_of = idx;
-	set.nbags = n;
-	set.grad = g;
-	rc = st->ctx->mem->apply_updates(st->ctx->be, &job);
+		d->idx[k] = (int32_t)k;
 	SHEMB__STAT_ADD(t, rows_updated, n);
-out:
-	free(ids);
-	free(idx);
-	free(g);
-	return rc;
+	return st->ctx->mem->apply_updates(st->ctx->be, &job);
 }
 
-/* Table g's backward: rows holds this rank's gradient row per distinct
- * id of its plan ([nunique][dim], fp32). */
-int shemb__dense_apply(struct shemb__step *st, int g, const float *rows)
+/* After the ranks agreed: the allreduce and the updates. */
+int shemb__dense_finish(struct shemb__step *st, int g, struct shemb__dense *d)
 {
 	shemb_table *t = st->groups[g].table;
-	const struct shemb__plan *p = t->plan;
-	int dim = t->attr.dim, rc;
 	size_t bytes = dense_bytes(t);
-	float *buf = calloc(bytes / sizeof(float) + 1, sizeof(float));
-	struct shemb__coll c = { .kind = SHEMB__ALLREDUCE, .sendbuf = buf,
-				 .recvbuf = buf,
+	struct shemb__coll c = { .kind = SHEMB__ALLREDUCE, .sendbuf = d->buf,
+				 .recvbuf = d->buf,
 				 .count = bytes / sizeof(float),
 				 .dtype = SHEMB_F32, .op = SHEMB_REDUCE_SUM };
 	uint64_t t0 = shemb__now_ns();
+	int rc = shemb__coll_run(st->ctx, &c);
 
-	if (!buf)
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	for (int64_t u = 0; u < p->nunique; u++) {
-		float *r = buf + (size_t)p->unique[u] * ((size_t)dim + 1);
-
-		memcpy(r, rows + (size_t)u * (size_t)dim,
-		       (size_t)dim * sizeof(float));
-		r[dim] = 1.0f;
-	}
-	rc = shemb__coll_run(st->ctx, &c);
 	SHEMB__STAT_ADD(t, phase_ns[SHEMB_PHASE_GRADS], shemb__now_ns() - t0);
 	if (!rc) {
 		count_bytes(t, bytes);
-		rc = apply_touched(st, t, buf);
+		rc = apply_touched(st, t, d);
 		if (rc)
 			shemb__fail(st->ctx, rc, "table '%s': applying the "
 				    "gradients failed", t->name);
 	}
-	free(buf);
 	SHEMB__STAT_ADD(t, update_ns, shemb__now_ns() - t0);
 	return rc;
 }

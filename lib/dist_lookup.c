@@ -460,7 +460,6 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 	struct shemb__xchg ids = { 0 }, rows = { 0 };
 	uint64_t t0 = shemb__now_ns();
 
-	st->exact_rows = kind == SHEMB__DIST_READ;
 
 	if (shemb__xchg_init(&ids, world) || shemb__xchg_init(&rows, world)) {
 		shemb__xchg_free(&ids);

@@ -48,7 +48,7 @@ int shemb__xchg_alloc(struct shemb__xchg *x)
 {
 	x->sbytes = displace(x->scount, x->sdispl, x->world);
 	x->rbytes = displace(x->rcount, x->rdispl, x->world);
-	x->sbuf = malloc(x->sbytes + 8);
+	x->sbuf = calloc(1, x->sbytes + 8); /* padding goes out zeroed */
 	x->rbuf = malloc(x->rbytes + 8);
 	return x->sbuf && x->rbuf ? 0 : SHEMB_ENOMEM;
 }
@@ -82,10 +82,53 @@ void shemb__xchg_free(struct shemb__xchg *x)
 	memset(x, 0, sizeof(*x));
 }
 
+int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all)
+{
+	int world = ctx->attr.world_size, rc;
+	size_t *cnt = calloc((size_t)world, sizeof(size_t));
+	size_t *dsp = calloc((size_t)world, sizeof(size_t));
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = &mine,
+				 .sendcount = 8, .recvbuf = all,
+				 .recvcounts = cnt, .rdispls = dsp };
+
+	rc = cnt && dsp ? 0 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	for (int r = 0; !rc && r < world; r++) {
+		cnt[r] = 8;
+		dsp[r] = (size_t)r * 8;
+	}
+	if (!rc)
+		rc = shemb__coll_run(ctx, &c);
+	free(cnt);
+	free(dsp);
+	return rc;
+}
+
+int shemb__dist_all_ok(shemb_ctx *ctx, int status, const char *what)
+{
+	int world = ctx->attr.world_size, rc;
+	uint64_t *all = calloc((size_t)world, 8);
+
+	rc = all ? shemb__allgather_word(ctx, (uint64_t)(int64_t)status, all)
+		 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	if (!rc && status)
+		rc = status; /* this rank's own detail stays */
+	for (int r = 0; !rc && r < world; r++)
+		if (all[r])
+			rc = shemb__fail(ctx, (int)(int64_t)all[r], "rank %d "
+					 "failed %s (%s)", r, what,
+					 shemb_strerror((int)(int64_t)all[r]));
+	free(all);
+	return rc;
+}
+
 uint64_t shemb__dist_signature(int kind, const struct shemb__step *st)
 {
 	uint64_t h = shemb__mix64((uint64_t)kind << 32 |
 				  (uint32_t)st->ngroups);
+
+	/* the ranks must agree on these too: they change what is sent */
+	h = shemb__mix64(h ^ (uint64_t)(st->ctx->attr.deterministic != 0) ^
+			 (uint64_t)st->planned << 1);
 
 	for (int g = 0; g < st->ngroups; g++) {
 		const shemb_table *t = st->groups[g].table;
@@ -135,8 +178,9 @@ static int judge(shemb_ctx *ctx, int kind, uint64_t sig,
 		if (in[r].sig != sig)
 			return shemb__fail(ctx, SHEMB_EINVAL, "rank %d passes "
 					   "other tables (or in another order, "
-					   "or other flags) than this rank to "
-					   "%s", r, kind_name((uint32_t)kind));
+					   "other flags or another deterministic "
+					   "mode) than this rank to %s", r,
+					   kind_name((uint32_t)kind));
 	}
 	return 0;
 }

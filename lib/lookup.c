@@ -80,6 +80,8 @@ static int build_plans(struct shemb__step *st, struct shemb__plan **plans)
 					   "table '%s': no memory for the step "
 					   "plan of %d sets", grp->table->name,
 					   grp->nsets);
+		if (st->exact_rows)
+			continue; /* a read counts in no statistics */
 		SHEMB__STAT_ADD(grp->table, plan_ns, shemb__now_ns() - t0);
 		SHEMB__STAT_ADD(grp->table, unique_ids, plans[g]->nunique);
 	}
@@ -115,11 +117,14 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 		if (rc)
 			return shemb__fail(st->ctx, rc, "table '%s': lookup "
 					   "failed in the backend", t->name);
+		if (st->exact_rows)
+			continue; /* a read counts in no statistics */
 		SHEMB__STAT_ADD(t, lookups, 1);
 		SHEMB__STAT_ADD(t, bags, b->nbags);
 		SHEMB__STAT_ADD(t, ids, b->nids);
 	}
-	SHEMB__STAT_ADD(t, pool_ns, shemb__now_ns() - t0);
+	if (!st->exact_rows)
+		SHEMB__STAT_ADD(t, pool_ns, shemb__now_ns() - t0);
 	return 0;
 }
 
@@ -149,6 +154,8 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 
 	if (st->ngroups == 0 && !dist)
 		return rc;
+	st->planned = planned;
+	st->exact_rows = kind == SHEMB__DIST_READ;
 	if (!rc && need_plans) {
 		plans = calloc((size_t)st->ngroups + 1, sizeof(*plans));
 		if (!plans)

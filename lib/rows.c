@@ -95,11 +95,11 @@ static int read_dist(shemb_table *t, int64_t n, const int64_t *ids,
 	shemb_bags_init(&b);
 	if (!rc) {
 		offsets = malloc((size_t)(n + 1) * sizeof(int64_t));
-		rows = dtype == SHEMB_F32
+		rows = dtype == SHEMB_F32 || n == 0
 			       ? out
 			       : malloc((size_t)(n * t->attr.dim + 1) *
 					sizeof(float));
-		if (!offsets || !rows)
+		if (!offsets || (n > 0 && !rows))
 			rc = shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
 	}
 	for (int64_t k = 0; !rc && k <= n; k++)
@@ -114,7 +114,7 @@ static int read_dist(shemb_table *t, int64_t n, const int64_t *ids,
 		rc = shemb__step_begin(&st, t->ctx, 1, &b);
 	rc = shemb__lookup_for_read(&st, &rows, rc);
 	shemb__step_end(&st);
-	if (!rc && dtype != SHEMB_F32)
+	if (!rc && dtype != SHEMB_F32 && n > 0)
 		f32_to(dtype, rows, out, n * t->attr.dim);
 	if (rows != out)
 		free(rows);

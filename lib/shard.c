@@ -126,14 +126,20 @@ int shemb__shard_plan(shemb_ctx *ctx, const struct shemb_table_attr *a,
 		      struct shemb__shard *s)
 {
 	int world = ctx->attr.world_size, rc = check_kind(ctx, a, world);
+	int kind, owner = 0;
 
 	if (rc)
 		return rc;
+	pthread_mutex_lock(&ctx->lock); /* rank_bytes */
+	kind = a->shard == SHEMB_SHARD_AUTO ? choose_kind(ctx, a) : a->shard;
+	if (world > 1 && kind == SHEMB_SHARD_TABLE)
+		owner = a->shard_owner >= 0 ? a->shard_owner : roomiest(ctx);
+	pthread_mutex_unlock(&ctx->lock);
 	*s = (struct shemb__shard){
-		.kind = a->shard == SHEMB_SHARD_AUTO ? choose_kind(ctx, a)
-						     : a->shard,
+		.kind = kind,
 		.world = world,
 		.rank = ctx->attr.rank,
+		.owner = owner,
 		.rows = a->rows,
 		.dim = a->dim,
 		.local_rows = a->rows,
@@ -144,8 +150,6 @@ int shemb__shard_plan(shemb_ctx *ctx, const struct shemb_table_attr *a,
 	}
 	shemb__shard_columns(s, s->rank, &s->col0, &s->ncols);
 	if (s->kind == SHEMB_SHARD_TABLE) {
-		s->owner = a->shard_owner >= 0 ? a->shard_owner
-					       : roomiest(ctx);
 		s->local_rows = s->owner == s->rank ? a->rows : 0;
 	} else if (s->kind == SHEMB_SHARD_ROW) {
 		while ((1ll << s->bits) < a->rows || s->bits == 0)

@@ -23,7 +23,9 @@ struct shemb__step {
 	const struct shemb_bags **set_ptrs;
 	int *set_index;
 	bool exact_rows;                /* across ranks: rows in their storage
-					 * dtype whatever the wire dtype */
+					 * dtype whatever the wire dtype (a
+					 * read: counts in no statistics) */
+	bool planned;                   /* a lookup that keeps its plan */
 };
 
 /* Copy and group the caller's n bag sets; checks the structure of each

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/comm.h"
+#include "lib/dist.h"
 #include "lib/plan.h"
 #include "lib/rowinit.h"
 #include "lib/table.h"
@@ -203,28 +204,6 @@ static uint64_t fingerprint(const shemb_table *t)
 	return h;
 }
 
-/* Every rank's word (8 bytes) on a table being created. */
-static int allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all)
-{
-	int world = ctx->attr.world_size, rc;
-	size_t *counts = calloc((size_t)world, sizeof(size_t));
-	size_t *displs = calloc((size_t)world, sizeof(size_t));
-	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = &mine,
-				 .sendcount = 8, .recvbuf = all,
-				 .recvcounts = counts, .rdispls = displs };
-
-	rc = counts && displs ? 0 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
-	for (int r = 0; !rc && r < world; r++) {
-		counts[r] = 8;
-		displs[r] = (size_t)r * 8;
-	}
-	if (!rc)
-		rc = shemb__coll_run(ctx, &c);
-	free(counts);
-	free(displs);
-	return rc;
-}
-
 /*
  * Creating a table with more than one rank is collective: every rank must
  * create the same tables with the same attributes in the same order (the
@@ -240,7 +219,7 @@ static int same_on_every_rank(shemb_ctx *ctx, const shemb_table *t,
 
 	if (!all)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
-	rc = allgather_word(ctx, status ? 0 : fingerprint(t) | 1, all);
+	rc = shemb__allgather_word(ctx, status ? 0 : fingerprint(t) | 1, all);
 	if (!rc && status)
 		rc = status; /* this rank's own detail stays */
 	for (int r = 0; !rc && r < world; r++)
@@ -268,7 +247,7 @@ static int learn_budgets(shemb_ctx *ctx)
 	all = calloc((size_t)ctx->attr.world_size, 8);
 	if (!all)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
-	rc = allgather_word(ctx, ctx->host_budget, all);
+	rc = shemb__allgather_word(ctx, ctx->host_budget, all);
 	if (rc)
 		free(all);
 	else
@@ -279,22 +258,10 @@ static int learn_budgets(shemb_ctx *ctx)
 /* After allocation: the table exists on every rank or on none. */
 static int made_on_every_rank(shemb_ctx *ctx, const char *name, int status)
 {
-	int world = ctx->attr.world_size, rc;
-	uint64_t *all = calloc((size_t)world, 8);
+	char what[96];
 
-	if (!all)
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
-	rc = allgather_word(ctx, (uint64_t)(int64_t)status, all);
-	if (!rc && status)
-		rc = status;
-	for (int r = 0; !rc && r < world; r++)
-		if (all[r])
-			rc = shemb__fail(ctx, (int)(int64_t)all[r], "table "
-					 "'%s': rank %d could not create it "
-					 "(%s)", name, r,
-					 shemb_strerror((int)(int64_t)all[r]));
-	free(all);
-	return rc;
+	snprintf(what, sizeof(what), "to create table '%s'", name);
+	return shemb__dist_all_ok(ctx, status, what);
 }
 
 static void link_table(shemb_table *t)

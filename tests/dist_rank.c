@@ -3,7 +3,7 @@
  * shemb-run from tests/test_dist.sh.
  *
  * Usage: dist_rank [--deterministic] [--steps N] [--wire bf16|f16]
- *                  [--pool-at-owner]
+ *                  [--pool-at-owner] [--deterministic-on-last]
  *
  * Every rank trains the same tables (each shard plan with each optimizer)
  * for N steps on random bags, and alongside it a single-process reference:
@@ -20,6 +20,9 @@
  * rank's non-finite value fails everywhere.  At the end: bad shard attrs
  * are refused, the plans are described, SHARD_AUTO heeds the ranks' host
  * budgets, and every rank's per-peer byte counts match its peers'.
+ *
+ * With --deterministic-on-last, only the last rank is in deterministic
+ * mode: the first lookup must fail on every rank.
  *
  * With --pool-at-owner, the owners pool the SUM and MEAN bags of
  * row-wise and table-wise tables: the same 1e-5 bound holds.
@@ -752,13 +755,36 @@ static void bad_backward(struct step *s)
 	expect_all_fail(rc, "backward", "grad");
 }
 
+/* A lookup that keeps its plan on some ranks and not on another is a
+ * mismatch; a rank with nothing to read takes part with NULL buffers. */
+static void check_flags_and_empty_read(struct step *s)
+{
+	int rc = shemb_lookup(ctx, s->nmine, s->mine, s->out,
+			      rank == world - 1 ? SHEMB_LOOKUP_NO_GRAD : 0);
+	int64_t id = 1;
+	float row[10];
+
+	if (rc != SHEMB_EINVAL)
+		FAIL("a lookup NO_GRAD on one rank only gave %d: %s", rc,
+		     shemb_ctx_last_error(ctx));
+	rc = rank == 0 ? shemb_table_read_rows(cases[0].t, 0, NULL, NULL,
+					       SHEMB_F16)
+		       : shemb_table_read_rows(cases[0].t, 1, &id, row,
+					       SHEMB_F32);
+	if (rc)
+		FAIL("a read of no rows on rank 0: %d: %s", rc,
+		     shemb_ctx_last_error(ctx));
+}
+
 static void run_step(int step, int steps)
 {
 	struct step *s = calloc(1, sizeof(*s));
 
 	build_step(s, step);
-	if (world > 1 && step == steps / 2)
+	if (world > 1 && step == steps / 2) {
 		bad_lookup(s);
+		check_flags_and_empty_read(s);
+	}
 	CHECK_RC(ctx, shemb_lookup(ctx, s->nmine, s->mine, s->out, 0));
 	CHECK_RC(ref, shemb_lookup(ref, s->nref, s->refb, s->ref_out, 0));
 	check_outputs(s, step);
@@ -774,6 +800,38 @@ static void run_step(int step, int steps)
 	free(s);
 }
 
+/* Ranks that disagree on deterministic mode would send gradients in two
+ * forms: the first step fails on every rank instead. */
+static int disagree_on_determinism(void)
+{
+	struct shemb_table_attr ta;
+	struct shemb_bags b;
+	int64_t offsets[2] = { 0, 1 }, id = 3;
+	float out[8];
+	shemb_table *t;
+	int rc;
+
+	shemb_table_attr_init(&ta);
+	ta.rows = 40;
+	ta.dim = 8;
+	CHECK_RC(ctx, shemb_table_create(ctx, &ta, &t));
+	shemb_bags_init(&b);
+	b.table = t;
+	b.nbags = 1;
+	b.offsets = offsets;
+	b.nids = 1;
+	b.ids = &id;
+	rc = shemb_lookup(ctx, 1, &b, (float *const[]){ out }, 0);
+	if (world > 1 && rc != SHEMB_EINVAL)
+		FAIL("a lookup with deterministic mode on one rank only gave "
+		     "%d: %s", rc, shemb_ctx_last_error(ctx));
+	shemb_ctx_destroy(ctx);
+	if (rank == 0)
+		printf("ok: %d ranks disagreeing on deterministic mode\n",
+		       world);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct shemb_ctx_attr a;
@@ -782,6 +840,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--deterministic"))
 			deterministic = 1;
+		else if (!strcmp(argv[i], "--deterministic-on-last"))
+			deterministic = -1;
 		else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
 			steps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--pool-at-owner"))
@@ -794,7 +854,11 @@ int main(int argc, char **argv)
 	}
 	shemb_ctx_attr_init(&a);
 	a.nthreads = 1;
-	a.deterministic = deterministic;
+	a.deterministic = deterministic > 0;
+	if (deterministic < 0) /* see disagree_on_determinism */
+		a.deterministic = getenv("SHEMB_RANK") &&
+				  atoi(getenv("SHEMB_RANK")) ==
+					  atoi(getenv("SHEMB_WORLD_SIZE")) - 1;
 	a.timeout_ms = 60000;
 	/* the last rank's budget is small: see check_planner */
 	if (getenv("SHEMB_RANK") && getenv("SHEMB_WORLD_SIZE") &&
@@ -805,6 +869,8 @@ int main(int argc, char **argv)
 	shemb_ctx_get_attr(ctx, &a);
 	rank = a.rank;
 	world = a.world_size;
+	if (deterministic < 0)
+		return disagree_on_determinism();
 	shemb_ctx_attr_init(&a);
 	a.nthreads = 1;
 	a.rank = 0;

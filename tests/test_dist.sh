@@ -26,6 +26,7 @@ for n in 1 2 3 4; do
 	one shm "$n"
 	one shm "$n" --deterministic
 done
+one shm 3 --deterministic-on-last
 one shm 2 --pool-at-owner
 one shm 4 --pool-at-owner
 one "tcp;ofi_rxm" 3 --pool-at-owner --steps 6
