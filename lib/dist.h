@@ -24,6 +24,8 @@
 #ifndef SHEMB_DIST_H
 #define SHEMB_DIST_H
 
+#include <string.h>
+
 #include "lib/internal.h"
 #include "lib/plan.h"
 #include "lib/step.h"
@@ -77,6 +79,19 @@ static inline int shemb__wire_rows(const shemb_table *t)
 static inline int shemb__wire_grads(const shemb_table *t)
 {
 	return t->attr.wire_dtype;
+}
+
+/* Each table's part of a message starts 8-byte aligned; padding goes
+ * out zeroed. */
+static inline size_t shemb__pad8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+static inline void *shemb__zero_pad(void *at, size_t used)
+{
+	memset((char *)at + used, 0, shemb__pad8(used) - used);
+	return (char *)at + shemb__pad8(used);
 }
 
 static inline size_t shemb__dtype_bytes(int dtype)

@@ -89,12 +89,6 @@ static int64_t unique_at(const shemb_table *t, const struct shemb__plan *p,
 	return p->route->unique_at[slot];
 }
 
-/* Each table's part of a message starts 8-byte aligned. */
-static size_t pad8(size_t n)
-{
-	return (n + 7) & ~(size_t)7;
-}
-
 /* Gradient rows sent for distinct id u. */
 static int64_t rows_of(const struct shemb__plan *p, int64_t u, bool occ)
 {
@@ -154,14 +148,14 @@ static size_t bytes_to(const struct shemb__step *st, int g, int peer)
 	if (shemb__dense_replicated(st, t))
 		return 0; /* one dense allreduce instead (dist_dense.c) */
 	if (!replicated(t) && p->route->pooled)
-		return pad8((size_t)(p->route->pair_first[peer + 1] -
+		return shemb__pad8((size_t)(p->route->pair_first[peer + 1] -
 				     p->route->pair_first[peer]) *
 			    (size_t)t->attr.dim * sizeof(float));
 	slots_to(t, p, peer, &lo, &hi);
 	for (int64_t s = lo; s < hi; s++)
 		rows += rows_of(p, unique_at(t, p, s), occ);
 	return (replicated(t) ? 16 * (size_t)(hi - lo) : 0) +
-	       pad8((size_t)rows * (size_t)nc * grad_bytes(t));
+	       shemb__pad8((size_t)rows * (size_t)nc * grad_bytes(t));
 }
 
 static void pack_one(const struct shemb__step *st, int g, int peer,
@@ -183,7 +177,11 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 	if (!replicated(t) && p->route->pooled) {
 		*count = 0;
 		shemb__pool_pack_grads(st, g, p, grad, peer, *at);
-		*at += bytes_to(st, g, peer);
+		int64_t np = p->route->pair_first[peer + 1] -
+			     p->route->pair_first[peer];
+
+		*at = shemb__zero_pad(*at, (size_t)np * (size_t)t->attr.dim *
+						   sizeof(float));
 		return;
 	}
 	slots_to(t, p, peer, &lo, &hi);
@@ -210,7 +208,7 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 			f += (size_t)nc * es;
 		}
 	}
-	*at += pad8((size_t)(f - *at));
+	*at = shemb__zero_pad(*at, (size_t)(f - *at));
 }
 
 static void pack_all(const struct shemb__step *st, const struct grads *gr,
@@ -259,8 +257,8 @@ static size_t part_bytes(const struct shemb__step *st, int g, int peer,
 	int c0, nc = ncols_at(t, t->shard.rank, &c0);
 
 	return (replicated(t) ? 16 * (size_t)count : 0) +
-	       pad8((size_t)rows_from(st, g, peer, seg, count) * (size_t)nc *
-		    grad_bytes(t));
+	       shemb__pad8((size_t)rows_from(st, g, peer, seg, count) *
+			   (size_t)nc * grad_bytes(t));
 }
 
 /* Where each table's part of each peer's message starts: start[p * G + g].
@@ -453,7 +451,8 @@ static int finish_rowsum(struct shemb__step *st, const shemb_table *t,
 
 		for (int r = 0; r < w; r++) {
 			int rn = ncols_at(t, r, &c0);
-			const float *q = o->all + o->dsp[r] / 4 + (size_t)u * rn;
+			const float *q = o->all + o->dsp[r] / 4 +
+					 (size_t)u * (size_t)rn;
 
 			for (int k = 0; k < rn; k++)
 				total += q[k];

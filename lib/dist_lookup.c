@@ -207,7 +207,8 @@ static int take_in(struct shemb__step *st, struct shemb__plan **plans,
 
 		for (int g = 0; !rc && g < st->ngroups; g++)
 			rc = take_part(st, plans, g, p,
-				       x->rbuf + at[(size_t)p * st->ngroups + g],
+				       x->rbuf +
+					       at[(size_t)p * st->ngroups + g],
 				       m[g]);
 	}
 	return rc;
@@ -260,7 +261,8 @@ static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
 	shemb_ctx *ctx = st->ctx;
 
 	for (int p = 0; p < x->world; p++) {
-		const int64_t *m = (const int64_t *)(ids->rbuf + ids->rdispl[p]);
+		const int64_t *m =
+			(const int64_t *)(ids->rbuf + ids->rdispl[p]);
 		char *at = x->sbuf + x->sdispl[p];
 
 		for (int g = 0; g < st->ngroups; g++) {
@@ -273,7 +275,8 @@ static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
 				rc = shemb__pool_serve(
 					ctx, t, r, p,
 					ids->rbuf +
-						parts[(size_t)p * st->ngroups + g],
+						parts[(size_t)p * st->ngroups +
+						      g],
 					m[g], at);
 				n = r->npairs[p];
 			} else {

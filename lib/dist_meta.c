@@ -48,7 +48,7 @@ int shemb__xchg_alloc(struct shemb__xchg *x)
 {
 	x->sbytes = displace(x->scount, x->sdispl, x->world);
 	x->rbytes = displace(x->rcount, x->rdispl, x->world);
-	x->sbuf = calloc(1, x->sbytes + 8); /* padding goes out zeroed */
+	x->sbuf = malloc(x->sbytes + 8);
 	x->rbuf = malloc(x->rbytes + 8);
 	return x->sbuf && x->rbuf ? 0 : SHEMB_ENOMEM;
 }
@@ -178,8 +178,9 @@ static int judge(shemb_ctx *ctx, int kind, uint64_t sig,
 		if (in[r].sig != sig)
 			return shemb__fail(ctx, SHEMB_EINVAL, "rank %d passes "
 					   "other tables (or in another order, "
-					   "other flags or another deterministic "
-					   "mode) than this rank to %s", r,
+					   "other flags or another "
+					   "deterministic mode) than this rank "
+					   "to %s", r,
 					   kind_name((uint32_t)kind));
 	}
 	return 0;

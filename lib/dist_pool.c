@@ -23,11 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t pad8(size_t n)
-{
-	return (n + 7) & ~(size_t)7;
-}
-
 static bool eligible(const struct shemb__step *st, int g)
 {
 	const struct shemb__group *grp = &st->groups[g];
@@ -135,9 +130,10 @@ static int alloc_pairs(struct shemb__route *r, int64_t npairs, int64_t nocc)
  */
 #define POOLED_BYTES_AT_MOST_PART 4
 
-static bool fewer_bytes_pooled(const shemb_table *t, const struct shemb__route *r)
+static bool fewer_bytes_pooled(const shemb_table *t,
+			       const struct shemb__route *r)
 {
-	size_t rows = (size_t)t->attr.dim * (t->attr.dtype == SHEMB_F32 ? 4 : 2);
+	size_t rows = (size_t)t->attr.dim * shemb__dtype_bytes(t->attr.dtype);
 	size_t f32 = (size_t)t->attr.dim * 4;
 	size_t whole = (size_t)r->nunique * (16 + rows + f32);
 	size_t pooled = (size_t)r->pair_first[r->world] * (4 + 2 * f32) +
@@ -201,7 +197,8 @@ size_t shemb__pool_ids_bytes(const struct shemb__route *r, int o)
 	int64_t np = r->pair_first[o + 1] - r->pair_first[o];
 	int64_t no = r->occ_first[o + 1] - r->occ_first[o];
 
-	return 8 + pad8(4 * (size_t)np) + 8 * (size_t)no + pad8(4 * (size_t)no);
+	return 8 + shemb__pad8(4 * (size_t)np) + 8 * (size_t)no +
+	       shemb__pad8(4 * (size_t)no);
 }
 
 /* Table's part for owner o at `at`; returns its header count. */
@@ -213,10 +210,11 @@ int64_t shemb__pool_pack_ids(const struct shemb__route *r, int o, char *at)
 	memcpy(at, &no, 8);
 	at += 8;
 	memcpy(at, r->pair_len + p0, 4 * (size_t)np);
-	at += pad8(4 * (size_t)np);
+	at = shemb__zero_pad(at, 4 * (size_t)np);
 	memcpy(at, r->occ_id + o0, 8 * (size_t)no);
 	at += 8 * (size_t)no;
 	memcpy(at, r->occ_coef + o0, 4 * (size_t)no);
+	shemb__zero_pad(at, 4 * (size_t)no);
 	return -1 - np;
 }
 
@@ -233,7 +231,8 @@ size_t shemb__pool_part_bytes(const char *seg, int64_t m)
 {
 	int64_t np = -1 - m, no = shemb__pool_part_ids(seg);
 
-	return 8 + pad8(4 * (size_t)np) + 8 * (size_t)no + pad8(4 * (size_t)no);
+	return 8 + shemb__pad8(4 * (size_t)np) + 8 * (size_t)no +
+	       shemb__pad8(4 * (size_t)no);
 }
 
 /*
@@ -245,7 +244,7 @@ int shemb__pool_intake(const shemb_table *t, struct shemb__route *r,
 		       int peer, const char *seg, int64_t m, int64_t at)
 {
 	int64_t np = -1 - m, no = shemb__pool_part_ids(seg), k = 0;
-	const char *lens = seg + 8, *ids = lens + pad8(4 * (size_t)np);
+	const char *lens = seg + 8, *ids = lens + shemb__pad8(4 * (size_t)np);
 	const char *coefs = ids + 8 * (size_t)no;
 	int64_t one = 1;
 
@@ -323,7 +322,8 @@ static float *out_row(const struct shemb__step *st, int g,
 	while (s > 0 && p->sets[s].bag_base > pb)
 		s--;
 	return out[grp->index[s]] +
-	       (size_t)(pb - p->sets[s].bag_base) * (size_t)grp->table->attr.dim;
+	       (size_t)(pb - p->sets[s].bag_base) *
+		       (size_t)grp->table->attr.dim;
 }
 
 /* Every bag of table g: the owners' rows added in rank order; rows_at[o]

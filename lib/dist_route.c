@@ -56,7 +56,8 @@ int shemb__route_build(const shemb_table *t, struct shemb__plan *p)
 	r->pooled = false;
 	r->to_first = calloc((size_t)w + 1, sizeof(int64_t));
 	r->unique_at = alloc_i64(p->nunique);
-	owner = r->owner_of = malloc((size_t)(p->nunique + 1) * sizeof(int32_t));
+	owner = malloc((size_t)(p->nunique + 1) * sizeof(int32_t));
+	r->owner_of = owner;
 	if (!r->to_first || !r->unique_at || !owner)
 		return SHEMB_ENOMEM;
 	for (int64_t u = 0; u < p->nunique; u++) {

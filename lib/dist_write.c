@@ -16,11 +16,6 @@
 
 #include "lib/rowinit.h"
 
-static size_t pad8(size_t n)
-{
-	return (n + 7) & ~(size_t)7;
-}
-
 static size_t slice_bytes(const shemb_table *t, int r)
 {
 	int c0, n;
@@ -68,6 +63,7 @@ static void pack(const shemb_table *t, int64_t n, const int64_t *ids,
 			memcpy(at, rows + (size_t)i * full + off, sb);
 			at += sb;
 		}
+		shemb__zero_pad((char *)(m + 1 + m[0]), (size_t)k * sb);
 	}
 }
 
@@ -139,7 +135,7 @@ int shemb__dist_write(shemb_table *t, int64_t n, const int64_t *ids,
 	}
 	for (int p = 0; !status && p < x.world; p++)
 		x.scount[p] = 8 * (size_t)(1 + count_to(t, n, ids, p)) +
-			      pad8((size_t)count_to(t, n, ids, p) *
+			      shemb__pad8((size_t)count_to(t, n, ids, p) *
 				   slice_bytes(t, p));
 	pthread_rwlock_wrlock(&t->rows_lock);
 	rc = shemb__dist_agree(ctx, SHEMB__DIST_WRITE,

@@ -155,9 +155,9 @@ int shemb__shard_plan(shemb_ctx *ctx, const struct shemb_table_attr *a,
 		while ((1ll << s->bits) < a->rows || s->bits == 0)
 			s->bits++;
 		s->key = (uint64_t)a->table_id * 0x2545f4914f6cdd1dull;
-		s->local_rows = a->rows > s->rank
-					? (a->rows - s->rank + world - 1) / world
-					: 0;
+		s->local_rows = a->rows > s->rank ? (a->rows - s->rank +
+						     world - 1) / world
+						  : 0;
 	}
 	return 0;
 }

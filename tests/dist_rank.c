@@ -304,7 +304,8 @@ static void check_peer_stats(void)
 {
 	size_t w = (size_t)world;
 	uint64_t *mine = calloc(2 * w, 8), *all = calloc(2 * w * w, 8);
-	size_t *cnt = calloc(w, sizeof(size_t)), *dsp = calloc(w, sizeof(size_t));
+	size_t *cnt = calloc(w, sizeof(size_t));
+	size_t *dsp = calloc(w, sizeof(size_t));
 
 	for (size_t r = 0; r < w; r++) {
 		cnt[r] = 2 * w * 8;
@@ -680,7 +681,8 @@ static void within_rounding(const struct set *x, int ci)
 
 	for (int64_t o = 0; o < x->out_rows; o++)
 		for (int c = 0; c < dim; c++) {
-			double a = x->out[o * dim + c], b = x->ref_out[o * dim + c];
+			double a = x->out[o * dim + c];
+			double b = x->ref_out[o * dim + c];
 
 			if (fabs(a - b) > rounding_bound(x, ci, o, c))
 				FAIL("lookup of table %d, row %lld column %d "

@@ -60,9 +60,8 @@ START_TEST(perm_undo_inverts)
 	struct shemb__shard s = row_plan(1 << 12, 3, 0, 99);
 
 	for (uint64_t x = 0; x < (1u << 12); x++)
-		ck_assert_uint_eq(shemb__perm_undo_once(&s,
-							shemb__perm_once(&s, x)),
-				  x);
+		ck_assert_uint_eq(
+			shemb__perm_undo_once(&s, shemb__perm_once(&s, x)), x);
 }
 END_TEST
 

@@ -221,7 +221,8 @@ static int step_allgather(struct rank *r, int k, uint64_t *bytes)
 		struct table *t = &r->tab[i];
 		const struct bench_batch *b = &t->batch[k];
 		int dim = t->s.dim, w = r->world, rc;
-		size_t pair = 8 + (size_t)dim * 4, mine = (size_t)b->nids * pair;
+		size_t pair = 8 + (size_t)dim * 4;
+		size_t mine = (size_t)b->nids * pair;
 		size_t *cnt = calloc((size_t)w, sizeof(size_t));
 		size_t *dsp = calloc((size_t)w, sizeof(size_t));
 		uint64_t *lens = calloc((size_t)w, 8), my = mine, total = 0;
@@ -456,10 +457,11 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->deterministic = 1;
 			break;
 		case 'a':
-			o->pool_at = !strcmp(optarg, "owner") ? SHEMB_POOL_AT_OWNER
-				     : !strcmp(optarg, "requester")
-					     ? SHEMB_POOL_AT_REQUESTER
-					     : SHEMB_POOL_AT_AUTO;
+			o->pool_at = SHEMB_POOL_AT_AUTO;
+			if (!strcmp(optarg, "owner"))
+				o->pool_at = SHEMB_POOL_AT_OWNER;
+			else if (!strcmp(optarg, "requester"))
+				o->pool_at = SHEMB_POOL_AT_REQUESTER;
 			break;
 		case 'w':
 			o->wire = !strcmp(optarg, "bf16")  ? SHEMB_BF16
