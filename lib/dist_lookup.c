@@ -9,6 +9,7 @@
  */
 #include "lib/dist.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,6 +221,21 @@ static size_t pooled_row_bytes(const shemb_table *t)
 	return (size_t)t->attr.dim * sizeof(float);
 }
 
+/* Bytes of table g's rows that this rank expects from owner p. */
+static size_t rows_in(const struct shemb__step *st,
+		      struct shemb__plan *const *plans, int g, int p)
+{
+	const shemb_table *t = st->groups[g].table;
+	const struct shemb__route *r = plans[g]->route;
+	int64_t lo, hi;
+
+	if (r->pooled)
+		return (size_t)(r->pair_first[p + 1] - r->pair_first[p]) *
+		       pooled_row_bytes(t);
+	slots_to(t, plans[g], p, &lo, &hi);
+	return (size_t)(hi - lo) * row_bytes_at(st, t, p);
+}
+
 static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
 		       struct shemb__xchg *x)
 {
@@ -228,15 +244,8 @@ static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
 		for (int g = 0; g < st->ngroups; g++) {
 			const shemb_table *t = st->groups[g].table;
 			const struct shemb__route *r = plans[g]->route;
-			int64_t lo, hi;
-			size_t in, out;
+			size_t in = rows_in(st, plans, g, p), out;
 
-			slots_to(t, plans[g], p, &lo, &hi);
-			in = (size_t)(hi - lo) * row_bytes_at(st, t, p);
-			if (r->pooled)
-				in = (size_t)(r->pair_first[p + 1] -
-					      r->pair_first[p]) *
-				     pooled_row_bytes(t);
 			out = (size_t)(r->from_first[p + 1] -
 				       r->from_first[p]) *
 			      row_bytes_at(st, t, t->shard.rank);
@@ -418,6 +427,31 @@ static int pool_all(struct shemb__step *st, struct shemb__plan **plans,
 	return rc;
 }
 
+/*
+ * This rank failed after the ids went out (status, its detail recorded):
+ * it still takes part in the rows exchange, sending nothing, so that the
+ * ranks that expect rows from it fail at once on the counts instead of
+ * waiting for their timeout.  Returns status with its detail.
+ */
+static int refuse_rows(struct shemb__step *st, struct shemb__plan **plans,
+		       struct shemb__xchg *x, int status)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(st->ctx));
+	free(x->sbuf);
+	free(x->rbuf);
+	x->sbuf = x->rbuf = NULL;
+	for (int p = 0; p < x->world; p++) {
+		x->scount[p] = x->rcount[p] = 0;
+		for (int g = 0; g < st->ngroups; g++)
+			x->rcount[p] += rows_in(st, plans, g, p);
+	}
+	if (!shemb__xchg_alloc(x))
+		shemb__xchg_run(st->ctx, x); /* fails: the counts differ */
+	return shemb__fail(st->ctx, status, "%s", why);
+}
+
 static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		    float *const *out, struct shemb__xchg *ids,
 		    struct shemb__xchg *rows)
@@ -447,6 +481,8 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 	if (!rc)
 		rc = serve_rows(st, plans, ids, parts, rows);
 	free(parts);
+	if (rc)
+		return refuse_rows(st, plans, rows, rc);
 	t0 = shemb__now_ns();
 	if (!rc)
 		rc = shemb__xchg_run(st->ctx, rows);
