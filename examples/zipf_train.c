@@ -16,6 +16,12 @@
  *
  * Usage: zipf_train [--steps N] [--threads N] [--seconds S] [--quiet]
  * Exits 1 when the loss did not fall below half of its starting value.
+ *
+ * The same program trains across ranks: `shemb-run -n 2 zipf_train`
+ * spreads the tables over two processes (the context reads its rank from
+ * the environment), each drawing batches of its own; every call that
+ * touches the tables is then collective, so the ranks also agree on when
+ * --seconds is up.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -232,6 +238,7 @@ static void init_proj(void)
 
 struct model {
 	shemb_ctx *ctx;
+	int rank, world;
 	struct shemb_bags bags[NFEAT];
 	float *out[NFEAT];      /* pooled rows, [BATCH][dim] */
 	float *grad[NFEAT];     /* their gradients */
@@ -377,6 +384,9 @@ static int model_init(struct model *m, int threads)
 			shemb_ctx_last_error(NULL));
 		return rc;
 	}
+	shemb_ctx_get_attr(m->ctx, &ca);
+	m->rank = ca.rank;
+	m->world = ca.world_size;
 	for (int f = 0; f < NFEAT; f++) {
 		size_t bytes = (size_t)BATCH * feats[f].dim * sizeof(float);
 
@@ -498,16 +508,30 @@ static int parse(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-static int make_data(struct batch *data)
+/* Every rank draws batches of its own. */
+static int make_data(struct batch *data, int rank)
 {
 	init_proj();
 	for (int f = 0; f < NFEAT; f++)
 		if (zipf_init(&feats[f]))
 			return -1;
 	for (int i = 0; i < NDATA; i++)
-		if (make_batch(&data[i], 1000 + i))
+		if (make_batch(&data[i], 1000 + (uint64_t)i +
+					       1000003 * (uint64_t)rank))
 			return -1;
 	return 0;
+}
+
+/* Whether any rank's time is up: with several ranks they must stop at
+ * the same step, since every step is collective. */
+static bool time_up(const struct model *m, bool mine)
+{
+	int64_t v = mine;
+
+	if (m->world > 1 && shemb_allreduce(m->ctx, &v, &v, 1, SHEMB_I64,
+					    SHEMB_REDUCE_MAX, NULL))
+		return true;
+	return v != 0;
 }
 
 /* Train until o->steps or o->seconds; *done gets the steps made. */
@@ -524,7 +548,7 @@ static int train(struct model *m, const struct batch *data,
 		++*done;
 		p->ids += bt->nids[0] + bt->nids[1];
 		progress(p, *done, loss);
-		if (seconds() - p->t0 > o->seconds)
+		if (time_up(m, seconds() - p->t0 > o->seconds))
 			break;
 	}
 	if (p->tty && !p->quiet)
@@ -548,7 +572,7 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	}
 	memset(data, 0, sizeof(data));
-	if (make_data(data) || model_init(&m, o.threads)) {
+	if (model_init(&m, o.threads) || make_data(data, m.rank)) {
 		fprintf(stderr, "zipf_train: setup failed\n");
 		return 1;
 	}

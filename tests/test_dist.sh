@@ -33,4 +33,14 @@ one "tcp;ofi_rxm" 3 --pool-at-owner --steps 6
 one shm 3 --wire bf16
 one shm 4 --wire f16 --steps 8
 one "tcp;ofi_rxm" 3 --deterministic --steps 6
+# the example program, unchanged, with its tables spread over two ranks:
+# it exits 1 unless the loss halves on every rank
+if out=$("$run" -n 2 --provider shm --timeout 120 \
+	"$top_builddir/examples/zipf_train" --steps 40 --quiet 2>&1); then
+	echo "ok   shm n=2 examples/zipf_train"
+else
+	echo "FAIL shm n=2 examples/zipf_train (exit $?)"
+	echo "$out" | tail -n 20
+	fails=$((fails + 1))
+fi
 [ "$fails" -eq 0 ]
