@@ -184,92 +184,78 @@ static int gather_pool(void *p, const struct shemb__pool_job *job)
 
 /* ---- backward ---- */
 
-struct update_task {
+/* One kernel over a job's distinct rows, cut into tasks. */
+struct unique_task {
 	const struct shemb__kernels *k;
 	const struct shemb__update_job *job;
 	int64_t per_task;
+	float *out;
+	int flag;
+	void (*run)(const struct unique_task *t, int64_t u0, int64_t u1);
 };
 
-static void update_task_run(void *arg, int64_t task)
+static void unique_task_run(void *arg, int64_t task)
 {
-	struct update_task *t = arg;
+	struct unique_task *t = arg;
 	int64_t u0 = task * t->per_task;
 	int64_t u1 = u0 + t->per_task < t->job->nunique ? u0 + t->per_task
 							: t->job->nunique;
 
+	t->run(t, u0, u1);
+}
+
+static int per_unique(struct cpu *be, struct unique_task *t)
+{
+	int64_t n = t->job->nunique;
+
+	if (n == 0)
+		return 0;
+	t->k = be->k;
+	t->per_task = ceil_div(n, shemb__pool_split(be->pool, n, 16));
+	shemb__pool_run(be->pool, ceil_div(n, t->per_task), unique_task_run,
+			t);
+	return 0;
+}
+
+static void run_update(const struct unique_task *t, int64_t u0, int64_t u1)
+{
 	t->k->update_rows(t->job, u0, u1);
+}
+
+static void run_coalesce(const struct unique_task *t, int64_t u0,
+			 int64_t u1)
+{
+	t->k->coalesce_rows(t->job, u0, u1, t->out, t->flag);
+}
+
+static void run_squares(const struct unique_task *t, int64_t u0, int64_t u1)
+{
+	t->k->grad_squares(t->job, u0, u1, t->out, t->flag);
 }
 
 static int apply_updates(void *p, const struct shemb__update_job *job)
 {
-	struct cpu *be = p;
-	struct update_task t = { be->k, job, 0 };
+	struct unique_task t = { .job = job, .run = run_update };
 
-	if (job->nunique == 0)
-		return 0;
-	t.per_task = ceil_div(job->nunique,
-			      shemb__pool_split(be->pool, job->nunique, 16));
-	shemb__pool_run(be->pool, ceil_div(job->nunique, t.per_task),
-			update_task_run, &t);
-	return 0;
-}
-
-struct coalesce_task {
-	struct update_task u;
-	float *out;
-	int expand;
-};
-
-static void coalesce_task_run(void *arg, int64_t task)
-{
-	struct coalesce_task *t = arg;
-	int64_t u0 = task * t->u.per_task;
-	int64_t u1 = u0 + t->u.per_task < t->u.job->nunique
-			     ? u0 + t->u.per_task
-			     : t->u.job->nunique;
-
-	t->u.k->coalesce_rows(t->u.job, u0, u1, t->out, t->expand);
-}
-
-static void squares_task_run(void *arg, int64_t task)
-{
-	struct coalesce_task *t = arg;
-	int64_t u0 = task * t->u.per_task;
-	int64_t u1 = u0 + t->u.per_task < t->u.job->nunique
-			     ? u0 + t->u.per_task
-			     : t->u.job->nunique;
-
-	t->u.k->grad_squares(t->u.job, u0, u1, t->out, t->expand);
-}
-
-static int grad_squares(void *p, const struct shemb__update_job *job,
-			float *out, int per_column)
-{
-	struct cpu *be = p;
-	struct coalesce_task t = { { be->k, job, 0 }, out, per_column };
-
-	if (job->nunique == 0)
-		return 0;
-	t.u.per_task = ceil_div(job->nunique,
-				shemb__pool_split(be->pool, job->nunique, 16));
-	shemb__pool_run(be->pool, ceil_div(job->nunique, t.u.per_task),
-			squares_task_run, &t);
-	return 0;
+	return per_unique(p, &t);
 }
 
 static int coalesce(void *p, const struct shemb__update_job *job, float *out,
 		    int expand)
 {
-	struct cpu *be = p;
-	struct coalesce_task t = { { be->k, job, 0 }, out, expand };
+	struct unique_task t = { .job = job, .out = out, .flag = expand,
+				 .run = run_coalesce };
 
-	if (job->nunique == 0)
-		return 0;
-	t.u.per_task = ceil_div(job->nunique,
-				shemb__pool_split(be->pool, job->nunique, 16));
-	shemb__pool_run(be->pool, ceil_div(job->nunique, t.u.per_task),
-			coalesce_task_run, &t);
-	return 0;
+	return per_unique(p, &t);
+}
+
+static int grad_squares(void *p, const struct shemb__update_job *job,
+			float *out, int per_column)
+{
+	struct unique_task t = { .job = job, .out = out, .flag = per_column,
+				 .run = run_squares };
+
+	return per_unique(p, &t);
 }
 
 /* ---- rows in and out ---- */

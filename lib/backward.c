@@ -121,23 +121,32 @@ void shemb__bwd_sets(const struct shemb__group *grp,
 	}
 }
 
+struct shemb__update_job shemb__plan_job(const struct shemb__plan *p,
+					 struct shemb__store *store, int nsets,
+					 const struct shemb__bwd_set *sets)
+{
+	return (struct shemb__update_job){
+		.store = store,
+		.nunique = p->nunique,
+		.unique = p->unique,
+		.seg = p->seg,
+		.pos = p->pos,
+		.bag_of = p->bag_of,
+		.nsets = nsets,
+		.sets = sets,
+	};
+}
+
 /* sets: room for the group's sets, allocated before any table changed */
 static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
 			const float *const *grad, struct shemb__bwd_set *sets)
 {
 	shemb_table *t = grp->table;
 	const struct shemb__plan *p = t->plan;
-	struct shemb__update_job job = {
-		.store = &t->store,
-		.nunique = p->nunique,
-		.unique = p->unique,
-		.seg = p->seg,
-		.pos = p->pos,
-		.bag_of = p->bag_of,
-		.nsets = grp->nsets,
-		.sets = sets,
-		.opt = shemb__opt_of(t),
-	};
+	struct shemb__update_job job = shemb__plan_job(p, &t->store,
+						       grp->nsets, sets);
+
+	job.opt = shemb__opt_of(t);
 
 	shemb__bwd_sets(grp, p, grad, sets);
 	return ctx->mem->apply_updates(ctx->be, &job);

@@ -149,6 +149,10 @@ int shemb__dist_backward(struct shemb__step *st, const float *const *grad,
 /* backward.c: the optimizer of t's next step; the backward view of the
  * sets of grp under plan p */
 struct shemb__opt shemb__opt_of(const shemb_table *t);
+/* The update job of plan p's distinct rows over store (opt not set). */
+struct shemb__update_job shemb__plan_job(const struct shemb__plan *p,
+					 struct shemb__store *store, int nsets,
+					 const struct shemb__bwd_set *sets);
 void shemb__bwd_sets(const struct shemb__group *grp,
 		     const struct shemb__plan *p, const float *const *grad,
 		     struct shemb__bwd_set *sets);

@@ -107,21 +107,13 @@ static int make_grads(struct shemb__step *st, int g, const float *const *grad,
 	int64_t n = occ ? p->nids : p->nunique;
 	struct shemb__store v = { .dim = t->attr.dim };
 	struct shemb__bwd_set *sets;
-	struct shemb__update_job job = {
-		.store = &v,
-		.nunique = p->nunique,
-		.unique = p->unique,
-		.seg = p->seg,
-		.pos = p->pos,
-		.bag_of = p->bag_of,
-		.nsets = grp->nsets,
-	};
+	struct shemb__update_job job;
 	int rc;
 
 	if (p->route->pooled)
 		return 0; /* the bags' own gradient rows go to the owners */
 	sets = calloc((size_t)grp->nsets + 1, sizeof(*sets));
-	job.sets = sets;
+	job = shemb__plan_job(p, &v, grp->nsets, sets);
 	out->rows = malloc((size_t)n * (size_t)t->attr.dim * sizeof(float) + 8);
 	if (!sets || !out->rows) {
 		free(sets);

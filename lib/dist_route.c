@@ -20,12 +20,7 @@ void shemb__route_free(struct shemb__route *r)
 	free(r->occ_first);
 	free(r->occ_id);
 	free(r->occ_coef);
-	free(r->from_first);
-	free(r->local);
-	free(r->occ);
-	free(r->coef);
-	free(r->pair);
-	free(r->npairs);
+	shemb__route_release_intake(r);
 	free(r);
 }
 
