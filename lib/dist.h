@@ -43,8 +43,10 @@ struct shemb__route {
 	int64_t nunique;
 	/* this rank as requester: the distinct ids in the order they are
 	 * sent, owner by owner (column-wise and replicated: all in order) */
+	bool to_all;         /* every rank holds part of every row */
 	int64_t *to_first;   /* [world + 1]: first slot of each owner */
-	int64_t *unique_at;  /* [nunique]: slot -> index in plan->unique */
+	int64_t *unique_at;  /* [nunique]: slot -> index in plan->unique
+			      * (to_all: the identity) */
 	int32_t *owner_of;   /* [nunique]: owner of each distinct id */
 	/* ... or, when the owners pool this rank's bags (dist_pool.c), for
 	 * each owner its pairs (a bag and the owner's ids in it, in bag
@@ -68,6 +70,15 @@ struct shemb__route {
 };
 
 void shemb__route_free(struct shemb__route *r);
+
+/* The slots of the distinct ids sent to peer: its own, or all of them
+ * when every rank holds part of every row. */
+static inline void shemb__route_slots(const struct shemb__route *r, int peer,
+				      int64_t *lo, int64_t *hi)
+{
+	*lo = r->to_all ? 0 : r->to_first[peer];
+	*hi = r->to_all ? r->nunique : r->to_first[peer + 1];
+}
 
 /* The dtype of a table's rows and of its gradients between ranks. */
 static inline int shemb__wire_rows(const shemb_table *t)

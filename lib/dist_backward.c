@@ -67,27 +67,6 @@ static int ncols_at(const shemb_table *t, int r, int *c0)
 	return n;
 }
 
-/* The ids of plan p sent to peer: distinct-id indices lo .. hi - 1 of the
- * route's slots (column-wise and replicated: all, in plan order). */
-static void slots_to(const shemb_table *t, const struct shemb__plan *p,
-		     int peer, int64_t *lo, int64_t *hi)
-{
-	if (t->shard.kind == SHEMB_SHARD_COLUMN || replicated(t)) {
-		*lo = 0;
-		*hi = p->nunique;
-	} else {
-		*lo = p->route->to_first[peer];
-		*hi = p->route->to_first[peer + 1];
-	}
-}
-
-static int64_t unique_at(const shemb_table *t, const struct shemb__plan *p,
-			 int64_t slot)
-{
-	if (t->shard.kind == SHEMB_SHARD_COLUMN || replicated(t))
-		return slot;
-	return p->route->unique_at[slot];
-}
 
 /* Gradient rows sent for distinct id u. */
 static int64_t rows_of(const struct shemb__plan *p, int64_t u, bool occ)
@@ -143,9 +122,9 @@ static size_t bytes_to(const struct shemb__step *st, int g, int peer)
 		return shemb__pad8((size_t)(p->route->pair_first[peer + 1] -
 				     p->route->pair_first[peer]) *
 			    (size_t)t->attr.dim * sizeof(float));
-	slots_to(t, p, peer, &lo, &hi);
+	shemb__route_slots(p->route, peer, &lo, &hi);
 	for (int64_t s = lo; s < hi; s++)
-		rows += rows_of(p, unique_at(t, p, s), occ);
+		rows += rows_of(p, p->route->unique_at[s], occ);
 	return (replicated(t) ? 16 * (size_t)(hi - lo) : 0) +
 	       shemb__pad8((size_t)rows * (size_t)nc * grad_bytes(t));
 }
@@ -176,7 +155,7 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 						   sizeof(float));
 		return;
 	}
-	slots_to(t, p, peer, &lo, &hi);
+	shemb__route_slots(p->route, peer, &lo, &hi);
 	*count = replicated(t) ? hi - lo : 0;
 	if (replicated(t)) {
 		int64_t *ids = (int64_t *)*at;
@@ -189,7 +168,7 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 	}
 	f = *at;
 	for (int64_t s = lo; s < hi; s++) {
-		int64_t u = unique_at(t, p, s);
+		int64_t u = p->route->unique_at[s];
 		int64_t first = occ ? p->seg[u] : u;
 
 		for (int64_t k = 0; k < rows_of(p, u, occ); k++) {

@@ -35,24 +35,15 @@ static size_t full_row_bytes(const struct shemb__step *st,
 	return (size_t)t->attr.dim * shemb__dtype_bytes(row_dtype(st, t));
 }
 
-/* The slots of plan p this rank sends to peer (distinct ids). */
+/* The slots of plan p this rank sends to peer (distinct ids): none for a
+ * replicated table, whose lookups need no exchange. */
 static void slots_to(const shemb_table *t, const struct shemb__plan *p,
 		     int peer, int64_t *lo, int64_t *hi)
 {
-	const struct shemb__route *r = p->route;
-
-	switch (t->shard.kind) {
-	case SHEMB_SHARD_REPLICATED:
+	if (t->shard.kind == SHEMB_SHARD_REPLICATED)
 		*lo = *hi = 0;
-		break;
-	case SHEMB_SHARD_COLUMN:
-		*lo = 0;
-		*hi = p->nunique;
-		break;
-	default:
-		*lo = r->to_first[peer];
-		*hi = r->to_first[peer + 1];
-	}
+	else
+		shemb__route_slots(p->route, peer, lo, hi);
 }
 
 static int route_all(struct shemb__step *st, struct shemb__plan **plans)
@@ -116,11 +107,7 @@ static void pack_ids(struct shemb__step *st, struct shemb__plan **plans,
 			shemb__stats_peer(st->groups[g].table,
 					  SHEMB_PHASE_IDS, p, 8 + 16 * n, 0);
 			for (int64_t k = 0; k < n; k++) {
-				int64_t u = st->groups[g].table->shard.kind ==
-							    SHEMB_SHARD_COLUMN
-						    ? lo + k
-						    : pl->route->unique_at[lo +
-									   k];
+				int64_t u = pl->route->unique_at[lo + k];
 
 				at[k] = pl->unique[u];
 				at[n + k] = pl->seg[u + 1] - pl->seg[u];
@@ -328,22 +315,12 @@ static void assemble(struct shemb__step *st, int g,
 		slots_to(t, pl, p, &lo, &hi);
 		shemb__shard_columns(&t->shard, p, &c0, &nc);
 		for (int64_t k = lo; k < hi; k++, from += rb) {
-			int64_t u = t->shard.kind == SHEMB_SHARD_COLUMN
-					    ? k
-					    : pl->route->unique_at[k];
+			int64_t u = pl->route->unique_at[k];
 
 			memcpy(rows + (size_t)u * full + (size_t)c0 * es, from,
 			       rb);
 		}
 	}
-}
-
-/* Each position's distinct-id index: the row it pools from. */
-static void rows_of_positions(const struct shemb__plan *pl, int64_t *rows_of)
-{
-	for (int64_t u = 0; u < pl->nunique; u++)
-		for (int32_t k = pl->seg[u]; k < pl->seg[u + 1]; k++)
-			rows_of[pl->pos[k]] = u;
 }
 
 /* A table whose bags the owners pooled: add their rows, bag by bag. */
@@ -402,7 +379,7 @@ static int pool_one(struct shemb__step *st, int g,
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
 	assemble(st, g, pl, x, seen, v.base);
-	rows_of_positions(pl, rows_of);
+	shemb__plan_unique_of(pl, rows_of); /* the rows pooled from */
 	rc = shemb__pool_group(st, &st->groups[g], pl, out, &v, rows_of);
 	for (int p = 0; p < x->world; p++) {
 		int64_t lo, hi;

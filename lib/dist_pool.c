@@ -40,17 +40,6 @@ static bool eligible(const struct shemb__step *st, int g)
 	return true;
 }
 
-/* Each position's distinct-id index. */
-static int64_t *unique_of_positions(const struct shemb__plan *p)
-{
-	int64_t *u_of = malloc((size_t)(p->nids + 1) * sizeof(int64_t));
-
-	for (int64_t u = 0; u_of && u < p->nunique; u++)
-		for (int32_t k = p->seg[u]; k < p->seg[u + 1]; k++)
-			u_of[p->pos[k]] = u;
-	return u_of;
-}
-
 struct cursor {
 	int64_t *pair, *occ;   /* [world]: next pair and id of each owner */
 	int64_t *last_bag;     /* [world]: the last bag given a pair */
@@ -161,7 +150,9 @@ int shemb__pool_route(const struct shemb__step *st, int g,
 	cur.pair = calloc((size_t)w, sizeof(int64_t));
 	cur.occ = calloc((size_t)w, sizeof(int64_t));
 	cur.last_bag = calloc((size_t)w, sizeof(int64_t));
-	u_of = unique_of_positions(p);
+	u_of = malloc((size_t)(p->nids + 1) * sizeof(int64_t));
+	if (u_of)
+		shemb__plan_unique_of(p, u_of);
 	if (!r->pair_first || !r->occ_first || !cur.pair || !cur.occ ||
 	    !cur.last_bag || !u_of) {
 		rc = SHEMB_ENOMEM;

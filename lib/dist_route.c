@@ -49,6 +49,8 @@ int shemb__route_build(const shemb_table *t, struct shemb__plan *p)
 	r->world = w;
 	r->nunique = p->nunique;
 	r->pooled = false;
+	r->to_all = sh->kind == SHEMB_SHARD_COLUMN ||
+		    sh->kind == SHEMB_SHARD_REPLICATED;
 	r->to_first = calloc((size_t)w + 1, sizeof(int64_t));
 	r->unique_at = alloc_i64(p->nunique);
 	owner = malloc((size_t)(p->nunique + 1) * sizeof(int32_t));

@@ -446,3 +446,10 @@ int shemb__plan_build(shemb_table *t, int nsets,
 		rc = make_groups(ctx, p);
 	return rc;
 }
+
+void shemb__plan_unique_of(const struct shemb__plan *p, int64_t *out)
+{
+	for (int64_t u = 0; u < p->nunique; u++)
+		for (int32_t k = p->seg[u]; k < p->seg[u + 1]; k++)
+			out[p->pos[k]] = u;
+}

@@ -59,5 +59,8 @@ int shemb__plan_build(shemb_table *t, int nsets,
 
 void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *plan);
 
+/* Each position's index in plan->unique, into out[plan->nids]. */
+void shemb__plan_unique_of(const struct shemb__plan *plan, int64_t *out);
+
 
 #endif

@@ -19,7 +19,9 @@
  * with and without resetting the optimizer state), after a write that one
  * rank's non-finite value fails everywhere.  At the end: bad shard attrs
  * are refused, the plans are described, SHARD_AUTO heeds the ranks' host
- * budgets, and every rank's per-peer byte counts match its peers'.
+ * budgets, pooling at the owners and the dense allreduce of small
+ * replicated tables are taken (by their bytes), and every rank's per-peer
+ * byte counts match its peers'.
  *
  * With --deterministic-on-last, only the last rank is in deterministic
  * mode: the first lookup must fail on every rank.
@@ -409,6 +411,79 @@ static void check_planner(void)
 	}
 	for (int i = 0; i < 3; i++)
 		shemb_table_destroy(tab[i]);
+}
+
+static uint64_t phase_sent(shemb_table *t, int phase, int to)
+{
+	uint64_t sent[64] = { 0 }, sum = 0;
+
+	CHECK_RC(ctx, shemb_table_stats_peers(t, phase, sent, NULL));
+	for (int p = 0; p < world; p++)
+		sum += to < 0 || p == to ? sent[p] : 0;
+	return sum;
+}
+
+/*
+ * The paths are taken, by their bytes in the documented formats: one bag
+ * of one id ten times.  Pooled at its owner, the owner gets the count
+ * (8), the number of ids (8), one length padded (8), ten ids (80) and
+ * ten weights (40); every other rank the count and an empty part (16).
+ * Rows sent whole: the count and one id with its occurrences (8 + 16),
+ * the count alone (8) elsewhere.  A small replicated table's backward
+ * (outside deterministic mode) is one dense allreduce of 20 x (4 + 1)
+ * fp32 to every other rank, plus its 8-byte count in the message.
+ */
+static void check_paths(void)
+{
+	static const int where[2] = { SHEMB_POOL_AT_OWNER,
+				      SHEMB_POOL_AT_REQUESTER };
+	int64_t offsets[2] = { 0, 10 }, ids[10];
+	float out[3][4], grad[4] = { 1, 2, 3, 4 };
+	struct shemb_bags b[3];
+	shemb_table *t[3];
+
+	if (world == 1 || deterministic || wire != SHEMB_F32)
+		return;
+	for (int i = 0; i < 10; i++)
+		ids[i] = 7;
+	for (int i = 0; i < 3; i++) {
+		struct shemb_table_attr a;
+
+		shemb_table_attr_init(&a);
+		a.rows = 20;
+		a.dim = 4;
+		a.shard = i < 2 ? SHEMB_SHARD_ROW : SHEMB_SHARD_REPLICATED;
+		a.pool_at = i < 2 ? where[i] : SHEMB_POOL_AT_AUTO;
+		CHECK_RC(ctx, shemb_table_create(ctx, &a, &t[i]));
+		shemb_bags_init(&b[i]);
+		b[i].table = t[i];
+		b[i].nbags = 1;
+		b[i].offsets = offsets;
+		b[i].nids = 10;
+		b[i].ids = ids;
+	}
+	CHECK_RC(ctx, shemb_lookup(ctx, 3, b,
+				   (float *const[]){ out[0], out[1], out[2] },
+				   0));
+	CHECK_RC(ctx, shemb_backward(ctx, 3, b,
+				     (const float *const[]){ grad, grad,
+							     grad }));
+	if (phase_sent(t[0], SHEMB_PHASE_IDS, -1) !=
+		    144 + 16 * (uint64_t)(world - 1) ||
+	    phase_sent(t[1], SHEMB_PHASE_IDS, -1) !=
+		    24 + 8 * (uint64_t)(world - 1))
+		FAIL("ids sent pooled at the owner %llu, rows whole %llu",
+		     (unsigned long long)phase_sent(t[0], SHEMB_PHASE_IDS, -1),
+		     (unsigned long long)phase_sent(t[1], SHEMB_PHASE_IDS, -1));
+	for (int p = 0; p < world; p++)
+		if (phase_sent(t[2], SHEMB_PHASE_GRADS, p) !=
+		    (p == rank ? 8u : 8u + 20 * 5 * 4))
+			FAIL("replicated table: %llu gradient bytes to rank %d",
+			     (unsigned long long)phase_sent(t[2],
+							    SHEMB_PHASE_GRADS,
+							    p), p);
+	for (int i = 0; i < 3; i++)
+		shemb_table_destroy(t[i]);
 }
 
 /* ---- bags ---- */
@@ -890,6 +965,7 @@ int main(int argc, char **argv)
 	check_rejections();
 	check_describe();
 	check_planner();
+	check_paths();
 	check_peer_stats();
 	shemb_ctx_destroy(ref);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
