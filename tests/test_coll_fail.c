@@ -6,7 +6,6 @@
  * child is killed and reaped if the test runs out of time.
  */
 #define _GNU_SOURCE
-#include <glob.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "tools/shm_regions.h"
 
 #define WORLD 3
 #define LIMIT_S 60
@@ -72,20 +73,6 @@ static void on_alarm(int sig)
 	_exit(1);
 }
 
-/* The killed rank could not remove its shm region (see fabric/ep.c). */
-static void remove_shm_regions(pid_t pid)
-{
-	char pattern[64];
-	glob_t g;
-
-	snprintf(pattern, sizeof(pattern), "/dev/shm/shemb-%d-*", (int)pid);
-	if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
-		return;
-	for (size_t i = 0; i < g.gl_pathc; i++)
-		unlink(g.gl_pathv[i]);
-	globfree(&g);
-}
-
 /* The survivors exit 0 (they saw the failure), the victim by SIGKILL. */
 static int run(const char *prog, const char *provider)
 {
@@ -98,7 +85,7 @@ static int run(const char *prog, const char *provider)
 
 		if (waitpid(kids[r], &st, 0) < 0)
 			return 0;
-		remove_shm_regions(kids[r]);
+		shemb_run_remove_shm_regions(kids[r]);
 		kids[r] = 0;
 		if (r == WORLD - 1)
 			ok &= WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;

@@ -21,12 +21,12 @@
 #define _GNU_SOURCE
 #include "tools/shemb_run_options.h"
 #include "tools/shemb_run_output.h"
+#include "tools/shm_regions.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <glob.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -758,24 +758,6 @@ static void run_job(struct job *job)
 
 /* Kill what is left of every group and reap the ranks: nothing of the job
  * outlives the launcher. */
-/*
- * A rank that was killed could not remove its libfabric shm region:
- * libshemb names it /dev/shm/shemb-<pid>-<random>:... (fabric/ep.c), so
- * the launcher, which knows the pid, removes it once the rank is gone.
- */
-static void remove_shm_regions(pid_t pid)
-{
-	char pattern[64];
-	glob_t g;
-
-	snprintf(pattern, sizeof(pattern), "/dev/shm/shemb-%d-*", (int)pid);
-	if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
-		return;
-	for (size_t i = 0; i < g.gl_pathc; i++)
-		unlink(g.gl_pathv[i]);
-	globfree(&g);
-}
-
 static void reap_ranks(struct job *job)
 {
 	signal_groups(job, SIGKILL);
@@ -793,7 +775,7 @@ static void reap_ranks(struct job *job)
 			}
 		}
 		rk->reaped = true;
-		remove_shm_regions(rk->pid);
+		shemb_run_remove_shm_regions(rk->pid);
 	}
 }
 
