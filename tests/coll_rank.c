@@ -27,30 +27,9 @@
 static int rank, world;
 static shemb_ctx *ctx;
 
-#define FAIL(...)                                                            \
-	do {                                                                 \
-		fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__,     \
-			__LINE__);                                           \
-		fprintf(stderr, __VA_ARGS__);                                \
-		fprintf(stderr, "\n");                                       \
-		exit(1);                                                     \
-	} while (0)
+#include "tests/rank_check.h"
 
-#define CHECK_RC(call)                                                       \
-	do {                                                                 \
-		int rc_ = (call);                                            \
-		if (rc_)                                                     \
-			FAIL("%s = %d (%s): %s", #call, rc_,                 \
-			     shemb_strerror(rc_), shemb_ctx_last_error(ctx)); \
-	} while (0)
-
-static uint64_t mix(uint64_t z)
-{
-	z += 0x9e3779b97f4a7c15ull;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+#define CHECK(call) CHECK_RC(ctx, call)
 
 static uint8_t byte_of(uint64_t seed, int from, int to, size_t k)
 {
@@ -126,7 +105,7 @@ static void run_alltoallv(int rounds, size_t big)
 		struct a2a a;
 
 		a2a_prepare(&a, (uint64_t)r + 1, big);
-		CHECK_RC(shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc,
+		CHECK(shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc,
 					 a.rd, NULL));
 		a2a_check(&a, (uint64_t)r + 1);
 	}
@@ -150,7 +129,7 @@ static void run_allgatherv(int rounds)
 		rb = malloc(total + 1);
 		for (size_t k = 0; k < mine; k++)
 			sb[k] = (char)byte_of((uint64_t)r, rank, 0, k);
-		CHECK_RC(shemb_allgatherv(ctx, sb, mine, rb, rc, rd, NULL));
+		CHECK(shemb_allgatherv(ctx, sb, mine, rb, rc, rd, NULL));
 		for (int j = 0; j < world; j++)
 			for (size_t k = 0; k < rc[j]; k++)
 				if ((uint8_t)rb[rd[j] + k] !=
@@ -233,7 +212,7 @@ static void allreduce_one(int dtype, int op, size_t count, int in_place,
 		store_value(dtype, sb, k, value_of(rank, k, seed));
 	if (in_place)
 		memcpy(rb, sb, count * dsize(dtype));
-	CHECK_RC(shemb_allreduce(ctx, in_place ? rb : sb, rb, count, dtype,
+	CHECK(shemb_allreduce(ctx, in_place ? rb : sb, rb, count, dtype,
 				 op, NULL));
 	for (size_t k = 0; k < count; k++) {
 		double want = value_of(0, k, seed);
@@ -283,14 +262,14 @@ static void run_concurrent(void)
 			red[i] = malloc(5000 * sizeof(float));
 			for (int k = 0; k < 5000; k++)
 				red[i][k] = (float)(rank + i + k % 7);
-			CHECK_RC(shemb_allreduce(ctx, red[i], red[i], 5000,
+			CHECK(shemb_allreduce(ctx, red[i], red[i], 5000,
 						 SHEMB_F32, SHEMB_REDUCE_SUM,
 						 &req[i]));
 		} else if (i % 3 == 1) {
-			CHECK_RC(shemb_barrier(ctx, &req[i]));
+			CHECK(shemb_barrier(ctx, &req[i]));
 		} else {
 			a2a_prepare(&a[i], 1000 + (uint64_t)i, 0);
-			CHECK_RC(shemb_alltoallv(ctx, a[i].sb, a[i].sc,
+			CHECK(shemb_alltoallv(ctx, a[i].sb, a[i].sc,
 						 a[i].sd, a[i].rb, a[i].rc,
 						 a[i].rd, &req[i]));
 		}
@@ -310,9 +289,9 @@ static void run_concurrent(void)
 
 		if (n % 2) /* poll some, wait for others */
 			while (!done)
-				CHECK_RC(shemb_test(req[i], &done));
+				CHECK(shemb_test(req[i], &done));
 		else
-			CHECK_RC(shemb_wait(req[i]));
+			CHECK(shemb_wait(req[i]));
 		if (shemb_wait(req[i]) != SHEMB_ESTATE)
 			FAIL("a second wait must give SHEMB_ESTATE");
 		shemb_request_free(req[i]);
@@ -331,7 +310,7 @@ static void run_concurrent(void)
 		}
 	}
 	/* a request never waited: released by shemb_ctx_destroy */
-	CHECK_RC(shemb_barrier(ctx, &req[0]));
+	CHECK(shemb_barrier(ctx, &req[0]));
 }
 
 /* ---- mismatched calls ---- */
@@ -368,7 +347,7 @@ static void run_mismatch_count(void)
 		FAIL("the detail must name the counts: %s",
 		     shemb_ctx_last_error(ctx));
 	/* the next collective works */
-	CHECK_RC(shemb_barrier(ctx, NULL));
+	CHECK(shemb_barrier(ctx, NULL));
 }
 
 /* Rank 0 calls a barrier where the others call an allreduce. */
@@ -380,7 +359,7 @@ static void run_mismatch_order(void)
 					     SHEMB_REDUCE_SUM, NULL);
 
 	expect_einval(st, "order mismatch");
-	CHECK_RC(shemb_barrier(ctx, NULL));
+	CHECK(shemb_barrier(ctx, NULL));
 }
 
 /* ---- a rank that dies ---- */
@@ -395,7 +374,7 @@ static void run_kill_one(void)
 		/* die while the transfers are under way */
 		shemb_request *req;
 
-		CHECK_RC(shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc,
+		CHECK(shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc,
 					 a.rd, &req));
 		usleep(20000);
 		raise(SIGKILL);
@@ -460,7 +439,7 @@ int main(int argc, char **argv)
 		run_allreduce();
 	else if (!strcmp(s, "barrier"))
 		for (int i = 0; i < 50; i++)
-			CHECK_RC(shemb_barrier(ctx, NULL));
+			CHECK(shemb_barrier(ctx, NULL));
 	else if (!strcmp(s, "concurrent"))
 		run_concurrent();
 	else if (!strcmp(s, "mismatch-count"))

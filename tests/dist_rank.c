@@ -49,30 +49,7 @@ static int rank, world, deterministic, wire = SHEMB_F32;
 static int pool_at = SHEMB_POOL_AT_AUTO;
 static shemb_ctx *ctx, *ref;
 
-#define FAIL(...)                                                            \
-	do {                                                                 \
-		fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__,     \
-			__LINE__);                                           \
-		fprintf(stderr, __VA_ARGS__);                                \
-		fprintf(stderr, "\n");                                       \
-		exit(1);                                                     \
-	} while (0)
-
-#define CHECK_RC(c, call)                                                    \
-	do {                                                                 \
-		int rc_ = (call);                                            \
-		if (rc_)                                                     \
-			FAIL("%s = %d (%s): %s", #call, rc_,                 \
-			     shemb_strerror(rc_), shemb_ctx_last_error(c));  \
-	} while (0)
-
-static uint64_t mix(uint64_t z)
-{
-	z += 0x9e3779b97f4a7c15ull;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+#include "tests/rank_check.h"
 
 struct rng {
 	uint64_t s;

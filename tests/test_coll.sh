@@ -2,21 +2,13 @@
 # Collectives between ranks on this host: shemb-run starts 2, 3 and 4
 # ranks of tests/coll_rank over shm and over tcp;ofi_rxm (loopback), each
 # run bounded in time; also the caller-progress mode and small chunks.
-run=$top_builddir/tools/shemb-run
+. "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/coll_rank
-fails=0
 
 one() { # provider ranks scenario [options...]
 	p=$1 n=$2
 	shift 2
-	if out=$("$run" -n "$n" --provider "$p" --timeout 120 \
-		"$rank" "$@" 2>&1); then
-		echo "ok   $p n=$n $*"
-	else
-		echo "FAIL $p n=$n $* (exit $?)"
-		echo "$out" | tail -n 20
-		fails=$((fails + 1))
-	fi
+	job "$p n=$n $*" -n "$n" --provider "$p" --timeout 120 "$rank" "$@"
 }
 
 for p in shm "tcp;ofi_rxm"; do

@@ -5,21 +5,13 @@
 # mode), over shm, and 3 ranks over tcp;ofi_rxm (loopback); also with rows
 # and gradients in 16 bits on the wire, and with SUM and MEAN bags pooled
 # by the owners; every run bounded in time.
-run=$top_builddir/tools/shemb-run
+. "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/dist_rank
-fails=0
 
 one() { # provider ranks [options...]
 	p=$1 n=$2
 	shift 2
-	if out=$("$run" -n "$n" --provider "$p" --timeout 300 \
-		"$rank" "$@" 2>&1); then
-		echo "ok   $p n=$n $*"
-	else
-		echo "FAIL $p n=$n $* (exit $?)"
-		echo "$out" | tail -n 20
-		fails=$((fails + 1))
-	fi
+	job "$p n=$n $*" -n "$n" --provider "$p" --timeout 300 "$rank" "$@"
 }
 
 for n in 1 2 3 4; do
@@ -35,12 +27,6 @@ one shm 4 --wire f16 --steps 8
 one "tcp;ofi_rxm" 3 --deterministic --steps 6
 # the example program, unchanged, with its tables spread over two ranks:
 # it exits 1 unless the loss halves on every rank
-if out=$("$run" -n 2 --provider shm --timeout 120 \
-	"$top_builddir/examples/zipf_train" --steps 40 --quiet 2>&1); then
-	echo "ok   shm n=2 examples/zipf_train"
-else
-	echo "FAIL shm n=2 examples/zipf_train (exit $?)"
-	echo "$out" | tail -n 20
-	fails=$((fails + 1))
-fi
+job "shm n=2 examples/zipf_train" -n 2 --provider shm --timeout 120 \
+	"$top_builddir/examples/zipf_train" --steps 40 --quiet
 [ "$fails" -eq 0 ]

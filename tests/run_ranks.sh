@@ -1,0 +1,17 @@
+# run_ranks.sh - sourced by the multi-rank test scripts: job LABEL ARGS...
+# runs one job of shemb-run with ARGS (which bound its time), prints "ok"
+# or "FAIL" with the tail of its output, and counts the failures in
+# $fails.
+fails=0
+
+job() {
+	label=$1
+	shift
+	if out=$("$top_builddir/tools/shemb-run" "$@" 2>&1); then
+		echo "ok   $label"
+	else
+		echo "FAIL $label (exit $?)"
+		echo "$out" | tail -n 20
+		fails=$((fails + 1))
+	fi
+}
