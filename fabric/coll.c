@@ -3,9 +3,10 @@
  *
  * alltoallv, allgatherv: one round; a header to and from every peer, the
  *   data in chunks to and from each peer with a non-zero count.
- * allreduce up to SMALL_BYTES: one round; every rank sends its buffer to
- *   every other, then each adds the N buffers in rank order (latency of
- *   one message; every rank computes the same bits).
+ * allreduce up to SHEMB__ALLREDUCE_ONE_ROUND_BYTES (lib/comm.h): one
+ *   round; every rank sends its buffer to every other, then each adds the
+ *   N buffers in rank order (latency of one message; every rank computes
+ *   the same bits).
  * allreduce above: a ring, N - 1 reduce-scatter rounds then N - 1
  *   allgather rounds, each moving 1/N of the buffer to the right neighbour
  *   (bandwidth-optimal).
@@ -22,7 +23,6 @@
 #include "cpu/reduce.h"
 
 #define HDR_MAGIC 0x424d4853u /* "SHMB" */
-#define SMALL_BYTES (64 * 1024)
 
 /* ---- building rounds ---- */
 
@@ -427,7 +427,8 @@ int shemb__coll_build(struct fab *f, struct op *op)
 	case SHEMB__CLOSE:
 		return build_barrier(op);
 	default:
-		if (op->c.count * elem(op) <= SMALL_BYTES ||
+		if (op->c.count * elem(op) <=
+			    SHEMB__ALLREDUCE_ONE_ROUND_BYTES ||
 		    op->c.count < (size_t)f->world)
 			return build_allreduce_small(op);
 		return build_allreduce_ring(op);

@@ -20,6 +20,12 @@ enum shemb__coll_kind {
 	SHEMB__CLOSE = 5     /* the last barrier of a closing context */
 };
 
+/* An allreduce of up to this many bytes is one exchange with every other
+ * rank (every rank sends its whole buffer to each); larger ones go round a
+ * ring, each rank sending 2 (N - 1) / N of the buffer to the next.  The
+ * transports follow it, and the statistics count bytes by it. */
+#define SHEMB__ALLREDUCE_ONE_ROUND_BYTES (64u * 1024u)
+
 /* A collective's arguments; arrays have world_size entries and are copied
  * by the backend before start() returns. */
 struct shemb__coll {

@@ -21,9 +21,6 @@
 /* The largest dense buffer (rows x (dim + 1) fp32) sent instead of the
  * sparse rows: the touched rows of a small table are most of it. */
 #define DENSE_BYTES (256u << 10)
-/* The transport reduces buffers up to this in one exchange with every
- * rank, larger ones around a ring (fabric/coll.c): for the statistics. */
-#define ONE_ROUND_BYTES (64u << 10)
 
 static size_t dense_bytes(const shemb_table *t)
 {
@@ -48,7 +45,7 @@ static void count_bytes(shemb_table *t, size_t bytes)
 
 		if (p == me)
 			continue;
-		if (bytes <= ONE_ROUND_BYTES) {
+		if (bytes <= SHEMB__ALLREDUCE_ONE_ROUND_BYTES) {
 			out = in = bytes;
 		} else {
 			uint64_t ring = 2 * (uint64_t)(w - 1) * bytes /
