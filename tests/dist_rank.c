@@ -390,14 +390,21 @@ static void check_planner(void)
 		shemb_table_destroy(tab[i]);
 }
 
+/* Bytes of t's part of a phase sent to rank `to` (-1: to all), or with
+ * received, received from all. */
+static uint64_t phase_bytes(shemb_table *t, int phase, int to, bool received)
+{
+	uint64_t sent[64] = { 0 }, got[64] = { 0 }, sum = 0;
+
+	CHECK_RC(ctx, shemb_table_stats_peers(t, phase, sent, got));
+	for (int p = 0; p < world; p++)
+		sum += received ? got[p] : to < 0 || p == to ? sent[p] : 0;
+	return sum;
+}
+
 static uint64_t phase_sent(shemb_table *t, int phase, int to)
 {
-	uint64_t sent[64] = { 0 }, sum = 0;
-
-	CHECK_RC(ctx, shemb_table_stats_peers(t, phase, sent, NULL));
-	for (int p = 0; p < world; p++)
-		sum += to < 0 || p == to ? sent[p] : 0;
-	return sum;
+	return phase_bytes(t, phase, to, false);
 }
 
 /*
@@ -408,29 +415,32 @@ static uint64_t phase_sent(shemb_table *t, int phase, int to)
  * Rows sent whole: the count and one id with its occurrences (8 + 16),
  * the count alone (8) elsewhere.  A small replicated table's backward
  * (outside deterministic mode) is one dense allreduce of 20 x (4 + 1)
- * fp32 to every other rank, plus its 8-byte count in the message.
+ * fp32 to every other rank, plus its 8-byte count in the message.  With
+ * wire_dtype BF16 the one distinct row comes back in 8 bytes (16 in fp32)
+ * and its gradient row goes out in 8 (16).
  */
 static void check_paths(void)
 {
 	static const int where[2] = { SHEMB_POOL_AT_OWNER,
 				      SHEMB_POOL_AT_REQUESTER };
 	int64_t offsets[2] = { 0, 10 }, ids[10];
-	float out[3][4], grad[4] = { 1, 2, 3, 4 };
-	struct shemb_bags b[3];
-	shemb_table *t[3];
+	float out[4][4], grad[4] = { 1, 2, 3, 4 };
+	struct shemb_bags b[4];
+	shemb_table *t[4];
 
 	if (world == 1 || deterministic || wire != SHEMB_F32)
 		return;
 	for (int i = 0; i < 10; i++)
 		ids[i] = 7;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		struct shemb_table_attr a;
 
 		shemb_table_attr_init(&a);
 		a.rows = 20;
 		a.dim = 4;
-		a.shard = i < 2 ? SHEMB_SHARD_ROW : SHEMB_SHARD_REPLICATED;
-		a.pool_at = i < 2 ? where[i] : SHEMB_POOL_AT_AUTO;
+		a.shard = i == 2 ? SHEMB_SHARD_REPLICATED : SHEMB_SHARD_ROW;
+		a.pool_at = i < 2 ? where[i] : SHEMB_POOL_AT_REQUESTER;
+		a.wire_dtype = i == 3 ? SHEMB_BF16 : SHEMB_F32;
 		CHECK_RC(ctx, shemb_table_create(ctx, &a, &t[i]));
 		shemb_bags_init(&b[i]);
 		b[i].table = t[i];
@@ -439,11 +449,12 @@ static void check_paths(void)
 		b[i].nids = 10;
 		b[i].ids = ids;
 	}
-	CHECK_RC(ctx, shemb_lookup(ctx, 3, b,
-				   (float *const[]){ out[0], out[1], out[2] },
+	CHECK_RC(ctx, shemb_lookup(ctx, 4, b,
+				   (float *const[]){ out[0], out[1], out[2],
+						     out[3] },
 				   0));
-	CHECK_RC(ctx, shemb_backward(ctx, 3, b,
-				     (const float *const[]){ grad, grad,
+	CHECK_RC(ctx, shemb_backward(ctx, 4, b,
+				     (const float *const[]){ grad, grad, grad,
 							     grad }));
 	if (phase_sent(t[0], SHEMB_PHASE_IDS, -1) !=
 		    144 + 16 * (uint64_t)(world - 1) ||
@@ -459,7 +470,23 @@ static void check_paths(void)
 			     (unsigned long long)phase_sent(t[2],
 							    SHEMB_PHASE_GRADS,
 							    p), p);
-	for (int i = 0; i < 3; i++)
+	if (phase_bytes(t[3], SHEMB_PHASE_ROWS, -1, true) != 8 ||
+	    phase_bytes(t[1], SHEMB_PHASE_ROWS, -1, true) != 16 ||
+	    phase_sent(t[3], SHEMB_PHASE_GRADS, -1) !=
+		    16 + 8 * (uint64_t)(world - 1) ||
+	    phase_sent(t[1], SHEMB_PHASE_GRADS, -1) !=
+		    24 + 8 * (uint64_t)(world - 1))
+		FAIL("bf16 on the wire: rows %llu bytes (fp32 %llu), "
+		     "gradients %llu (fp32 %llu)",
+		     (unsigned long long)phase_bytes(t[3], SHEMB_PHASE_ROWS,
+						     -1, true),
+		     (unsigned long long)phase_bytes(t[1], SHEMB_PHASE_ROWS,
+						     -1, true),
+		     (unsigned long long)phase_sent(t[3], SHEMB_PHASE_GRADS,
+						    -1),
+		     (unsigned long long)phase_sent(t[1], SHEMB_PHASE_GRADS,
+						    -1));
+	for (int i = 0; i < 4; i++)
 		shemb_table_destroy(t[i]);
 }
 
