@@ -128,7 +128,8 @@ static void init_block(void *arg, int64_t task)
 		t->rc = SHEMB_ENOMEM;
 		return;
 	}
-	t->be->k->init_rows(t->spec, r0, nr, s->dim, vals);
+	t->be->k->init_rows(t->spec, t->spec->row_base + r0, nr, s->dim,
+			    vals);
 	for (int64_t r = 0; r < nr; r++)
 		reset_record_tail(s, record(s, r0 + r), t->spec->state_init);
 	shemb__convert2d(t->be->k, dst, src, nr, s->dim);
@@ -392,6 +393,37 @@ static int write_rows(void *p, struct shemb__store *s, int64_t n,
 	return rc;
 }
 
+struct records_task {
+	struct shemb__store *dst;
+	const struct shemb__store *src;
+	const int64_t *dst_at, *src_at;
+	int64_t n;
+};
+
+static void records_block(void *arg, int64_t task)
+{
+	const struct records_task *t = arg;
+	int64_t i0 = task * COPY_BLOCK_ROWS;
+	int64_t i1 = i0 + COPY_BLOCK_ROWS < t->n ? i0 + COPY_BLOCK_ROWS : t->n;
+
+	for (int64_t i = i0; i < i1; i++)
+		memcpy(record(t->dst, t->dst_at ? t->dst_at[i] : i),
+		       record(t->src, t->src_at ? t->src_at[i] : i),
+		       t->src->stride);
+}
+
+static int copy_records(void *p, struct shemb__store *dst,
+			const int64_t *dst_at, const struct shemb__store *src,
+			const int64_t *src_at, int64_t n)
+{
+	struct records_task t = { dst, src, dst_at, src_at, n };
+	struct cpu *be = p;
+
+	shemb__pool_run(be->pool, ceil_div(n, COPY_BLOCK_ROWS), records_block,
+			&t);
+	return 0;
+}
+
 /* ---- conversion ---- */
 
 struct convert_task {
@@ -468,6 +500,7 @@ const struct shemb_mem_ops shemb__cpu_mem_ops = {
 	.convert = convert,
 	.read_rows = read_rows,
 	.write_rows = write_rows,
+	.copy_records = copy_records,
 	.scratch_alloc = scratch_alloc,
 	.scratch_free = scratch_free,
 	.synchronize = synchronize,

@@ -141,6 +141,11 @@ struct shemb_ctx_attr {
 				  * one gradient row per id occurrence
 				  * instead of one per distinct row);
 				  * 0 (default): per rank, then rank order */
+	uint64_t device_mem_bytes; /* budget for the device tiers of all
+				    * tables (cache_rows); 0 = no limit but
+				    * the device's (the CPU backend's tier
+				    * is host memory: it also counts in
+				    * host_mem_bytes) */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size.
@@ -278,6 +283,35 @@ struct shemb_table_attr {
 			       * of row-wise and table-wise tables outside
 			       * deterministic mode with wire_dtype F32;
 			       * default AUTO */
+	/* Tiers (shemb(7), TIERED STORAGE): */
+	int64_t cache_rows;   /* rows of this rank's part kept in the device
+			       * tier, where kernels read and update them:
+			       * loaded when a call needs them, written
+			       * back when evicted; a call needing more
+			       * distinct rows than this fails with
+			       * SHEMB_ENOMEM.  0 (default): no device
+			       * tier, rows are used in host memory */
+	int cache_policy;     /* enum shemb_cache_policy; default LRU */
+	const char *cold_path; /* NULL (default): every row in host memory;
+				* else rows live in this file (created or
+				* truncated, removed at destroy; with more
+				* than one rank, cold_path.<rank>), read and
+				* written through the device tier, which it
+				* needs (cache_rows > 0) */
+	uint64_t host_mem_bytes; /* most host bytes this table's rows may
+				  * take: over it without cold_path,
+				  * SHEMB_ENOMEM; 0 (default): no limit but
+				  * the context's */
+};
+
+/* Which row leaves a full device tier to make room. */
+enum shemb_cache_policy {
+	SHEMB_CACHE_LRU = 0,      /* least recently used */
+	SHEMB_CACHE_LFU = 1,      /* least often used since the table was
+				   * made (a 4-byte count per row) */
+	SHEMB_CACHE_LOOKAHEAD = 2 /* as LFU, but never a row that a
+				   * prefetched, not yet looked up batch
+				   * needs while any other row can go */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size
@@ -399,6 +433,24 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 			     const struct shemb_bags *bags,
 			     const float *const *grad);
 
+/*
+ * Load into the device tier the rows that n bag sets (of the next step)
+ * will need, so that their lookup finds them resident: call it for step
+ * t + 1 before computing step t.  Tables without a device tier are
+ * skipped.  With SHEMB_CACHE_LOOKAHEAD the rows stay protected until a
+ * lookup uses them.  Loads what fits: rows over the device tier (beside
+ * the rows of calls in progress) are left for the lookup.  Nothing of the
+ * tables' values changes.  With more than one rank it is collective, as
+ * shemb_lookup: the ids travel to their owners.
+ */
+SHEMB_API int shemb_prefetch(shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags);
+
+/* Write every changed row (and its optimizer state) of the table's device
+ * tier back to host memory or its file; rows stay cached.  Not
+ * collective: each rank flushes its own part. */
+SHEMB_API int shemb_table_flush(shemb_table *table);
+
 /* ------------------------------------------------------------------------
  * Collectives between ranks
  *
@@ -489,6 +541,18 @@ struct shemb_table_stats {
 				  * tables of a call: each counts it) */
 	uint64_t phase_ns[3];    /* of that, the time waiting for each
 				  * phase's transfers, by enum shemb_phase */
+	/* a device tier (cache_rows > 0): */
+	uint64_t cache_hits;       /* distinct rows a call needed that were
+				    * in the device tier */
+	uint64_t cache_misses;     /* rows loaded into it, by any call
+				    * (prefetch included) */
+	uint64_t cache_evictions;  /* rows that left it for room */
+	uint64_t cache_writebacks; /* changed rows written back (evicted or
+				    * flushed) */
+	uint64_t cache_bytes_in;   /* bytes loaded into the device tier */
+	uint64_t cache_bytes_out;  /* bytes written back from it */
+	uint64_t prefetch_hits;    /* hits on rows a prefetch loaded, at
+				    * their first use */
 };
 
 /* Cumulative counters of a table since creation or the last reset. */

@@ -137,17 +137,19 @@ struct shemb__update_job shemb__plan_job(const struct shemb__plan *p,
 	};
 }
 
-/* sets: room for the group's sets, allocated before any table changed */
+/* sets: room for the group's sets, allocated before any table changed;
+ * v: the plan's rows, acquired */
 static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
-			const float *const *grad, struct shemb__bwd_set *sets)
+			const float *const *grad, struct shemb__bwd_set *sets,
+			const struct shemb__rows_view *v)
 {
 	shemb_table *t = grp->table;
 	const struct shemb__plan *p = t->plan;
-	struct shemb__update_job job = shemb__plan_job(p, &t->store,
+	struct shemb__update_job job = shemb__plan_job(p, v->store,
 						       grp->nsets, sets);
 
+	job.unique = v->at;
 	job.opt = shemb__opt_of(t);
-
 	shemb__bwd_sets(grp, p, grad, sets);
 	return ctx->mem->apply_updates(ctx->be, &job);
 }
@@ -172,14 +174,15 @@ static void step_done(const struct shemb__group *grp)
 	consume_plan(grp->table);
 }
 
-static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
-		     const float *const *grad, struct shemb__bwd_set *sets)
+static int update_all(shemb_ctx *ctx, struct shemb__step *st,
+		      const float *const *grad, struct shemb__bwd_set *sets,
+		      const struct shemb__rows_view *views)
 {
 	for (int g = 0; g < st->ngroups; g++) {
 		const struct shemb__group *grp = &st->groups[g];
 		shemb_table *t = grp->table;
 		uint64_t t0 = shemb__now_ns();
-		int rc = update_group(ctx, grp, grad, sets);
+		int rc = update_group(ctx, grp, grad, sets, &views[g]);
 
 		if (rc)
 			return shemb__fail(ctx, rc, "table '%s': update failed "
@@ -190,6 +193,29 @@ static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 		sets += grp->nsets;
 	}
 	return 0;
+}
+
+/* Every table's rows are acquired (loaded into device tiers) before the
+ * first changes, so a tier that fails changes no table. */
+static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
+		     const float *const *grad, struct shemb__bwd_set *sets)
+{
+	struct shemb__rows_view *views = calloc((size_t)st->ngroups + 1,
+						sizeof(*views));
+	int rc = views ? 0 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+
+	for (int g = 0; !rc && g < st->ngroups; g++) {
+		shemb_table *t = st->groups[g].table;
+
+		rc = shemb__rows_acquire(t, t->plan->nunique, t->plan->unique,
+					 true, SHEMB__ROWS_WRITE, &views[g]);
+	}
+	if (!rc)
+		rc = update_all(ctx, st, grad, sets, views);
+	for (int g = 0; views && g < st->ngroups; g++)
+		shemb__rows_release(st->groups[g].table, &views[g]);
+	free(views);
+	return rc;
 }
 
 /* Across ranks: every rank meets, even when its own checks failed. */

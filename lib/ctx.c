@@ -79,6 +79,9 @@ static int ctx_init(shemb_ctx *ctx)
 		ctx->attr.nthreads = cpus_available();
 	ctx->host_budget = ctx->attr.host_mem_bytes ? ctx->attr.host_mem_bytes
 						    : physical_memory();
+	ctx->device_budget = ctx->attr.device_mem_bytes
+				     ? ctx->attr.device_mem_bytes
+				     : UINT64_MAX;
 	pthread_mutex_init(&ctx->lock, NULL);
 	if (ctx->attr.world_size > 1) {
 		ctx->rank_bytes = calloc((size_t)ctx->attr.world_size,
@@ -171,16 +174,21 @@ SHEMB_API int shemb_ctx_get_attr(const shemb_ctx *ctx,
 	return 0;
 }
 
-int shemb__ctx_reserve(shemb_ctx *ctx, uint64_t bytes)
+int shemb__budget_take(uint64_t budget, atomic_uint_fast64_t *used,
+		       uint64_t bytes)
 {
-	uint_fast64_t used = atomic_load(&ctx->host_used);
+	uint_fast64_t u = atomic_load(used);
 
 	do {
-		if (bytes > ctx->host_budget || used > ctx->host_budget - bytes)
+		if (bytes > budget || u > budget - bytes)
 			return -1;
-	} while (!atomic_compare_exchange_weak(&ctx->host_used, &used,
-					       used + bytes));
+	} while (!atomic_compare_exchange_weak(used, &u, u + bytes));
 	return 0;
+}
+
+int shemb__ctx_reserve(shemb_ctx *ctx, uint64_t bytes)
+{
+	return shemb__budget_take(ctx->host_budget, &ctx->host_used, bytes);
 }
 
 void shemb__ctx_release(shemb_ctx *ctx, uint64_t bytes)

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "lib/internal.h"
+#include "lib/tier.h"
 #include "lib/plan.h"
 #include "lib/step.h"
 
@@ -34,7 +35,8 @@ enum shemb__dist_kind {
 	SHEMB__DIST_LOOKUP = 1,
 	SHEMB__DIST_BACKWARD = 2,
 	SHEMB__DIST_READ = 3,
-	SHEMB__DIST_WRITE = 4
+	SHEMB__DIST_WRITE = 4,
+	SHEMB__DIST_PREFETCH = 5
 };
 
 /* One table's part of a step's exchange, kept with its step plan. */

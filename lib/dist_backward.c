@@ -354,10 +354,14 @@ struct owner_part {
 	float *sq, *sum, *all;       /* row-wise Adagrad over columns */
 	size_t *cnt, *dsp;
 	struct shemb__dense *dense;  /* small replicated tables */
+	shemb_table *table;          /* with its rows acquired in view */
+	struct shemb__rows_view view;
 };
 
 static void free_part(struct owner_part *o)
 {
+	if (o->table)
+		shemb__rows_release(o->table, &o->view);
 	shemb__route_release_intake(&o->own);
 	shemb__merge_free(&o->m);
 	free(o->rows);
@@ -470,6 +474,13 @@ static int prepare_part(struct shemb__step *st, int g,
 		.sets = &o->set,
 		.opt = shemb__opt_of(t),
 	};
+	rc = shemb__rows_acquire(t, o->m.nunique, o->m.unique, true,
+				 SHEMB__ROWS_WRITE, &o->view);
+	o->table = t;
+	if (rc)
+		return rc;
+	o->job.store = o->view.store;
+	o->job.unique = o->view.at;
 	return needs_rowsum(t) ? prepare_rowsum(st, t, o) : 0;
 }
 

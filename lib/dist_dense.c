@@ -144,10 +144,20 @@ static int apply_touched(struct shemb__step *st, shemb_table *t,
 		.opt = shemb__opt_of(t),
 	};
 
+	struct shemb__rows_view v;
+	int rc;
+
 	for (int64_t k = 0; k <= n; k++)
 		d->idx[k] = (int32_t)k;
 	SHEMB__STAT_ADD(t, rows_updated, n);
-	return st->ctx->mem->apply_updates(st->ctx->be, &job);
+	rc = shemb__rows_acquire(t, n, d->ids, true, SHEMB__ROWS_WRITE, &v);
+	if (!rc) {
+		job.store = v.store;
+		job.unique = v.at;
+		rc = st->ctx->mem->apply_updates(st->ctx->be, &job);
+	}
+	shemb__rows_release(t, &v);
+	return rc;
 }
 
 /* After the ranks agreed: the allreduce and the updates. */

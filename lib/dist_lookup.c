@@ -250,6 +250,23 @@ static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
 /* The owner's rows for every peer, in the order it asked (pooled
  * parts: a pooled row per pair); parts[] locates the ids message's
  * parts. */
+/* Owner: local rows rows[0 .. n) into at, as they travel. */
+static int read_owned(struct shemb__step *st, shemb_table *t, int64_t n,
+		      const int64_t *rows, char *at)
+{
+	struct shemb__rows_view v;
+	int rc = shemb__rows_acquire(t, n, rows, false,
+				     st->exact_rows ? SHEMB__ROWS_READ
+						    : SHEMB__ROWS_LOOKUP,
+				     &v);
+
+	if (!rc)
+		rc = st->ctx->mem->read_rows(st->ctx->be, v.store, n, v.at, at,
+					     row_dtype(st, t));
+	shemb__rows_release(t, &v);
+	return rc;
+}
+
 static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
 		      const struct shemb__xchg *ids, const size_t *parts,
 		      struct shemb__xchg *x)
@@ -276,10 +293,9 @@ static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
 					m[g], at);
 				n = r->npairs[p];
 			} else {
-				rc = n ? ctx->mem->read_rows(
-						 ctx->be, &t->store, n,
-						 r->local + r->from_first[p],
-						 at, row_dtype(st, t))
+				rc = n ? read_owned(st, t, n,
+						    r->local + r->from_first[p],
+						    at)
 				       : 0;
 			}
 			if (rc)
@@ -366,8 +382,7 @@ static int pool_one(struct shemb__step *st, int g,
 	int rc;
 
 	if (t->shard.kind == SHEMB_SHARD_REPLICATED)
-		return shemb__pool_group(st, &st->groups[g], pl, out,
-					 &t->store, NULL);
+		return shemb__pool_local(st, &st->groups[g], pl, out);
 	if (pl->route->pooled)
 		return pool_at_owners(st, g, pl, x, seen, out);
 	v.base = malloc((size_t)pl->nunique * full + 8);
@@ -429,6 +444,25 @@ static int refuse_rows(struct shemb__step *st, struct shemb__plan **plans,
 	return shemb__fail(st->ctx, status, "%s", why);
 }
 
+/* Owner: load the rows the ranks asked for into the device tiers. */
+static int prefetch_owned(struct shemb__step *st, struct shemb__plan **plans)
+{
+	int rc = 0;
+
+	for (int g = 0; !rc && g < st->ngroups; g++) {
+		shemb_table *t = st->groups[g].table;
+		const struct shemb__route *r = plans[g]->route;
+
+		if (t->shard.kind == SHEMB_SHARD_REPLICATED)
+			rc = shemb__tier_prefetch(t, plans[g]->nunique,
+						  plans[g]->unique);
+		else
+			rc = shemb__tier_prefetch(t, r->from_first[r->world],
+						  r->local);
+	}
+	return rc;
+}
+
 static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		    float *const *out, struct shemb__xchg *ids,
 		    struct shemb__xchg *rows)
@@ -450,6 +484,13 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 	if (!parts)
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	rc = take_in(st, plans, ids, parts);
+	if (st->kind == SHEMB__DIST_PREFETCH) {
+		free(parts);
+		if (!rc)
+			rc = prefetch_owned(st, plans);
+		return shemb__dist_all_ok(st->ctx, rc,
+					  "its part of this prefetch");
+	}
 	if (!rc) {
 		count_rows(st, plans, rows);
 		if (shemb__xchg_alloc(rows))

@@ -150,6 +150,8 @@ static const char *kind_name(uint32_t kind)
 		return "read_rows";
 	case SHEMB__DIST_WRITE:
 		return "write_rows";
+	case SHEMB__DIST_PREFETCH:
+		return "a prefetch";
 	default:
 		return "an unknown call";
 	}

@@ -292,8 +292,17 @@ int shemb__pool_serve(shemb_ctx *ctx, shemb_table *t,
 			memcpy(&len, seg + 8 + 4 * (pr - 1), 4);
 		offsets[pr] = pr ? offsets[pr - 1] + len : 0;
 	}
-	if (!rc && np)
-		rc = ctx->mem->gather_pool(ctx->be, &job);
+	if (!rc && np) {
+		struct shemb__rows_view v;
+
+		rc = shemb__rows_acquire(t, job.nids, job.ids, false,
+					 SHEMB__ROWS_LOOKUP, &v);
+		job.store = v.store;
+		job.ids = v.at;
+		if (!rc)
+			rc = ctx->mem->gather_pool(ctx->be, &job);
+		shemb__rows_release(t, &v);
+	}
 	if (!rc)
 		memcpy(out, rows, bytes);
 	free(offsets);

@@ -39,6 +39,8 @@ struct shemb_ctx {
 	struct shemb__pool *pool;     /* threads for the core's own loops */
 	uint64_t host_budget;         /* bytes of row storage allowed */
 	atomic_uint_fast64_t host_used;
+	uint64_t device_budget;       /* bytes of device tiers allowed */
+	atomic_uint_fast64_t device_used;
 
 	const struct shemb_comm_ops *comm_ops; /* self, or libfabric */
 	void *comm;
@@ -63,11 +65,15 @@ struct shemb__stats {
 	atomic_uint_fast64_t validate_ns, plan_ns, pool_ns, update_ns;
 	atomic_uint_fast64_t sent_bytes, received_bytes, exchange_ns;
 	atomic_uint_fast64_t phase_ns[3];
+	atomic_uint_fast64_t cache_hits, cache_misses, cache_evictions;
+	atomic_uint_fast64_t cache_writebacks, cache_bytes_in, cache_bytes_out;
+	atomic_uint_fast64_t prefetch_hits;
 	/* [phase][0 sent, 1 received][rank]: 3 * 2 * world entries */
 	atomic_uint_fast64_t *peer_bytes;
 };
 
 struct shemb__plan;
+struct shemb__tier;
 
 struct shemb_table {
 	shemb_ctx *ctx;
@@ -76,9 +82,12 @@ struct shemb_table {
 	bool auto_id;                 /* table_id given by the context */
 	struct shemb_table_attr attr; /* effective; attr.name -> name */
 	char *name;
+	char *cold_path;              /* attr.cold_path's copy */
 	struct shemb__shard shard;    /* which rows and columns are here */
 	bool accounted;               /* in ctx->rank_bytes */
-	struct shemb__store store;    /* this rank's part */
+	struct shemb__store store;    /* this rank's part (base NULL when
+				       * its rows are in a cold file) */
+	struct shemb__tier *tier;     /* device tier, or NULL (tier.h) */
 	uint64_t step;                /* backward steps applied (Adam) */
 
 	/* Lookups hold it shared; backward, row writes and set_lr hold it

@@ -80,8 +80,9 @@ static int build_plans(struct shemb__step *st, struct shemb__plan **plans)
 					   "table '%s': no memory for the step "
 					   "plan of %d sets", grp->table->name,
 					   grp->nsets);
-		if (st->exact_rows)
-			continue; /* a read counts in no statistics */
+		if (st->kind != SHEMB__DIST_LOOKUP)
+			continue; /* reads and prefetches count in no
+				   * statistics but the tier's */
 		SHEMB__STAT_ADD(grp->table, plan_ns, shemb__now_ns() - t0);
 		SHEMB__STAT_ADD(grp->table, unique_ids, plans[g]->nunique);
 	}
@@ -128,6 +129,42 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 	return 0;
 }
 
+int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
+		      const struct shemb__plan *plan, float *const *out)
+{
+	shemb_table *t = grp->table;
+	struct shemb__rows_view v;
+	int64_t *rows_of;
+	int rc;
+
+	if (!shemb__tiered(t))
+		return shemb__pool_group(st, grp, plan, out, &t->store, NULL);
+	rows_of = malloc(((size_t)plan->nids + 1) * sizeof(*rows_of));
+	if (!rows_of)
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	rc = shemb__rows_acquire(t, plan->nunique, plan->unique, true,
+				 st->exact_rows ? SHEMB__ROWS_READ
+						: SHEMB__ROWS_LOOKUP,
+				 &v);
+	if (!rc) {
+		shemb__plan_unique_of(plan, rows_of);
+		for (int64_t p = 0; p < plan->nids; p++)
+			rows_of[p] = v.at[rows_of[p]];
+		rc = shemb__pool_group(st, grp, plan, out, v.store, rows_of);
+	}
+	shemb__rows_release(t, &v);
+	free(rows_of);
+	return rc;
+}
+
+static bool any_tiered(const struct shemb__step *st)
+{
+	for (int g = 0; g < st->ngroups; g++)
+		if (shemb__tiered(st->groups[g].table))
+			return true;
+	return false;
+}
+
 static int check_outputs(struct shemb__step *st, float *const *out)
 {
 	if (st->n > 0 && !out)
@@ -148,14 +185,17 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 		      bool planned, int status, int kind)
 {
 	bool dist = shemb__distributed(st->ctx);
-	bool need_plans = planned || dist;
+	bool need_plans = planned || dist || any_tiered(st);
 	struct shemb__plan **plans = NULL;
 	int rc = status;
 
 	if (st->ngroups == 0 && !dist)
 		return rc;
+	if (kind == SHEMB__DIST_PREFETCH && !dist && !any_tiered(st))
+		return rc; /* nothing to load */
 	st->planned = planned;
 	st->exact_rows = kind == SHEMB__DIST_READ;
+	st->kind = kind;
 	if (!rc && need_plans) {
 		plans = calloc((size_t)st->ngroups + 1, sizeof(*plans));
 		if (!plans)
@@ -167,9 +207,12 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	if (dist)
 		rc = shemb__dist_lookup(st, plans, out, rc, kind);
 	for (int g = 0; !dist && !rc && g < st->ngroups; g++)
-		rc = shemb__pool_group(st, &st->groups[g],
-				       plans ? plans[g] : NULL, out,
-				       &st->groups[g].table->store, NULL);
+		rc = kind == SHEMB__DIST_PREFETCH
+			     ? shemb__tier_prefetch(st->groups[g].table,
+						    plans[g]->nunique,
+						    plans[g]->unique)
+			     : shemb__pool_local(st, &st->groups[g],
+						 plans ? plans[g] : NULL, out);
 	/* still under the tables' locks: a backward, which holds them
 	 * exclusively, never sees a plan change under it */
 	for (int g = 0; plans && g < st->ngroups; g++) {
@@ -218,4 +261,10 @@ int shemb__lookup_for_read(struct shemb__step *st, float *const *out,
 			   int status)
 {
 	return run_lookup(st, out, false, status, SHEMB__DIST_READ);
+}
+
+/* shemb_prefetch(): st holds the checked bag sets */
+int shemb__lookup_for_prefetch(struct shemb__step *st, int status)
+{
+	return run_lookup(st, NULL, false, status, SHEMB__DIST_PREFETCH);
 }

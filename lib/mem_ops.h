@@ -39,6 +39,7 @@ struct shemb__init_spec {
 	int64_t table_id;
 	float state_init;    /* initial value of every state float */
 	const struct shemb__shard *shard; /* local rows and columns -> ids */
+	int64_t row_base;    /* the store's record 0 is this local row */
 };
 
 /* Pool one bag set straight from its ids (lookup). */
@@ -117,6 +118,12 @@ struct shemb_mem_ops {
 	int (*write_rows)(void *be, struct shemb__store *s, int64_t n,
 			  const int64_t *ids, const void *in, int dtype,
 			  const float *reset_state);
+	/* whole records (row and state): dst's record dst_at[i] becomes
+	 * src's record src_at[i], i < n (NULL: i); the tiers' moves */
+	int (*copy_records)(void *be, struct shemb__store *dst,
+			    const int64_t *dst_at,
+			    const struct shemb__store *src,
+			    const int64_t *src_at, int64_t n);
 	/* rows x cols values from a strided block of one dtype to another
 	 * (exact: round to nearest even) */
 	int (*convert)(void *be, void *dst, int dst_dtype, size_t dst_stride,

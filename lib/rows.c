@@ -125,6 +125,7 @@ static int read_dist(shemb_table *t, int64_t n, const int64_t *ids,
 SHEMB_API int shemb_table_read_rows(shemb_table *t, int64_t n,
 				    const int64_t *ids, void *out, int dtype)
 {
+	struct shemb__rows_view v;
 	shemb_ctx *ctx;
 	int rc;
 
@@ -137,12 +138,14 @@ SHEMB_API int shemb_table_read_rows(shemb_table *t, int64_t n,
 	if (rc || n == 0)
 		return rc;
 	pthread_rwlock_rdlock(&t->rows_lock);
-	rc = ctx->mem->read_rows(ctx->be, &t->store, n, ids, out, dtype);
+	rc = shemb__rows_acquire(t, n, ids, false, SHEMB__ROWS_READ, &v);
+	if (!rc && (rc = ctx->mem->read_rows(ctx->be, v.store, n, v.at, out,
+					     dtype)))
+		shemb__fail(ctx, rc, "read_rows (table '%s') failed in the "
+			    "backend", t->name);
+	shemb__rows_release(t, &v);
 	pthread_rwlock_unlock(&t->rows_lock);
-	if (rc)
-		return shemb__fail(ctx, rc, "read_rows (table '%s') failed in "
-				   "the backend", t->name);
-	return 0;
+	return rc;
 }
 
 static float *initial_state(const shemb_table *t)
@@ -184,6 +187,7 @@ SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
 				     const int64_t *ids, const void *in,
 				     int dtype, unsigned flags)
 {
+	struct shemb__rows_view v;
 	float *reset = NULL;
 	shemb_ctx *ctx;
 	int rc;
@@ -208,11 +212,13 @@ SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
 		return rc;
 	}
 	pthread_rwlock_wrlock(&t->rows_lock);
-	rc = ctx->mem->write_rows(ctx->be, &t->store, n, ids, in, dtype, reset);
+	rc = shemb__rows_acquire(t, n, ids, false, SHEMB__ROWS_WRITE, &v);
+	if (!rc && (rc = ctx->mem->write_rows(ctx->be, v.store, n, v.at, in,
+					      dtype, reset)))
+		shemb__fail(ctx, rc, "write_rows (table '%s') failed in the "
+			    "backend", t->name);
+	shemb__rows_release(t, &v);
 	pthread_rwlock_unlock(&t->rows_lock);
 	free(reset);
-	if (rc)
-		return shemb__fail(ctx, rc, "write_rows (table '%s') failed "
-				   "in the backend", t->name);
-	return 0;
+	return rc;
 }

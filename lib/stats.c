@@ -43,6 +43,13 @@ SHEMB_API int shemb_table_stats(const shemb_table *t,
 		.exchange_ns = LOAD(m, exchange_ns),
 		.phase_ns = { LOAD(m, phase_ns[0]), LOAD(m, phase_ns[1]),
 			      LOAD(m, phase_ns[2]) },
+		.cache_hits = LOAD(m, cache_hits),
+		.cache_misses = LOAD(m, cache_misses),
+		.cache_evictions = LOAD(m, cache_evictions),
+		.cache_writebacks = LOAD(m, cache_writebacks),
+		.cache_bytes_in = LOAD(m, cache_bytes_in),
+		.cache_bytes_out = LOAD(m, cache_bytes_out),
+		.prefetch_hits = LOAD(m, prefetch_hits),
 	};
 	memcpy((char *)out + sizeof(size_t), (char *)&s + sizeof(size_t),
 	       (out->size < sizeof(s) ? out->size : sizeof(s)) -
@@ -69,6 +76,13 @@ SHEMB_API int shemb_table_stats_reset(shemb_table *t)
 	ZERO(t, exchange_ns);
 	for (int ph = 0; ph < 3; ph++)
 		ZERO(t, phase_ns[ph]);
+	ZERO(t, cache_hits);
+	ZERO(t, cache_misses);
+	ZERO(t, cache_evictions);
+	ZERO(t, cache_writebacks);
+	ZERO(t, cache_bytes_in);
+	ZERO(t, cache_bytes_out);
+	ZERO(t, prefetch_hits);
 	for (int i = 0; i < 6 * t->ctx->attr.world_size; i++)
 		atomic_store_explicit(&t->stats.peer_bytes[i], 0,
 				      memory_order_relaxed);

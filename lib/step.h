@@ -26,6 +26,8 @@ struct shemb__step {
 					 * dtype whatever the wire dtype (a
 					 * read: counts in no statistics) */
 	bool planned;                   /* a lookup that keeps its plan */
+	int kind;                       /* enum shemb__dist_kind: lookup,
+					 * read or prefetch */
 };
 
 /* Copy and group the caller's n bag sets; checks the structure of each
@@ -45,8 +47,14 @@ void shemb__step_unlock(struct shemb__step *st);
 int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 		      const struct shemb__plan *plan, float *const *out,
 		      const struct shemb__store *store, const int64_t *rows_of);
+/* ... rows from the table's own store, through its device tier when it
+ * has one (the plan's distinct ids are local rows: one rank, or a
+ * replicated table) */
+int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
+		      const struct shemb__plan *plan, float *const *out);
 int shemb__lookup_for_read(struct shemb__step *st, float *const *out,
 			   int status);
+int shemb__lookup_for_prefetch(struct shemb__step *st, int status);
 
 /* validate.c */
 int shemb__check_set(shemb_ctx *ctx, const struct shemb_bags *b, int i);

@@ -14,6 +14,7 @@
 #include "lib/plan.h"
 #include "lib/rowinit.h"
 #include "lib/table.h"
+#include "lib/tier.h"
 
 /* The size of the first released struct shemb_table_attr. */
 #define TABLE_ATTR_V1_SIZE                                                    \
@@ -83,6 +84,16 @@ static struct shemb__init_spec init_spec(const struct shemb_table_attr *a,
 	return s;
 }
 
+static char *copy_string(const char *src)
+{
+	size_t len = strlen(src) + 1;
+	char *p = malloc(len);
+
+	if (p)
+		memcpy(p, src, len);
+	return p;
+}
+
 /* Resolve the defaults that depend on the table: id, name, init range. */
 static int resolve(shemb_table *t, const struct shemb_table_attr *a)
 {
@@ -107,17 +118,13 @@ static int resolve(shemb_table *t, const struct shemb_table_attr *a)
 	}
 	snprintf(fallback, sizeof(fallback), "table%lld",
 		 (long long)t->attr.table_id);
-	{
-		const char *src = a->name ? a->name : fallback;
-		size_t len = strlen(src) + 1;
-
-		t->name = malloc(len);
-		if (!t->name)
-			return SHEMB_ENOMEM;
-		memcpy(t->name, src, len);
-	}
+	t->name = copy_string(a->name ? a->name : fallback);
 	t->attr.name = t->name;
-	return 0;
+	if (a->cold_path) {
+		t->cold_path = copy_string(a->cold_path);
+		t->attr.cold_path = t->cold_path;
+	}
+	return t->name && (t->cold_path || !a->cold_path) ? 0 : SHEMB_ENOMEM;
 }
 
 /*
@@ -144,6 +151,15 @@ static int alloc_rows(shemb_table *t)
 	int rc;
 
 	layout(&t->store, &t->attr, &t->shard);
+	if (t->attr.cold_path)
+		return shemb__tier_create(t, &spec); /* rows in the file */
+	if (t->attr.host_mem_bytes && t->store.bytes > t->attr.host_mem_bytes)
+		return shemb__fail(ctx, SHEMB_ENOMEM,
+				   "table '%s' needs %zu bytes of host memory, "
+				   "over its host_mem_bytes %llu (a cold_path "
+				   "keeps its rows in a file)", t->name,
+				   t->store.bytes,
+				   (unsigned long long)t->attr.host_mem_bytes);
 	if (shemb__ctx_reserve(ctx, t->store.bytes))
 		return shemb__fail(ctx, SHEMB_ENOMEM,
 				   "table '%s' needs %zu bytes of host memory; "
@@ -164,7 +180,7 @@ static int alloc_rows(shemb_table *t)
 	if (rc)
 		return shemb__fail(ctx, rc, "table '%s': initialising rows "
 				   "failed", t->name);
-	return 0;
+	return shemb__tier_create(t, &spec);
 }
 
 static uint64_t mix_in(uint64_t h, uint64_t v)
@@ -306,6 +322,7 @@ static void table_free(shemb_table *t)
 {
 	shemb_ctx *ctx = t->ctx;
 
+	shemb__tier_destroy(t);
 	if (t->store.base) {
 		ctx->mem->store_free(ctx->be, &t->store);
 		shemb__ctx_release(ctx, t->store.bytes);
@@ -318,6 +335,7 @@ static void table_free(shemb_table *t)
 	pthread_rwlock_destroy(&t->rows_lock);
 	pthread_mutex_destroy(&t->plan_lock);
 	free(t->name);
+	free(t->cold_path);
 	free(t);
 }
 

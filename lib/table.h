@@ -6,6 +6,11 @@
 
 #include "lib/internal.h"
 
+/* Take bytes of a budget whose use is *used; -1 (and nothing taken)
+ * when that would go over. */
+int shemb__budget_take(uint64_t budget, atomic_uint_fast64_t *used,
+		       uint64_t bytes);
+
 /* Reserve / release bytes of the context's host budget; -1 when over. */
 int shemb__ctx_reserve(shemb_ctx *ctx, uint64_t bytes);
 void shemb__ctx_release(shemb_ctx *ctx, uint64_t bytes);

@@ -100,6 +100,22 @@ static int check_opt(shemb_ctx *ctx, const struct shemb_table_attr *a)
 	return 0;
 }
 
+static int check_tiers(shemb_ctx *ctx, const struct shemb_table_attr *a)
+{
+	if (a->cache_rows < 0)
+		return bad(ctx, a, "cache_rows must be >= 0");
+	if (a->cache_policy < SHEMB_CACHE_LRU ||
+	    a->cache_policy > SHEMB_CACHE_LOOKAHEAD)
+		return bad(ctx, a, "cache_policy is not an enum "
+				   "shemb_cache_policy value");
+	if (a->cold_path && !a->cold_path[0])
+		return bad(ctx, a, "cold_path is empty");
+	if (a->cold_path && a->cache_rows == 0)
+		return bad(ctx, a, "a cold_path needs a device tier "
+				   "(cache_rows > 0)");
+	return 0;
+}
+
 int shemb__table_attr_check(shemb_ctx *ctx, const struct shemb_table_attr *a)
 {
 	int rc = check_shape(ctx, a);
@@ -108,5 +124,7 @@ int shemb__table_attr_check(shemb_ctx *ctx, const struct shemb_table_attr *a)
 		rc = check_init(ctx, a);
 	if (!rc)
 		rc = check_opt(ctx, a);
+	if (!rc)
+		rc = check_tiers(ctx, a);
 	return rc;
 }

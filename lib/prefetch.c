@@ -1,0 +1,24 @@
+/*
+ * prefetch.c - shemb_prefetch: the rows of a coming step into the device
+ * tiers, through the lookup's checks, plans and (across ranks) its ids
+ * exchange.
+ */
+#include "lib/internal.h"
+
+#include "lib/step.h"
+
+SHEMB_API int shemb_prefetch(shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags)
+{
+	struct shemb__step st;
+	int rc;
+
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	rc = shemb__step_begin(&st, ctx, n, bags);
+	if (rc && !shemb__distributed(ctx))
+		return rc;
+	rc = shemb__lookup_for_prefetch(&st, rc);
+	shemb__step_end(&st);
+	return rc;
+}

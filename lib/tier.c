@@ -1,0 +1,195 @@
+/*
+ * tier.c - a table's device tier: made with the table, flushed, destroyed.
+ */
+#include "lib/tier_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/table.h"
+
+bool shemb__tier_wanted(const struct shemb_table_attr *a)
+{
+	return a->cache_rows > 0;
+}
+
+static int alloc_arrays(struct shemb__tier *tr, int32_t n)
+{
+	size_t k = (size_t)n + 1;
+
+	tr->slot_row = malloc(k * sizeof(*tr->slot_row));
+	tr->pins = calloc(k, sizeof(*tr->pins));
+	tr->dirty = calloc(k, 1);
+	tr->by_prefetch = calloc(k, 1);
+	tr->pending = calloc(k, sizeof(*tr->pending));
+	tr->announced = calloc(k, sizeof(*tr->announced));
+	tr->free_slots = malloc(k * sizeof(*tr->free_slots));
+	if (!tr->slot_row || !tr->pins || !tr->dirty || !tr->by_prefetch ||
+	    !tr->pending || !tr->announced || !tr->free_slots)
+		return SHEMB_ENOMEM;
+	for (int32_t s = 0; s < n; s++) {
+		tr->slot_row[s] = -1;
+		tr->free_slots[s] = n - 1 - s; /* slot 0 taken first */
+	}
+	tr->nfree = n;
+	if (shemb__index_init(&tr->index, n) ||
+	    shemb__heap_init(&tr->order, n))
+		return SHEMB_ENOMEM;
+	return 0;
+}
+
+/* Slots, and the LFU counts, are memory of the context's budgets: the
+ * CPU backend's device tier is host memory too. */
+static int reserve(shemb_table *t, struct shemb__tier *tr)
+{
+	shemb_ctx *ctx = t->ctx;
+	uint64_t dev = (uint64_t)tr->nslots * t->store.stride;
+	uint64_t host = dev + (tr->policy != SHEMB_CACHE_LRU
+				       ? (uint64_t)t->store.rows * 4
+				       : 0);
+
+	if (shemb__budget_take(ctx->device_budget, &ctx->device_used, dev))
+		return shemb__fail(ctx, SHEMB_ENOMEM, "table '%s': its device "
+				   "tier needs %llu bytes; device budget %llu, "
+				   "in use %llu", t->name,
+				   (unsigned long long)dev,
+				   (unsigned long long)ctx->device_budget,
+				   (unsigned long long)atomic_load(
+					   &ctx->device_used));
+	tr->reserved_device = dev;
+	if (shemb__ctx_reserve(ctx, host))
+		return shemb__fail(ctx, SHEMB_ENOMEM, "table '%s': its device "
+				   "tier needs %llu bytes of host memory; "
+				   "budget %llu, in use %llu", t->name,
+				   (unsigned long long)host,
+				   (unsigned long long)ctx->host_budget,
+				   (unsigned long long)atomic_load(
+					   &ctx->host_used));
+	tr->reserved_host = host;
+	return 0;
+}
+
+static int make_tier(shemb_table *t, struct shemb__tier *tr,
+		     const struct shemb__init_spec *spec)
+{
+	shemb_ctx *ctx = t->ctx;
+	int rc = reserve(t, tr);
+
+	if (rc)
+		return rc;
+	tr->dev = t->store;
+	tr->dev.rows = tr->nslots;
+	tr->dev.bytes = (size_t)tr->nslots * t->store.stride;
+	tr->dev.base = NULL;
+	if (alloc_arrays(tr, tr->nslots) ||
+	    (tr->policy != SHEMB_CACHE_LRU &&
+	     !(tr->freq = calloc((size_t)t->store.rows, sizeof(uint32_t)))))
+		return shemb__fail(ctx, SHEMB_ENOMEM, "table '%s': no memory "
+				   "for its device tier", t->name);
+	rc = ctx->mem->store_alloc(ctx->be, &tr->dev);
+	if (rc)
+		return shemb__fail(ctx, rc, "table '%s': cannot allocate a "
+				   "device tier of %zu bytes", t->name,
+				   tr->dev.bytes);
+	if (t->attr.cold_path)
+		return shemb__cold_create(t, &tr->cold, spec);
+	return 0;
+}
+
+int shemb__tier_create(shemb_table *t, const struct shemb__init_spec *spec)
+{
+	struct shemb__tier *tr;
+	int64_t n = t->attr.cache_rows < t->store.rows ? t->attr.cache_rows
+						       : t->store.rows;
+	int rc;
+
+	if (!shemb__tier_wanted(&t->attr) || t->store.rows == 0)
+		return 0;
+	if (n > INT32_MAX - 1)
+		return shemb__fail(t->ctx, SHEMB_EINVAL, "table '%s': "
+				   "cache_rows over 2^31 - 2", t->name);
+	tr = calloc(1, sizeof(*tr));
+	if (!tr)
+		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	tr->policy = t->attr.cache_policy;
+	tr->nslots = (int32_t)n;
+	tr->cold.fd = -1;
+	pthread_mutex_init(&tr->lock, NULL);
+	pthread_cond_init(&tr->unpinned, NULL);
+	t->tier = tr;
+	rc = make_tier(t, tr, spec);
+	if (rc)
+		shemb__tier_destroy(t);
+	return rc;
+}
+
+void shemb__tier_destroy(shemb_table *t)
+{
+	struct shemb__tier *tr = t->tier;
+	shemb_ctx *ctx = t->ctx;
+
+	if (!tr)
+		return;
+	shemb__cold_close(&tr->cold);
+	if (tr->dev.base)
+		ctx->mem->store_free(ctx->be, &tr->dev);
+	atomic_fetch_sub(&ctx->device_used, tr->reserved_device);
+	shemb__ctx_release(ctx, tr->reserved_host);
+	shemb__index_free(&tr->index);
+	shemb__heap_free(&tr->order);
+	free(tr->slot_row);
+	free(tr->pins);
+	free(tr->dirty);
+	free(tr->by_prefetch);
+	free(tr->pending);
+	free(tr->announced);
+	free(tr->free_slots);
+	free(tr->freq);
+	pthread_mutex_destroy(&tr->lock);
+	pthread_cond_destroy(&tr->unpinned);
+	free(tr);
+	t->tier = NULL;
+}
+
+int shemb__tier_flush(shemb_table *t)
+{
+	struct shemb__tier *tr = t->tier;
+	int64_t *rows, *slots, n = 0;
+	int rc;
+
+	if (!tr)
+		return 0;
+	rows = malloc(((size_t)tr->nslots + 1) * sizeof(*rows));
+	slots = malloc(((size_t)tr->nslots + 1) * sizeof(*slots));
+	if (!rows || !slots) {
+		free(rows);
+		free(slots);
+		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	pthread_mutex_lock(&tr->lock);
+	for (int32_t s = 0; s < tr->nslots; s++) {
+		if (!tr->dirty[s])
+			continue;
+		rows[n] = tr->slot_row[s];
+		slots[n++] = s;
+	}
+	rc = shemb__tier_write_back(t, n, slots, rows);
+	for (int64_t i = 0; !rc && i < n; i++)
+		tr->dirty[slots[i]] = 0;
+	pthread_mutex_unlock(&tr->lock);
+	free(rows);
+	free(slots);
+	return rc;
+}
+
+SHEMB_API int shemb_table_flush(shemb_table *t)
+{
+	int rc;
+
+	if (!t)
+		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	pthread_rwlock_wrlock(&t->rows_lock);
+	rc = shemb__tier_flush(t);
+	pthread_rwlock_unlock(&t->rows_lock);
+	return rc;
+}

@@ -1,0 +1,67 @@
+/*
+ * tier.h - tiered row storage: a device tier of row slots over the host
+ * rows, or over a file (the cold tier) for tables larger than host memory.
+ *
+ * Kernels only ever see one store and record numbers in it.  A table
+ * without a device tier hands out its host store and the rows themselves;
+ * a table with one makes the rows a call needs resident first, pins them
+ * while the call runs, and hands out the device store and slot numbers.
+ * The row-to-slot index, the eviction order and the dirty bits live on the
+ * host, in lib/, for every backend.
+ */
+#ifndef SHEMB_TIER_H
+#define SHEMB_TIER_H
+
+#include "lib/internal.h"
+
+struct shemb__tier;
+
+/* How a call uses the rows it acquires. */
+enum shemb__rows_use {
+	SHEMB__ROWS_READ = 0,   /* lookups and reads */
+	SHEMB__ROWS_WRITE = 1,  /* updates and writes: dirty at release */
+	SHEMB__ROWS_LOOKUP = 2, /* a lookup: READ, and it uses up the
+				 * protection a prefetch gave the rows */
+	SHEMB__ROWS_PREFETCH = 3
+};
+
+/* The rows of one kernel call, as the kernel addresses them. */
+struct shemb__rows_view {
+	struct shemb__store *store;
+	const int64_t *at;      /* per requested row: its record in store */
+	int64_t *owned;         /* what `at` points to, when allocated */
+	int64_t *slots;         /* distinct pinned slots (device tier) */
+	int64_t nslots;
+	int use;
+};
+
+/* tier.c */
+bool shemb__tier_wanted(const struct shemb_table_attr *a);
+int shemb__tier_create(shemb_table *t, const struct shemb__init_spec *spec);
+void shemb__tier_destroy(shemb_table *t);
+
+/*
+ * Make local rows rows[0 .. n) usable by a kernel and keep them so until
+ * shemb__rows_release() (which every acquire needs, failed or not).
+ * `distinct`: the caller knows rows has no repeats.  Without a device
+ * tier it costs nothing.  Fails with SHEMB_ENOMEM (more distinct rows than
+ * slots) or SHEMB_EIO (the cold tier failed), detail recorded; no row's
+ * value is lost or changed.
+ */
+int shemb__rows_acquire(shemb_table *t, int64_t n, const int64_t *rows,
+			bool distinct, int use, struct shemb__rows_view *v);
+void shemb__rows_release(shemb_table *t, struct shemb__rows_view *v);
+
+/* Load what fits of local rows rows[0 .. n); protect them
+ * under SHEMB_CACHE_LOOKAHEAD. */
+int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows);
+
+/* Write every dirty slot back. */
+int shemb__tier_flush(shemb_table *t);
+
+static inline bool shemb__tiered(const shemb_table *t)
+{
+	return t->tier != NULL;
+}
+
+#endif

@@ -1,0 +1,370 @@
+/*
+ * tier_acquire.c - making rows resident in the device tier for a call.
+ *
+ * A call's rows are pinned from acquire to release, so no other call (a
+ * concurrent lookup, or a prefetch) evicts them meanwhile; pinned slots
+ * are out of the eviction heap.  A miss takes a free slot or evicts the
+ * heap's least valuable one, writing it back first when it changed.
+ * Failures undo everything but evictions already written back: no row's
+ * value is ever lost.
+ */
+#include "lib/tier_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One resolution: the distinct rows and what became of them. */
+struct resolve {
+	int64_t nd;
+	const int64_t *d;       /* distinct rows */
+	int64_t *dslot;         /* their slots; -1: not loaded (prefetch) */
+	int64_t *miss_rows, *miss_slots;
+	int64_t *wb_rows, *wb_slots;
+	int32_t *victims;
+	int64_t nmiss, nvict, nwb;
+};
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sorted distinct copy of rows. */
+static int64_t *distinct_of(int64_t n, const int64_t *rows, int64_t *nd)
+{
+	int64_t *d = malloc(((size_t)n + 1) * sizeof(*d)), k = 0;
+
+	if (!d)
+		return NULL;
+	memcpy(d, rows, (size_t)n * sizeof(*d));
+	qsort(d, (size_t)n, sizeof(*d), cmp_i64);
+	for (int64_t i = 0; i < n; i++)
+		if (k == 0 || d[k - 1] != d[i])
+			d[k++] = d[i];
+	*nd = k;
+	return d;
+}
+
+static int alloc_resolve(struct resolve *r)
+{
+	size_t n = (size_t)r->nd + 1;
+
+	r->dslot = malloc(n * sizeof(int64_t));
+	r->miss_rows = malloc(n * sizeof(int64_t));
+	r->miss_slots = malloc(n * sizeof(int64_t));
+	r->wb_rows = malloc(n * sizeof(int64_t));
+	r->wb_slots = malloc(n * sizeof(int64_t));
+	r->victims = malloc(n * sizeof(int32_t));
+	return r->dslot && r->miss_rows && r->miss_slots && r->wb_rows &&
+			       r->wb_slots && r->victims
+		       ? 0
+		       : SHEMB_ENOMEM;
+}
+
+static void free_resolve(struct resolve *r)
+{
+	free(r->miss_rows);
+	free(r->miss_slots);
+	free(r->wb_rows);
+	free(r->wb_slots);
+	free(r->victims);
+}
+
+/* Misses, and the room for them without touching this call's hits. */
+static void count(const struct shemb__tier *tr, const struct resolve *r,
+		  int64_t *misses, int64_t *room)
+{
+	int64_t m = 0, hits_evictable = 0;
+
+	for (int64_t i = 0; i < r->nd; i++) {
+		int32_t s = shemb__index_find(&tr->index, r->d[i]);
+
+		if (s < 0)
+			m++;
+		else if (tr->order.pos[s] >= 0)
+			hits_evictable++;
+	}
+	*misses = m;
+	*room = tr->nfree + tr->order.n - hits_evictable;
+}
+
+static void pin(struct shemb__tier *tr, int32_t s)
+{
+	shemb__heap_remove(&tr->order, s);
+	tr->pins[s]++;
+	tr->npinned++;
+}
+
+static void unpin(struct shemb__tier *tr, int32_t s)
+{
+	tr->npinned--;
+	if (--tr->pins[s] == 0)
+		shemb__heap_push(&tr->order, s, shemb__tier_key(tr, s));
+}
+
+static void note_use(shemb_table *t, int32_t s, int use)
+{
+	struct shemb__tier *tr = t->tier;
+
+	if (tr->freq)
+		tr->freq[tr->slot_row[s]]++;
+	if (use == SHEMB__ROWS_PREFETCH) {
+		if (tr->pending[s] < UINT16_MAX)
+			tr->pending[s]++;
+		tr->announced[s] = tr->prefetches;
+		return;
+	}
+	if (use == SHEMB__ROWS_LOOKUP && tr->pending[s])
+		tr->pending[s]--;
+	if (tr->by_prefetch[s]) {
+		tr->by_prefetch[s] = 0;
+		SHEMB__STAT_ADD(t, prefetch_hits, 1);
+	}
+}
+
+/* Pin the hits; list the misses, up to `room` of them. */
+static void take_hits(shemb_table *t, struct resolve *r, int use,
+		      int64_t room)
+{
+	struct shemb__tier *tr = t->tier;
+	int64_t hits = 0;
+
+	r->nmiss = 0;
+	for (int64_t i = 0; i < r->nd; i++) {
+		int32_t s = shemb__index_find(&tr->index, r->d[i]);
+
+		r->dslot[i] = s;
+		if (s < 0) {
+			if (r->nmiss < room)
+				r->miss_rows[r->nmiss++] = r->d[i];
+			continue;
+		}
+		pin(tr, s);
+		note_use(t, s, use);
+		hits++;
+	}
+	SHEMB__STAT_ADD(t, cache_hits, hits);
+}
+
+/* Slots for the misses: free ones, then victims off the heap. */
+static void choose_slots(struct shemb__tier *tr, struct resolve *r)
+{
+	r->nvict = r->nwb = 0;
+	for (int64_t k = 0; k < r->nmiss; k++) {
+		int32_t s;
+
+		if (tr->nfree > 0) {
+			s = tr->free_slots[--tr->nfree];
+		} else {
+			s = shemb__heap_pop(&tr->order);
+			r->victims[r->nvict++] = s;
+			if (tr->dirty[s]) {
+				r->wb_rows[r->nwb] = tr->slot_row[s];
+				r->wb_slots[r->nwb++] = s;
+			}
+		}
+		r->miss_slots[k] = s;
+	}
+}
+
+/* Undo choose_slots and take_hits after a failure. */
+static void give_up(struct shemb__tier *tr, struct resolve *r, bool evicted)
+{
+	for (int64_t k = r->nmiss - 1; k >= 0; k--) {
+		int32_t s = (int32_t)r->miss_slots[k];
+
+		if (evicted || tr->slot_row[s] < 0)
+			tr->free_slots[tr->nfree++] = s;
+		else
+			shemb__heap_push(&tr->order, s, tr->order.key[s]);
+	}
+	for (int64_t i = 0; i < r->nd; i++)
+		if (r->dslot[i] >= 0)
+			unpin(tr, (int32_t)r->dslot[i]);
+}
+
+static void evict(shemb_table *t, struct resolve *r)
+{
+	struct shemb__tier *tr = t->tier;
+
+	for (int64_t k = 0; k < r->nvict; k++) {
+		int32_t s = r->victims[k];
+
+		shemb__index_del(&tr->index, tr->slot_row[s]);
+		tr->slot_row[s] = -1;
+		tr->dirty[s] = 0;
+		tr->pending[s] = 0;
+		tr->by_prefetch[s] = 0;
+	}
+	SHEMB__STAT_ADD(t, cache_evictions, r->nvict);
+}
+
+static void settle_misses(shemb_table *t, struct resolve *r, int use)
+{
+	struct shemb__tier *tr = t->tier;
+
+	for (int64_t k = 0; k < r->nmiss; k++) {
+		int32_t s = (int32_t)r->miss_slots[k];
+
+		shemb__index_put(&tr->index, r->miss_rows[k], s);
+		tr->slot_row[s] = r->miss_rows[k];
+		tr->pins[s] = 1;
+		tr->npinned++;
+		tr->by_prefetch[s] = use == SHEMB__ROWS_PREFETCH;
+		note_use(t, s, use);
+	}
+	for (int64_t i = 0; i < r->nd; i++)
+		if (r->dslot[i] < 0)
+			r->dslot[i] = shemb__index_find(&tr->index, r->d[i]);
+}
+
+/* With the tier's lock held: pin r's rows, loading misses. */
+static int resolve_locked(shemb_table *t, struct resolve *r, int use)
+{
+	struct shemb__tier *tr = t->tier;
+	bool partial = use == SHEMB__ROWS_PREFETCH;
+	int64_t misses, room;
+	int rc;
+
+	if (r->nd > tr->nslots && !partial)
+		return shemb__fail(t->ctx, SHEMB_ENOMEM, "table '%s': a call "
+				   "needs %lld distinct rows of this rank's "
+				   "part; its device tier holds %d (cache_rows)",
+				   t->name, (long long)r->nd, tr->nslots);
+	count(tr, r, &misses, &room);
+	/* rows pinned by calls in progress come back when they end */
+	while (misses > room && !partial && tr->npinned > 0) {
+		pthread_cond_wait(&tr->unpinned, &tr->lock);
+		count(tr, r, &misses, &room);
+	}
+	if (misses > room && !partial)
+		return shemb__fail(t->ctx, SHEMB_EINTERNAL, "table '%s': no "
+				   "room in the device tier", t->name);
+	tr->tick++;
+	if (partial)
+		tr->prefetches++;
+	take_hits(t, r, use, room < 0 ? 0 : room);
+	choose_slots(tr, r);
+	rc = shemb__tier_write_back(t, r->nwb, r->wb_slots, r->wb_rows);
+	if (rc) {
+		give_up(tr, r, false);
+		return rc;
+	}
+	evict(t, r);
+	rc = shemb__tier_load(t, r->nmiss, r->miss_slots, r->miss_rows);
+	if (rc) {
+		give_up(tr, r, true);
+		return rc;
+	}
+	settle_misses(t, r, use);
+	return 0;
+}
+
+static int resolve_rows(shemb_table *t, struct resolve *r, int use)
+{
+	struct shemb__tier *tr = t->tier;
+	int rc = alloc_resolve(r);
+
+	if (rc)
+		return shemb__fail(t->ctx, rc, "no memory");
+	pthread_mutex_lock(&tr->lock);
+	rc = resolve_locked(t, r, use);
+	pthread_mutex_unlock(&tr->lock);
+	free_resolve(r);
+	return rc;
+}
+
+static int64_t find_sorted(const int64_t *d, int64_t n, int64_t row)
+{
+	int64_t lo = 0, hi = n - 1;
+
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2;
+
+		if (d[mid] < row)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+int shemb__rows_acquire(shemb_table *t, int64_t n, const int64_t *rows,
+			bool distinct, int use, struct shemb__rows_view *v)
+{
+	struct resolve r = { .nd = n, .d = rows };
+	int64_t *sorted = NULL;
+	int rc;
+
+	memset(v, 0, sizeof(*v));
+	v->use = use;
+	if (!t->tier) {
+		v->store = &t->store;
+		v->at = rows;
+		return 0;
+	}
+	v->store = &t->tier->dev;
+	if (!distinct) {
+		r.d = sorted = distinct_of(n, rows, &r.nd);
+		if (!sorted)
+			return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	rc = resolve_rows(t, &r, use);
+	if (rc) {
+		free(r.dslot);
+		free(sorted);
+		return rc;
+	}
+	v->slots = r.dslot;
+	v->nslots = r.nd;
+	v->at = r.dslot;
+	if (sorted) {
+		v->owned = malloc(((size_t)n + 1) * sizeof(int64_t));
+		for (int64_t i = 0; v->owned && i < n; i++)
+			v->owned[i] = r.dslot[find_sorted(sorted, r.nd,
+							  rows[i])];
+		v->at = v->owned;
+		free(sorted);
+		if (!v->owned)
+			return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	return 0;
+}
+
+void shemb__rows_release(shemb_table *t, struct shemb__rows_view *v)
+{
+	struct shemb__tier *tr = t->tier;
+
+	if (!tr || !v->slots)
+		goto out;
+	pthread_mutex_lock(&tr->lock);
+	for (int64_t i = 0; i < v->nslots; i++) {
+		int32_t s = (int32_t)v->slots[i];
+
+		if (s < 0)
+			continue;
+		if (v->use == SHEMB__ROWS_WRITE)
+			tr->dirty[s] = 1;
+		unpin(tr, s);
+	}
+	pthread_cond_broadcast(&tr->unpinned);
+	pthread_mutex_unlock(&tr->lock);
+out:
+	free(v->slots);
+	free(v->owned);
+	memset(v, 0, sizeof(*v));
+}
+
+int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows)
+{
+	struct shemb__rows_view v;
+	int rc;
+
+	if (!t->tier || n == 0)
+		return 0;
+	rc = shemb__rows_acquire(t, n, rows, false, SHEMB__ROWS_PREFETCH, &v);
+	shemb__rows_release(t, &v);
+	return rc;
+}

@@ -1,0 +1,155 @@
+/*
+ * tier_cold.c - the cold tier: a table's rows in a file on local disk.
+ *
+ * Record r of the shard is at offset r * stride, as in host memory.  The
+ * file is read and written with pread/pwrite, not through a mapping: a
+ * read past the end of a truncated mapping raises SIGBUS, which a library
+ * cannot turn into an error without taking the host's signal handlers;
+ * pread and pwrite report a short transfer or EIO, which fail the call
+ * with SHEMB_EIO.  The page cache keeps the hot part of the file in host
+ * memory.
+ */
+#define _GNU_SOURCE
+#include "lib/tier_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/rowinit.h"
+
+#define INIT_CHUNK_ROWS 4096
+
+static int io_fail(shemb_table *t, const struct shemb__cold *c,
+		   const char *what, int64_t row, ssize_t got, int err)
+{
+	if (got >= 0)
+		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': %s row %lld "
+				   "of '%s': the file ends early (truncated?)",
+				   t->name, what, (long long)row, c->path);
+	return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': %s row %lld of "
+			   "'%s': %s", t->name, what, (long long)row, c->path,
+			   strerror(err));
+}
+
+int shemb__cold_read(shemb_table *t, const struct shemb__cold *c,
+		     int64_t row, void *record)
+{
+	size_t len = t->store.stride, done = 0;
+	off_t off = (off_t)row * (off_t)len;
+
+	while (done < len) {
+		ssize_t got = pread(c->fd, (char *)record + done, len - done,
+				    off + (off_t)done);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return io_fail(t, c, "reading", row, got, errno);
+		done += (size_t)got;
+	}
+	return 0;
+}
+
+int shemb__cold_write(shemb_table *t, const struct shemb__cold *c,
+		      int64_t row, const void *record)
+{
+	size_t len = t->store.stride, done = 0;
+	off_t off = (off_t)row * (off_t)len;
+
+	while (done < len) {
+		ssize_t put = pwrite(c->fd, (const char *)record + done,
+				     len - done, off + (off_t)done);
+
+		if (put < 0 && errno == EINTR)
+			continue;
+		if (put <= 0)
+			return io_fail(t, c, "writing", row, put < 0 ? -1 : 0,
+				       put < 0 ? errno : ENOSPC);
+		done += (size_t)put;
+	}
+	return 0;
+}
+
+static char *file_name(const shemb_table *t)
+{
+	const char *base = t->attr.cold_path;
+	size_t len = strlen(base) + 16;
+	char *p = malloc(len);
+
+	if (!p)
+		return NULL;
+	if (shemb__distributed(t->ctx))
+		snprintf(p, len, "%s.%d", base, t->ctx->attr.rank);
+	else
+		snprintf(p, len, "%s", base);
+	return p;
+}
+
+/* Initial records, a chunk at a time, as init_rows makes them in memory. */
+static int write_initial(shemb_table *t, struct shemb__cold *c,
+			 const struct shemb__init_spec *spec)
+{
+	shemb_ctx *ctx = t->ctx;
+	struct shemb__store s = t->store;
+	int64_t chunk = t->store.rows < INIT_CHUNK_ROWS ? t->store.rows
+							: INIT_CHUNK_ROWS;
+	int rc = 0;
+
+	s.bytes = (size_t)chunk * s.stride;
+	s.base = ctx->mem->scratch_alloc(ctx->be, s.bytes);
+	if (!s.base)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	for (int64_t r0 = 0; !rc && r0 < t->store.rows; r0 += chunk) {
+		struct shemb__init_spec sp = *spec;
+
+		s.rows = t->store.rows - r0 < chunk ? t->store.rows - r0 : chunk;
+		sp.row_base = r0;
+		rc = ctx->mem->init_rows(ctx->be, &s, &sp);
+		for (int64_t i = 0; !rc && i < s.rows; i++)
+			rc = shemb__cold_write(t, c, r0 + i,
+					       (char *)s.base +
+						       (size_t)i * s.stride);
+	}
+	ctx->mem->scratch_free(ctx->be, s.base, (size_t)chunk * t->store.stride);
+	return rc;
+}
+
+/* Create the file with room for every record (so a full disk fails
+ * here, not in a step) and the initial rows in it. */
+int shemb__cold_create(shemb_table *t, struct shemb__cold *c,
+		       const struct shemb__init_spec *spec)
+{
+	int err;
+
+	c->path = file_name(t);
+	if (!c->path)
+		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	c->bytes = (uint64_t)t->store.rows * t->store.stride;
+	c->fd = open(c->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (c->fd < 0)
+		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': cannot "
+				   "create its cold tier file '%s': %s",
+				   t->name, c->path, strerror(errno));
+	err = posix_fallocate(c->fd, 0, (off_t)c->bytes);
+	if (err && err != EOPNOTSUPP && err != EINVAL)
+		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': cannot "
+				   "reserve %llu bytes for '%s': %s", t->name,
+				   (unsigned long long)c->bytes, c->path,
+				   strerror(err));
+	return write_initial(t, c, spec);
+}
+
+void shemb__cold_close(struct shemb__cold *c)
+{
+	if (c->fd >= 0) {
+		close(c->fd);
+		unlink(c->path);
+	}
+	c->fd = -1;
+	free(c->path);
+	c->path = NULL;
+}

@@ -1,0 +1,103 @@
+/*
+ * tier_move.c - records between the device tier and the tier below it:
+ * the table's host rows, or its cold file through a staging buffer.
+ */
+#include "lib/tier_int.h"
+
+#include <string.h>
+
+/* A scratch store of n records laid out as the table's. */
+static int staging(shemb_table *t, int64_t n, struct shemb__store *s)
+{
+	shemb_ctx *ctx = t->ctx;
+
+	*s = t->store;
+	s->rows = n;
+	s->bytes = (size_t)n * t->store.stride;
+	s->base = ctx->mem->scratch_alloc(ctx->be, s->bytes ? s->bytes : 1);
+	return s->base ? 0 : SHEMB_ENOMEM;
+}
+
+static void unstage(shemb_table *t, struct shemb__store *s)
+{
+	t->ctx->mem->scratch_free(t->ctx->be, s->base,
+				  s->bytes ? s->bytes : 1);
+}
+
+static int load_cold(shemb_table *t, int64_t n, const int64_t *slots,
+		     const int64_t *rows)
+{
+	shemb_ctx *ctx = t->ctx;
+	struct shemb__store s;
+	int rc = staging(t, n, &s);
+
+	for (int64_t i = 0; !rc && i < n; i++)
+		rc = shemb__cold_read(t, &t->tier->cold, rows[i],
+				      (char *)s.base + (size_t)i * s.stride);
+	if (!rc)
+		rc = ctx->mem->copy_records(ctx->be, &t->tier->dev, slots, &s,
+					    NULL, n);
+	if (s.base)
+		unstage(t, &s);
+	return rc;
+}
+
+static int write_cold(shemb_table *t, int64_t n, const int64_t *slots,
+		      const int64_t *rows)
+{
+	shemb_ctx *ctx = t->ctx;
+	struct shemb__store s;
+	int rc = staging(t, n, &s);
+
+	if (!rc)
+		rc = ctx->mem->copy_records(ctx->be, &s, NULL, &t->tier->dev,
+					    slots, n);
+	for (int64_t i = 0; !rc && i < n; i++)
+		rc = shemb__cold_write(t, &t->tier->cold, rows[i],
+				       (char *)s.base + (size_t)i * s.stride);
+	if (s.base)
+		unstage(t, &s);
+	return rc;
+}
+
+int shemb__tier_load(shemb_table *t, int64_t n, const int64_t *slots,
+		     const int64_t *rows)
+{
+	shemb_ctx *ctx = t->ctx;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (t->tier->cold.fd >= 0)
+		rc = load_cold(t, n, slots, rows);
+	else
+		rc = ctx->mem->copy_records(ctx->be, &t->tier->dev, slots,
+					    &t->store, rows, n);
+	if (!rc) {
+		SHEMB__STAT_ADD(t, cache_misses, n);
+		SHEMB__STAT_ADD(t, cache_bytes_in,
+				(uint64_t)n * t->store.stride);
+	}
+	return rc;
+}
+
+int shemb__tier_write_back(shemb_table *t, int64_t n, const int64_t *slots,
+			   const int64_t *rows)
+{
+	shemb_ctx *ctx = t->ctx;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (t->tier->cold.fd >= 0)
+		rc = write_cold(t, n, slots, rows);
+	else
+		rc = ctx->mem->copy_records(ctx->be, &t->store, rows,
+					    &t->tier->dev, slots, n);
+	if (!rc) {
+		SHEMB__STAT_ADD(t, cache_writebacks, n);
+		SHEMB__STAT_ADD(t, cache_bytes_out,
+				(uint64_t)n * t->store.stride);
+	}
+	return rc;
+}
