@@ -255,11 +255,11 @@ static int read_owned(struct shemb__step *st, shemb_table *t, int64_t n,
 		      const int64_t *rows, char *at)
 {
 	struct shemb__rows_view v;
-	int rc = shemb__rows_acquire(t, n, rows, false,
-				     st->exact_rows ? SHEMB__ROWS_READ
-						    : SHEMB__ROWS_LOOKUP,
-				     &v);
+	int rc;
 
+	if (st->exact_rows) /* a read: any number of rows, in passes */
+		return shemb__tier_read(t, n, rows, at, row_dtype(st, t));
+	rc = shemb__rows_acquire(t, n, rows, false, SHEMB__ROWS_LOOKUP, &v);
 	if (!rc)
 		rc = st->ctx->mem->read_rows(st->ctx->be, v.store, n, v.at, at,
 					     row_dtype(st, t));

@@ -71,28 +71,18 @@ static void pack(const shemb_table *t, int64_t n, const int64_t *ids,
 static int store_all(shemb_table *t, const struct shemb__xchg *x,
 		     const float *reset)
 {
-	shemb_ctx *ctx = t->ctx;
-
 	for (int p = 0; p < x->world; p++) {
 		const int64_t *m = (const int64_t *)(x->rbuf + x->rdispl[p]);
 		int64_t n = m[0];
 		int64_t *local = malloc((size_t)(n + 1) * sizeof(int64_t));
-		struct shemb__rows_view v;
 		int rc;
 
 		if (!local)
 			return SHEMB_ENOMEM;
 		for (int64_t i = 0; i < n; i++)
 			local[i] = shemb__shard_local(&t->shard, m[1 + i]);
-		rc = n ? shemb__rows_acquire(t, n, local, false,
-					     SHEMB__ROWS_WRITE, &v)
-		       : 0;
-		if (n && !rc)
-			rc = ctx->mem->write_rows(ctx->be, v.store, n, v.at,
-						  m + 1 + n, t->attr.dtype,
-						  reset);
-		if (n)
-			shemb__rows_release(t, &v);
+		rc = shemb__tier_write(t, n, local, m + 1 + n, t->attr.dtype,
+				       reset);
 		free(local);
 		if (rc)
 			return rc;

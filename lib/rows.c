@@ -125,7 +125,6 @@ static int read_dist(shemb_table *t, int64_t n, const int64_t *ids,
 SHEMB_API int shemb_table_read_rows(shemb_table *t, int64_t n,
 				    const int64_t *ids, void *out, int dtype)
 {
-	struct shemb__rows_view v;
 	shemb_ctx *ctx;
 	int rc;
 
@@ -138,13 +137,11 @@ SHEMB_API int shemb_table_read_rows(shemb_table *t, int64_t n,
 	if (rc || n == 0)
 		return rc;
 	pthread_rwlock_rdlock(&t->rows_lock);
-	rc = shemb__rows_acquire(t, n, ids, false, SHEMB__ROWS_READ, &v);
-	if (!rc && (rc = ctx->mem->read_rows(ctx->be, v.store, n, v.at, out,
-					     dtype)))
-		shemb__fail(ctx, rc, "read_rows (table '%s') failed in the "
-			    "backend", t->name);
-	shemb__rows_release(t, &v);
+	rc = shemb__tier_read(t, n, ids, out, dtype);
 	pthread_rwlock_unlock(&t->rows_lock);
+	if (rc && rc != SHEMB_EIO)
+		return shemb__fail(ctx, rc, "read_rows (table '%s') failed: "
+				   "%s", t->name, shemb_strerror(rc));
 	return rc;
 }
 
@@ -187,7 +184,6 @@ SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
 				     const int64_t *ids, const void *in,
 				     int dtype, unsigned flags)
 {
-	struct shemb__rows_view v;
 	float *reset = NULL;
 	shemb_ctx *ctx;
 	int rc;
@@ -212,13 +208,11 @@ SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
 		return rc;
 	}
 	pthread_rwlock_wrlock(&t->rows_lock);
-	rc = shemb__rows_acquire(t, n, ids, false, SHEMB__ROWS_WRITE, &v);
-	if (!rc && (rc = ctx->mem->write_rows(ctx->be, v.store, n, v.at, in,
-					      dtype, reset)))
-		shemb__fail(ctx, rc, "write_rows (table '%s') failed in the "
-			    "backend", t->name);
-	shemb__rows_release(t, &v);
+	rc = shemb__tier_write(t, n, ids, in, dtype, reset);
 	pthread_rwlock_unlock(&t->rows_lock);
 	free(reset);
+	if (rc && rc != SHEMB_EIO)
+		return shemb__fail(ctx, rc, "write_rows (table '%s') failed: "
+				   "%s", t->name, shemb_strerror(rc));
 	return rc;
 }

@@ -56,6 +56,13 @@ void shemb__rows_release(shemb_table *t, struct shemb__rows_view *v);
  * under SHEMB_CACHE_LOOKAHEAD. */
 int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows);
 
+/* tier_rows.c: read_rows / write_rows of the backend on local rows,
+ * through the device tier in passes when the table has one (any n) */
+int shemb__tier_read(shemb_table *t, int64_t n, const int64_t *rows,
+		     void *out, int dtype);
+int shemb__tier_write(shemb_table *t, int64_t n, const int64_t *rows,
+		      const void *in, int dtype, const float *reset_state);
+
 /* Write every dirty slot back. */
 int shemb__tier_flush(shemb_table *t);
 
