@@ -356,6 +356,8 @@ struct owner_part {
 	struct shemb__dense *dense;  /* small replicated tables */
 	shemb_table *table;          /* with its rows acquired in view */
 	struct shemb__rows_view view;
+	bool said;                   /* acquiring them failed, detail
+				      * recorded */
 };
 
 static void free_part(struct owner_part *o)
@@ -477,6 +479,7 @@ static int prepare_part(struct shemb__step *st, int g,
 	rc = shemb__rows_acquire(t, o->m.nunique, o->m.unique, true,
 				 SHEMB__ROWS_WRITE, &o->view);
 	o->table = t;
+	o->said = rc != 0; /* the tier recorded why */
 	if (rc)
 		return rc;
 	o->job.store = o->view.store;
@@ -512,10 +515,13 @@ static int prepare_all(struct shemb__step *st, const struct grads *gr,
 	size_t *start = calloc((size_t)x->world * (size_t)st->ngroups + 1,
 			       sizeof(size_t));
 	int rc = start ? locate(st, x, start) : SHEMB_ENOMEM;
+	int g;
 
-	for (int g = 0; !rc && g < st->ngroups; g++)
+	for (g = 0; !rc && g < st->ngroups; g++)
 		rc = prepare_part(st, g, x, start, &gr[g], &parts[g]);
 	free(start);
+	if (rc && g > 0 && parts[g - 1].said)
+		return rc;
 	if (rc && rc != SHEMB_EINTERNAL)
 		shemb__fail(st->ctx, rc, "preparing the gradients of the "
 			    "tables failed (%s)", shemb_strerror(rc));

@@ -139,6 +139,10 @@ int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 
 	if (!shemb__tiered(t))
 		return shemb__pool_group(st, grp, plan, out, &t->store, NULL);
+	if (st->exact_rows) /* a read: one POOL_NONE set, any size */
+		return shemb__tier_read(t, grp->sets[0]->nids,
+					grp->sets[0]->ids, out[grp->index[0]],
+					SHEMB_F32);
 	rows_of = malloc(((size_t)plan->nids + 1) * sizeof(*rows_of));
 	if (!rows_of)
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");

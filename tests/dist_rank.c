@@ -4,6 +4,7 @@
  *
  * Usage: dist_rank [--deterministic] [--steps N] [--wire bf16|f16]
  *                  [--pool-at-owner] [--deterministic-on-last]
+ *                  [--cache PCT [--cold]]
  *
  * Every rank trains the same tables (each shard plan with each optimizer)
  * for N steps on random bags, and alongside it a single-process reference:
@@ -32,13 +33,21 @@
  * With --wire, rows and gradients travel in 16 bits: the first lookups
  * must be within the rows' rounding of the reference, and the trained
  * tables close to it in norm (see close_in_norm).
+ *
+ * With --cache PCT, every table keeps PCT% of the rows each rank holds in
+ * a device tier (policy by rank and table; with --cold, over a file), the
+ * bags are smaller so that a call fits, and each step prefetches the
+ * next one's bags between its lookup and its backward: the same bounds
+ * hold, and bit for bit with --deterministic.
  */
+#define _GNU_SOURCE
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <shemb.h>
 
@@ -47,6 +56,8 @@
 
 static int rank, world, deterministic, wire = SHEMB_F32;
 static int pool_at = SHEMB_POOL_AT_AUTO;
+static int cache_pct;
+static char cold_dir[64];
 static shemb_ctx *ctx, *ref;
 
 #include "tests/rank_check.h"
@@ -77,6 +88,25 @@ struct tcase {
 static struct tcase cases[NCASES];
 static int ncases;
 
+/* The rows of a table on one rank: a device tier of cache_pct% of them,
+ * the policy by rank and table. */
+static void set_cache(struct shemb_table_attr *a, int shard, int64_t rows)
+{
+	static char path[NCASES][96];
+	int64_t local = shard == SHEMB_SHARD_ROW ? (rows + world - 1) / world
+						 : rows;
+
+	if (!cache_pct)
+		return;
+	a->cache_rows = local * cache_pct / 100 > 0 ? local * cache_pct / 100
+						    : 1;
+	a->cache_policy = (ncases + rank) % 3;
+	if (!cold_dir[0])
+		return;
+	snprintf(path[ncases], sizeof(path[0]), "%s/t%d", cold_dir, ncases);
+	a->cold_path = path[ncases];
+}
+
 static void add_case(int shard, int opt, int dtype, int dim, int64_t rows)
 {
 	struct tcase *c = &cases[ncases++];
@@ -98,6 +128,7 @@ static void add_case(int shard, int opt, int dtype, int dim, int64_t rows)
 	a.shard = shard;
 	a.wire_dtype = wire;
 	a.pool_at = pool_at;
+	set_cache(&a, shard, rows);
 	if (opt == SHEMB_OPT_ADAM) {
 		a.weight_decay = 0.01f;
 		a.weight_decay_mode = SHEMB_WD_DECOUPLED;
@@ -105,6 +136,8 @@ static void add_case(int shard, int opt, int dtype, int dim, int64_t rows)
 	if (opt == SHEMB_OPT_ADAGRAD)
 		a.initial_accumulator = 0.1f;
 	CHECK_RC(ctx, shemb_table_create(ctx, &a, &c->t));
+	a.cache_rows = 0; /* the reference keeps every row in memory */
+	a.cold_path = NULL;
 	CHECK_RC(ref, shemb_table_create(ref, &a, &c->rt));
 }
 
@@ -527,7 +560,10 @@ static void make_set(struct set *s, int step, int r, int ci, int k)
 	s->offsets[0] = 0;
 	for (int b = 0; b < NBAGS; b++)
 		s->offsets[b + 1] = s->offsets[b] +
-				    (below(&g, 5) == 0 ? 0 : 1 + below(&g, 6));
+				    (below(&g, 5) == 0
+					     ? 0
+					     : 1 + below(&g, cache_pct ? 2
+								       : 6));
 	n = s->offsets[NBAGS];
 	s->ids = malloc((size_t)(n + 1) * sizeof(int64_t));
 	s->weights = (k + step) % 3 == 0
@@ -857,6 +893,16 @@ static void check_flags_and_empty_read(struct step *s)
 		     shemb_ctx_last_error(ctx));
 }
 
+static void prefetch_step(int step)
+{
+	struct step *s = calloc(1, sizeof(*s));
+
+	build_step(s, step);
+	CHECK_RC(ctx, shemb_prefetch(ctx, s->nmine, s->mine));
+	free_step(s);
+	free(s);
+}
+
 static void run_step(int step, int steps)
 {
 	struct step *s = calloc(1, sizeof(*s));
@@ -869,6 +915,8 @@ static void run_step(int step, int steps)
 	CHECK_RC(ctx, shemb_lookup(ctx, s->nmine, s->mine, s->out, 0));
 	CHECK_RC(ref, shemb_lookup(ref, s->nref, s->refb, s->ref_out, 0));
 	check_outputs(s, step);
+	if (cache_pct && step + 1 < steps)
+		prefetch_step(step + 1);
 	if (world > 1 && step == steps / 2)
 		bad_backward(s);
 	CHECK_RC(ctx, shemb_backward(ctx, s->nmine, s->mine, s->grad));
@@ -927,6 +975,11 @@ int main(int argc, char **argv)
 			steps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--pool-at-owner"))
 			pool_at = SHEMB_POOL_AT_OWNER;
+		else if (!strcmp(argv[i], "--cache") && i + 1 < argc)
+			cache_pct = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--cold"))
+			snprintf(cold_dir, sizeof(cold_dir),
+				 "/tmp/dist_rank.XXXXXX");
 		else if (!strcmp(argv[i], "--wire") && i + 1 < argc)
 			wire = !strcmp(argv[++i], "bf16") ? SHEMB_BF16
 							  : SHEMB_F16;
@@ -957,6 +1010,8 @@ int main(int argc, char **argv)
 	a.rank = 0;
 	a.world_size = 1;
 	CHECK_RC(NULL, shemb_ctx_create(&a, &ref));
+	if (cold_dir[0] && !mkdtemp(cold_dir))
+		FAIL("mkdtemp %s failed", cold_dir);
 	check_create_mismatch();
 	make_tables();
 	read_initial();
@@ -973,6 +1028,8 @@ int main(int argc, char **argv)
 	check_peer_stats();
 	shemb_ctx_destroy(ref);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
+	if (cold_dir[0] && rmdir(cold_dir))
+		FAIL("the cold files were not all removed from %s", cold_dir);
 	if (rank == 0)
 		printf("ok: %d ranks, %d tables, %d steps%s\n", world, ncases,
 		       steps, deterministic ? ", deterministic" : "");

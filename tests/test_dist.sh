@@ -4,7 +4,8 @@
 # single-process reference (within 1e-5, and bit for bit in deterministic
 # mode), over shm, and 3 ranks over tcp;ofi_rxm (loopback); also with rows
 # and gradients in 16 bits on the wire, and with SUM and MEAN bags pooled
-# by the owners; every run bounded in time.
+# by the owners; with device tiers of 75% of each rank's rows (over files,
+# some), prefetching each next step; every run bounded in time.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/dist_rank
 
@@ -25,6 +26,9 @@ one "tcp;ofi_rxm" 3 --pool-at-owner --steps 6
 one shm 3 --wire bf16
 one shm 4 --wire f16 --steps 8
 one "tcp;ofi_rxm" 3 --deterministic --steps 6
+one shm 2 --cache 75 --cold
+one shm 3 --cache 75 --deterministic --cold
+one shm 4 --cache 75 --pool-at-owner --steps 10
 # the example program, unchanged, with its tables spread over two ranks:
 # it exits 1 unless the loss halves on every rank
 job "shm n=2 examples/zipf_train" -n 2 --provider shm --timeout 120 \
