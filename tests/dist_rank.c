@@ -103,8 +103,10 @@ static void set_cache(struct shemb_table_attr *a, int shard, int64_t rows)
 	a->cache_policy = (ncases + rank) % 3;
 	if (!cold_dir[0])
 		return;
-	snprintf(path[ncases], sizeof(path[0]), "%s/t%d", cold_dir, ncases);
-	a->cold_path = path[ncases];
+	/* add_case has counted this table */
+	snprintf(path[ncases - 1], sizeof(path[0]), "%s/t%d", cold_dir,
+		 ncases - 1);
+	a->cold_path = path[ncases - 1];
 }
 
 static void add_case(int shard, int opt, int dtype, int dim, int64_t rows)
@@ -979,7 +981,8 @@ int main(int argc, char **argv)
 			cache_pct = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--cold"))
 			snprintf(cold_dir, sizeof(cold_dir),
-				 "/tmp/dist_rank.XXXXXX");
+				 "%.40s/dist_rank.XXXXXX",
+				 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 		else if (!strcmp(argv[i], "--wire") && i + 1 < argc)
 			wire = !strcmp(argv[++i], "bf16") ? SHEMB_BF16
 							  : SHEMB_F16;

@@ -8,6 +8,10 @@
 # some), prefetching each next step; every run bounded in time.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/dist_rank
+# the ranks' cold files go here, gone even when a rank was killed
+TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/test_dist.XXXXXX") || exit 99
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
 
 one() { # provider ranks [options...]
 	p=$1 n=$2
