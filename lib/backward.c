@@ -212,8 +212,11 @@ static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 	}
 	if (!rc)
 		rc = update_all(ctx, st, grad, sets, views);
-	for (int g = 0; views && g < st->ngroups; g++)
+	for (int g = 0; views && g < st->ngroups; g++) {
+		if (!rc)
+			shemb__tier_plan_end(st->groups[g].table);
 		shemb__rows_release(st->groups[g].table, &views[g]);
+	}
 	free(views);
 	return rc;
 }

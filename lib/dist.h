@@ -185,7 +185,7 @@ int64_t shemb__pool_part_ids(const char *seg);
 size_t shemb__pool_part_bytes(const char *seg, int64_t m);
 int shemb__pool_intake(const shemb_table *t, struct shemb__route *r,
 		       int peer, const char *seg, int64_t m, int64_t at);
-int shemb__pool_serve(shemb_ctx *ctx, shemb_table *t,
+int shemb__pool_serve(struct shemb__step *st, shemb_table *t,
 		      const struct shemb__route *r, int peer, const char *seg,
 		      int64_t m, char *out);
 void shemb__pool_combine(const struct shemb__step *st, int g,

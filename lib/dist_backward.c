@@ -549,6 +549,8 @@ static int send_and_apply(struct shemb__step *st, const struct grads *gr,
 	rc = shemb__dist_all_ok(st->ctx, rc, "its part of this backward");
 	for (int g = 0; !rc && g < st->ngroups; g++)
 		rc = finish_part(st, g, &parts[g]);
+	for (int g = 0; !rc && g < st->ngroups; g++)
+		shemb__tier_plan_end(st->groups[g].table);
 	for (int g = 0; parts && g < st->ngroups; g++)
 		free_part(&parts[g]);
 	free(parts);

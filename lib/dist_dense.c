@@ -31,8 +31,12 @@ static size_t dense_bytes(const shemb_table *t)
 bool shemb__dense_replicated(const struct shemb__step *st,
 			     const shemb_table *t)
 {
+	/* not with a device tier: its rows would be acquired only after
+	 * the ranks agreed to go on (the touched rows are known after the
+	 * allreduce), and a tier that failed then would fail one rank */
 	return t->shard.kind == SHEMB_SHARD_REPLICATED && t->shard.world > 1 &&
-	       !st->ctx->attr.deterministic && dense_bytes(t) <= DENSE_BYTES;
+	       !st->ctx->attr.deterministic && dense_bytes(t) <= DENSE_BYTES &&
+	       t->attr.cache_rows == 0;
 }
 
 /* Bytes to and from each peer, as the transport's algorithm moves them. */

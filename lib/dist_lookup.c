@@ -259,7 +259,7 @@ static int read_owned(struct shemb__step *st, shemb_table *t, int64_t n,
 
 	if (st->exact_rows) /* a read: any number of rows, in passes */
 		return shemb__tier_read(t, n, rows, at, row_dtype(st, t));
-	rc = shemb__rows_acquire(t, n, rows, false, SHEMB__ROWS_LOOKUP, &v);
+	rc = shemb__rows_acquire(t, n, rows, false, shemb__lookup_use(st), &v);
 	if (!rc)
 		rc = st->ctx->mem->read_rows(st->ctx->be, v.store, n, v.at, at,
 					     row_dtype(st, t));
@@ -286,7 +286,7 @@ static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
 
 			if (m[g] < 0) {
 				rc = shemb__pool_serve(
-					ctx, t, r, p,
+					st, t, r, p,
 					ids->rbuf +
 						parts[(size_t)p * st->ngroups +
 						      g],

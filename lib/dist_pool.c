@@ -265,10 +265,11 @@ int shemb__pool_intake(const shemb_table *t, struct shemb__route *r,
 }
 
 /* Owner: one pooled fp32 row per pair of peer's part, into out. */
-int shemb__pool_serve(shemb_ctx *ctx, shemb_table *t,
+int shemb__pool_serve(struct shemb__step *st, shemb_table *t,
 		      const struct shemb__route *r, int peer, const char *seg,
 		      int64_t m, char *out)
 {
+	shemb_ctx *ctx = st->ctx;
 	int64_t np = -1 - m, e0 = r->from_first[peer];
 	size_t bytes = (size_t)np * (size_t)t->attr.dim * sizeof(float);
 	int64_t *offsets = malloc((size_t)(np + 1) * sizeof(int64_t));
@@ -296,7 +297,7 @@ int shemb__pool_serve(shemb_ctx *ctx, shemb_table *t,
 		struct shemb__rows_view v;
 
 		rc = shemb__rows_acquire(t, job.nids, job.ids, false,
-					 SHEMB__ROWS_LOOKUP, &v);
+					 shemb__lookup_use(st), &v);
 		job.store = v.store;
 		job.ids = v.at;
 		if (!rc)

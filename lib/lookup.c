@@ -147,9 +147,7 @@ int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 	if (!rows_of)
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	rc = shemb__rows_acquire(t, plan->nunique, plan->unique, true,
-				 st->exact_rows ? SHEMB__ROWS_READ
-						: SHEMB__ROWS_LOOKUP,
-				 &v);
+				 shemb__lookup_use(st), &v);
 	if (!rc) {
 		shemb__plan_unique_of(plan, rows_of);
 		for (int64_t p = 0; p < plan->nids; p++)
@@ -159,6 +157,13 @@ int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 	shemb__rows_release(t, &v);
 	free(rows_of);
 	return rc;
+}
+
+int shemb__lookup_use(const struct shemb__step *st)
+{
+	if (st->exact_rows)
+		return SHEMB__ROWS_READ;
+	return st->planned ? SHEMB__ROWS_PLANNED : SHEMB__ROWS_LOOKUP;
 }
 
 static bool any_tiered(const struct shemb__step *st)
@@ -206,6 +211,8 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
 	shemb__step_lock(st, false);
+	for (int g = 0; planned && g < st->ngroups; g++)
+		shemb__tier_plan_begin(st->groups[g].table);
 	if (!rc && need_plans)
 		rc = build_plans(st, plans);
 	if (dist)

@@ -54,6 +54,8 @@ int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 		      const struct shemb__plan *plan, float *const *out);
 int shemb__lookup_for_read(struct shemb__step *st, float *const *out,
 			   int status);
+/* How a lookup step uses the rows it reads (enum shemb__rows_use). */
+int shemb__lookup_use(const struct shemb__step *st);
 int shemb__lookup_for_prefetch(struct shemb__step *st, int status);
 
 /* validate.c */

@@ -212,7 +212,7 @@ static uint64_t fingerprint(const shemb_table *t)
 	h = mix_in(h, (uint64_t)a->init << 32 | (uint64_t)a->optimizer);
 	h = mix_in(h, (uint64_t)a->weight_decay_mode << 32 |
 			      (uint32_t)a->wire_dtype);
-	h = mix_in(h, (uint64_t)a->pool_at);
+	h = mix_in(h, (uint64_t)a->pool_at << 1 | (a->cache_rows > 0));
 	h = mix_in(h, (uint64_t)t->shard.kind << 32 |
 			      (uint32_t)t->shard.owner);
 	for (size_t i = 0; i < sizeof(fl) / sizeof(fl[0]); i++)

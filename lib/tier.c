@@ -23,9 +23,10 @@ static int alloc_arrays(struct shemb__tier *tr, int32_t n)
 	tr->by_prefetch = calloc(k, 1);
 	tr->pending = calloc(k, sizeof(*tr->pending));
 	tr->announced = calloc(k, sizeof(*tr->announced));
+	tr->plan_of = calloc(k, sizeof(*tr->plan_of));
 	tr->free_slots = malloc(k * sizeof(*tr->free_slots));
 	if (!tr->slot_row || !tr->pins || !tr->dirty || !tr->by_prefetch ||
-	    !tr->pending || !tr->announced || !tr->free_slots)
+	    !tr->pending || !tr->announced || !tr->plan_of || !tr->free_slots)
 		return SHEMB_ENOMEM;
 	for (int32_t s = 0; s < n; s++) {
 		tr->slot_row[s] = -1;
@@ -143,12 +144,54 @@ void shemb__tier_destroy(shemb_table *t)
 	free(tr->by_prefetch);
 	free(tr->pending);
 	free(tr->announced);
+	free(tr->plan_of);
 	free(tr->free_slots);
 	free(tr->freq);
 	pthread_mutex_destroy(&tr->lock);
 	pthread_cond_destroy(&tr->unpinned);
 	free(tr);
 	t->tier = NULL;
+}
+
+/* New keys for the evictable rows of planned lookup `plan`, now that
+ * their plan is over. */
+static void rekey_plan(struct shemb__tier *tr, uint64_t plan)
+{
+	for (int32_t s = 0; s < tr->nslots; s++) {
+		if (tr->order.pos[s] < 0 || tr->plan_of[s] != plan)
+			continue;
+		shemb__heap_remove(&tr->order, s);
+		shemb__heap_push(&tr->order, s, shemb__tier_key(tr, s));
+	}
+}
+
+void shemb__tier_plan_begin(shemb_table *t)
+{
+	struct shemb__tier *tr = t->tier;
+
+	if (!tr)
+		return;
+	pthread_mutex_lock(&tr->lock);
+	tr->plan++;
+	if (tr->plan_open) /* a plan without its backward */
+		rekey_plan(tr, tr->plan - 1);
+	tr->plan_open = true;
+	pthread_mutex_unlock(&tr->lock);
+}
+
+/* The backward's rows are pinned: they take their new keys at release. */
+void shemb__tier_plan_end(shemb_table *t)
+{
+	struct shemb__tier *tr = t->tier;
+
+	if (!tr)
+		return;
+	pthread_mutex_lock(&tr->lock);
+	if (tr->plan_open) {
+		tr->plan_open = false;
+		rekey_plan(tr, tr->plan);
+	}
+	pthread_mutex_unlock(&tr->lock);
 }
 
 int shemb__tier_flush(shemb_table *t)

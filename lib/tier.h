@@ -22,7 +22,9 @@ enum shemb__rows_use {
 	SHEMB__ROWS_WRITE = 1,  /* updates and writes: dirty at release */
 	SHEMB__ROWS_LOOKUP = 2, /* a lookup: READ, and it uses up the
 				 * protection a prefetch gave the rows */
-	SHEMB__ROWS_PREFETCH = 3
+	SHEMB__ROWS_PREFETCH = 3,
+	SHEMB__ROWS_PLANNED = 4 /* a lookup that keeps its plan: its rows
+				 * go last until the plan's backward */
 };
 
 /* The rows of one kernel call, as the kernel addresses them. */
@@ -62,6 +64,11 @@ int shemb__tier_read(shemb_table *t, int64_t n, const int64_t *rows,
 		     void *out, int dtype);
 int shemb__tier_write(shemb_table *t, int64_t n, const int64_t *rows,
 		      const void *in, int dtype, const float *reset_state);
+
+/* A planned lookup of t starts (its rows are kept for its backward), or
+ * the backward that ends it is done. */
+void shemb__tier_plan_begin(shemb_table *t);
+void shemb__tier_plan_end(shemb_table *t);
 
 /* Write every dirty slot back. */
 int shemb__tier_flush(shemb_table *t);

@@ -108,15 +108,18 @@ static void note_use(shemb_table *t, int32_t s, int use)
 {
 	struct shemb__tier *tr = t->tier;
 
-	if (tr->freq)
+	if (tr->freq && tr->freq[tr->slot_row[s]] < UINT32_MAX)
 		tr->freq[tr->slot_row[s]]++;
+	if (use == SHEMB__ROWS_PLANNED)
+		tr->plan_of[s] = tr->plan;
 	if (use == SHEMB__ROWS_PREFETCH) {
 		if (tr->pending[s] < UINT16_MAX)
 			tr->pending[s]++;
 		tr->announced[s] = tr->prefetches;
 		return;
 	}
-	if (use == SHEMB__ROWS_LOOKUP && tr->pending[s])
+	if ((use == SHEMB__ROWS_LOOKUP || use == SHEMB__ROWS_PLANNED) &&
+	    tr->pending[s])
 		tr->pending[s]--;
 	if (tr->by_prefetch[s]) {
 		tr->by_prefetch[s] = 0;
@@ -148,8 +151,11 @@ static void take_hits(shemb_table *t, struct resolve *r, int use,
 	SHEMB__STAT_ADD(t, cache_hits, hits);
 }
 
-/* Slots for the misses: free ones, then victims off the heap. */
-static void choose_slots(struct shemb__tier *tr, struct resolve *r)
+/* Slots for the misses: free ones, then victims off the heap.  A
+ * prefetch takes no protected row (of the current step's plan, or wanted
+ * by an earlier prefetch): it loads fewer rows instead. */
+static void choose_slots(struct shemb__tier *tr, struct resolve *r,
+			 bool partial)
 {
 	r->nvict = r->nwb = 0;
 	for (int64_t k = 0; k < r->nmiss; k++) {
@@ -158,6 +164,11 @@ static void choose_slots(struct shemb__tier *tr, struct resolve *r)
 		if (tr->nfree > 0) {
 			s = tr->free_slots[--tr->nfree];
 		} else {
+			if (partial && tr->order.key[tr->order.heap[0]] >=
+					       SHEMB__KEY_PENDING) {
+				r->nmiss = k;
+				break;
+			}
 			s = shemb__heap_pop(&tr->order);
 			r->victims[r->nvict++] = s;
 			if (tr->dirty[s]) {
@@ -246,7 +257,7 @@ static int resolve_locked(shemb_table *t, struct resolve *r, int use)
 	if (partial)
 		tr->prefetches++;
 	take_hits(t, r, use, room < 0 ? 0 : room);
-	choose_slots(tr, r);
+	choose_slots(tr, r, partial);
 	rc = shemb__tier_write_back(t, r->nwb, r->wb_slots, r->wb_rows);
 	if (rc) {
 		give_up(tr, r, false);

@@ -37,7 +37,10 @@ struct shemb__tier {
 	uint8_t *by_prefetch;           /* loaded by a prefetch, not yet used */
 	uint16_t *pending;              /* prefetches not yet looked up */
 	uint64_t *announced;            /* the last prefetch that wanted it */
-	uint64_t *stamp;                /* the acquire that last pinned it */
+	uint64_t *plan_of;              /* the planned lookup that last used
+					 * it */
+	uint64_t plan;                  /* the current planned lookup */
+	bool plan_open;                 /* ... and its backward is to come */
 	int32_t *free_slots;
 	int32_t nfree;
 	int64_t npinned;                /* pins held, all calls */
@@ -65,7 +68,10 @@ void shemb__heap_push(struct shemb__evict_heap *h, int32_t slot,
 void shemb__heap_remove(struct shemb__evict_heap *h, int32_t slot);
 int32_t shemb__heap_pop(struct shemb__evict_heap *h);
 
-/* The eviction key of a slot under the tier's policy (lowest goes). */
+/* The eviction key of a slot under the tier's policy (lowest goes);
+ * protected rows are at or above these levels. */
+#define SHEMB__KEY_PENDING (UINT64_C(2) << 62)
+#define SHEMB__KEY_PLAN (UINT64_C(3) << 62)
 uint64_t shemb__tier_key(const struct shemb__tier *tr, int32_t slot);
 
 /* tier_move.c: records between the device tier and the tier below */

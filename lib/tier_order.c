@@ -188,19 +188,24 @@ int32_t shemb__heap_pop(struct shemb__evict_heap *h)
 /*
  * LRU orders by the call that last used a slot; LFU by the row's count of
  * uses, ties to the least recent.  LOOKAHEAD is LFU for rows no pending
- * prefetch wants; those a prefetch wants go last of all, the one wanted
- * by the latest prefetch (the farthest use) first, as Belady would.
+ * prefetch wants; those a prefetch wants go after them, the one wanted by
+ * the latest prefetch (the farthest use) first, as Belady would.  Under
+ * every policy, the rows of the planned lookup whose backward is still to
+ * come go last: a prefetch of the next step must not push out the rows
+ * the current step is about to update.
  */
 uint64_t shemb__tier_key(const struct shemb__tier *tr, int32_t slot)
 {
+	uint64_t low = (UINT64_C(1) << 62) - 1;
 	uint64_t recent = tr->tick & ((UINT64_C(1) << KEY_LOW_BITS) - 1);
 	uint64_t f;
 
-	if (tr->policy == SHEMB_CACHE_LRU)
-		return tr->tick;
+	if (tr->plan_open && tr->plan_of[slot] == tr->plan)
+		return SHEMB__KEY_PLAN | (tr->tick & low);
 	if (tr->policy == SHEMB_CACHE_LOOKAHEAD && tr->pending[slot])
-		return UINT64_C(1) << 63 |
-		       (~tr->announced[slot] & ((UINT64_C(1) << 62) - 1));
+		return SHEMB__KEY_PENDING | (~tr->announced[slot] & low);
+	if (tr->policy == SHEMB_CACHE_LRU)
+		return tr->tick & low;
 	f = tr->freq[tr->slot_row[slot]];
 	return (f < FREQ_CAP ? f : FREQ_CAP) << KEY_LOW_BITS | recent;
 }

@@ -490,6 +490,43 @@ START_TEST(lookahead_keeps_the_prefetched_row)
 }
 END_TEST
 
+/* A prefetch of the next step takes none of the rows the current step's
+ * backward will update, under any policy, though they were used least. */
+START_TEST(prefetch_spares_the_current_step)
+{
+	shemb_ctx *ctx = new_ctx();
+	const int64_t old[] = { 10, 11 }, cur[] = { 1, 2 }, nxt[] = { 20, 21 };
+
+	for (size_t pi = 0; pi < TU_ARRAY_SIZE(policies); pi++) {
+		shemb_table *t = cache_table(ctx, 4, policies[pi]);
+		struct tu_bags b;
+		int64_t len[] = { 1, 1 };
+		struct shemb_bags s;
+		float out[2 * 4];
+		float *o = out;
+		const float *g = out;
+		uint64_t misses;
+
+		for (int i = 0; i < 3; i++)
+			lookup_ids(ctx, t, 2, old, false);
+		tu_bags_from(&b, 2, len, cur, NULL);
+		s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
+		ck_assert_int_eq(shemb_lookup(ctx, 1, &s, &o, 0), 0);
+		prefetch_ids(ctx, t, 2, nxt);
+		misses = stats_of(t).cache_misses;
+		ck_assert_uint_eq(misses, 6);
+		ck_assert_int_eq(shemb_backward(ctx, 1, &s, &g), 0);
+		ck_assert_uint_eq(stats_of(t).cache_misses, misses);
+		lookup_ids(ctx, t, 2, nxt, false);
+		ck_assert_uint_eq(stats_of(t).cache_misses, misses);
+		ck_assert_uint_eq(stats_of(t).prefetch_hits, 2);
+		tu_bags_free(&b);
+		shemb_table_destroy(t);
+	}
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
 /* ---- a call over the tier's size ---- */
 
 START_TEST(batch_over_capacity_is_refused)
@@ -653,7 +690,7 @@ START_TEST(backward_changes_no_table_when_a_tier_fails)
 	s[0] = tu_bags_view(&b, p.tier, SHEMB_POOL_SUM);
 	s[1] = tu_bags_view(&b, t2, SHEMB_POOL_SUM);
 	ck_assert_int_eq(shemb_lookup(p.ctx, 2, s, out, 0), 0);
-	prefetch_ids(p.ctx, t2, 2, other); /* evicts rows 1, 2 of t2 */
+	lookup_ids(p.ctx, t2, 2, other, false); /* evicts rows 1, 2 of t2 */
 	atomic_store(&fail_reads, 1);
 	ck_assert_int_eq(shemb_backward(p.ctx, 2, s, gr), SHEMB_EIO);
 	atomic_store(&fail_reads, 0);
@@ -813,6 +850,7 @@ static Suite *tier_suite(void)
 	tcase_add_test(ts, lru_counts);
 	tcase_add_test(ts, lfu_keeps_the_frequent_row);
 	tcase_add_test(ts, lookahead_keeps_the_prefetched_row);
+	tcase_add_test(ts, prefetch_spares_the_current_step);
 	suite_add_tcase(s, ts);
 	tcase_set_timeout(tf, 60);
 	tcase_add_test(tf, batch_over_capacity_is_refused);
