@@ -67,6 +67,45 @@ run rowwise "$bench" backward $tiny --optimizer rowwise_adagrad \
 	--dist zipf --pooling-factor 3 --dim 7 --threads 1
 need rowwise backward_ids_per_s
 
+# the device tier's policies against Belady's optimum: every hit rate in
+# [0, 1], and none above Belady's, which loads the fewest rows
+run cache "$bench" cache --quick
+awk '$1 == "result" && $2 ~ /^hit_/ {
+	split($2, k, "_")
+	if (!($3 ~ /^[0-9]+(\.[0-9]+)?$/ && $3 >= 0 && $3 <= 1)) {
+		print "  " $2 " is " $3
+		bad = 1
+	}
+	v[k[2], k[3]] = $3
+}
+$1 == "result" && $2 == "lookahead_vs_belady_10" { d = $3; nd++ }
+END {
+	split("lru lfu lookahead belady", q, " ")
+	split("1 5 10 25", p, " ")
+	for (i = 1; i <= 4; i++) {
+		for (j = 1; j <= 4; j++) {
+			if (!((q[j], p[i]) in v)) {
+				print "  no result hit_" q[j] "_" p[i]
+				bad = 1
+			} else if (v[q[j], p[i]] > v["belady", p[i]] + 1e-6) {
+				print "  " q[j] " above belady at " p[i] "%"
+				bad = 1
+			}
+		}
+	}
+	e = 100 * (v["belady", 10] - v["lookahead", 10]) - d
+	if (nd != 1 || d < 0 || e > 0.02 || e < -0.02) {
+		print "  lookahead_vs_belady_10 is " d
+		bad = 1
+	}
+	exit bad
+}' "$tmp/cache.out" || fail "cache: bad hit rates"
+need cache tier_vs_resident
+if printf '1\n-2\n' > "$tmp/neg.trace" &&
+	"$bench" cache --quick --trace "$tmp/neg.trace" > /dev/null 2>&1; then
+	fail "cache took a trace with a negative id"
+fi
+
 run help "$bench" --help
 grep -q '^Usage: shemb-bench MODE' "$tmp/help.out" || fail "--help"
 if "$bench" lookup --rows 0 > /dev/null 2>&1; then

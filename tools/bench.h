@@ -74,4 +74,9 @@ void bench_csv_write(struct bench_env *e, const struct bench_csv_row *r);
 int bench_lookup(const struct bench_opts *o);
 int bench_backward(const struct bench_opts *o);
 
+/* shemb-bench cache [options], its own options: argv[0] is the program's
+ * name. */
+extern const char bench_cache_usage[];
+int bench_cache(int argc, char **argv);
+
 #endif

@@ -35,6 +35,10 @@ static const char usage_text[] =
 "  train     a training step loop over N local ranks: sharded tables\n"
 "            against dense AllReduce and AllGather of gradients (options\n"
 "            below)\n"
+"  cache     the device tier (cache_rows): hit rates of LRU, LFU and\n"
+"            lookahead with prefetch on id traces next to Belady's\n"
+"            optimum, and lookups with the tier against all rows resident\n"
+"            (options below)\n"
 "\n"
 "Options of lookup and backward:\n"
 "  --rows N            rows of the table (default 4194304)\n"
@@ -68,6 +72,8 @@ static void usage(FILE *f)
 	fputs(bench_comm_usage, f);
 	fputc('\n', f);
 	fputs(bench_train_usage, f);
+	fputc('\n', f);
+	fputs(bench_cache_usage, f);
 }
 
 /* ---- options ---- */
@@ -422,6 +428,10 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (!strcmp(mode, "cache")) {
+		argv[1] = (char *)"shemb-bench";
+		return bench_cache(argc - 1, argv + 1);
+	}
 	if (!strcmp(mode, "train") || !strcmp(mode, "train-rank")) {
 		argv[1] = (char *)"shemb-bench";
 		if (!strcmp(mode, "train"))
@@ -455,6 +465,6 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "backward"))
 		return bench_backward(&o) ? 1 : 0;
 	fprintf(stderr, "shemb-bench: unknown mode '%s' (lookup, "
-		"backward or comm; see --help)\n", mode);
+		"backward, comm, train or cache; see --help)\n", mode);
 	return 2;
 }
