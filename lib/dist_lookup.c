@@ -455,10 +455,10 @@ static int prefetch_owned(struct shemb__step *st, struct shemb__plan **plans)
 
 		if (t->shard.kind == SHEMB_SHARD_REPLICATED)
 			rc = shemb__tier_prefetch(t, plans[g]->nunique,
-						  plans[g]->unique);
+						  plans[g]->unique, true);
 		else
 			rc = shemb__tier_prefetch(t, r->from_first[r->world],
-						  r->local);
+						  r->local, false);
 	}
 	return rc;
 }

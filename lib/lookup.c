@@ -221,7 +221,7 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 		rc = kind == SHEMB__DIST_PREFETCH
 			     ? shemb__tier_prefetch(st->groups[g].table,
 						    plans[g]->nunique,
-						    plans[g]->unique)
+						    plans[g]->unique, true)
 			     : shemb__pool_local(st, &st->groups[g],
 						 plans ? plans[g] : NULL, out);
 	/* still under the tables' locks: a backward, which holds them

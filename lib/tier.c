@@ -34,7 +34,7 @@ static int alloc_arrays(struct shemb__tier *tr, int32_t n)
 	}
 	tr->nfree = n;
 	if (shemb__index_init(&tr->index, n) ||
-	    shemb__heap_init(&tr->order, n))
+	    shemb__lists_init(&tr->order, n))
 		return SHEMB_ENOMEM;
 	return 0;
 }
@@ -137,7 +137,7 @@ void shemb__tier_destroy(shemb_table *t)
 	atomic_fetch_sub(&ctx->device_used, tr->reserved_device);
 	shemb__ctx_release(ctx, tr->reserved_host);
 	shemb__index_free(&tr->index);
-	shemb__heap_free(&tr->order);
+	shemb__lists_free(&tr->order);
 	free(tr->slot_row);
 	free(tr->pins);
 	free(tr->dirty);
@@ -153,15 +153,20 @@ void shemb__tier_destroy(shemb_table *t)
 	t->tier = NULL;
 }
 
-/* New keys for the evictable rows of planned lookup `plan`, now that
- * their plan is over. */
-static void rekey_plan(struct shemb__tier *tr, uint64_t plan)
+/* The evictable rows of a plan that is over go to their plain lists. */
+static void replace_plan_rows(struct shemb__tier *tr)
 {
-	for (int32_t s = 0; s < tr->nslots; s++) {
-		if (tr->order.pos[s] < 0 || tr->plan_of[s] != plan)
-			continue;
-		shemb__heap_remove(&tr->order, s);
-		shemb__heap_push(&tr->order, s, shemb__tier_key(tr, s));
+	struct shemb__evict_lists *l = &tr->order;
+	int32_t s = l->head[SHEMB__LIST_PLAN];
+
+	while (s >= 0) {
+		int32_t next = l->next[s];
+
+		if (shemb__tier_list(tr, s) != SHEMB__LIST_PLAN) {
+			shemb__lists_remove(l, s);
+			shemb__lists_add(tr, s, false);
+		}
+		s = next;
 	}
 }
 
@@ -174,7 +179,7 @@ void shemb__tier_plan_begin(shemb_table *t)
 	pthread_mutex_lock(&tr->lock);
 	tr->plan++;
 	if (tr->plan_open) /* a plan without its backward */
-		rekey_plan(tr, tr->plan - 1);
+		replace_plan_rows(tr);
 	tr->plan_open = true;
 	pthread_mutex_unlock(&tr->lock);
 }
@@ -189,7 +194,7 @@ void shemb__tier_plan_end(shemb_table *t)
 	pthread_mutex_lock(&tr->lock);
 	if (tr->plan_open) {
 		tr->plan_open = false;
-		rekey_plan(tr, tr->plan);
+		replace_plan_rows(tr);
 	}
 	pthread_mutex_unlock(&tr->lock);
 }

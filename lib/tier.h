@@ -54,9 +54,10 @@ int shemb__rows_acquire(shemb_table *t, int64_t n, const int64_t *rows,
 			bool distinct, int use, struct shemb__rows_view *v);
 void shemb__rows_release(shemb_table *t, struct shemb__rows_view *v);
 
-/* Load what fits of local rows rows[0 .. n); protect them
- * under SHEMB_CACHE_LOOKAHEAD. */
-int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows);
+/* Load what fits of local rows rows[0 .. n) (`distinct`: without
+ * repeats); protect them under SHEMB_CACHE_LOOKAHEAD. */
+int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows,
+			 bool distinct);
 
 /* tier_rows.c: read_rows / write_rows of the backend on local rows,
  * through the device tier in passes when the table has one (any n) */

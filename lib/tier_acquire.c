@@ -19,6 +19,7 @@ struct resolve {
 	const int64_t *d;       /* distinct rows */
 	int64_t *dslot;         /* their slots; -1: not loaded (prefetch) */
 	int64_t *miss_rows, *miss_slots;
+	int64_t *miss_at;       /* each miss's place in d */
 	int64_t *wb_rows, *wb_slots;
 	int32_t *victims;
 	int64_t nmiss, nvict, nwb;
@@ -54,11 +55,12 @@ static int alloc_resolve(struct resolve *r)
 	r->dslot = malloc(n * sizeof(int64_t));
 	r->miss_rows = malloc(n * sizeof(int64_t));
 	r->miss_slots = malloc(n * sizeof(int64_t));
+	r->miss_at = malloc(n * sizeof(int64_t));
 	r->wb_rows = malloc(n * sizeof(int64_t));
 	r->wb_slots = malloc(n * sizeof(int64_t));
 	r->victims = malloc(n * sizeof(int32_t));
-	return r->dslot && r->miss_rows && r->miss_slots && r->wb_rows &&
-			       r->wb_slots && r->victims
+	return r->dslot && r->miss_rows && r->miss_slots && r->miss_at &&
+			       r->wb_rows && r->wb_slots && r->victims
 		       ? 0
 		       : SHEMB_ENOMEM;
 }
@@ -67,13 +69,15 @@ static void free_resolve(struct resolve *r)
 {
 	free(r->miss_rows);
 	free(r->miss_slots);
+	free(r->miss_at);
 	free(r->wb_rows);
 	free(r->wb_slots);
 	free(r->victims);
 }
 
-/* Misses, and the room for them without touching this call's hits. */
-static void count(const struct shemb__tier *tr, const struct resolve *r,
+/* Misses, and the room for them without touching this call's hits;
+ * each row's slot (or -1) into r->dslot. */
+static void count(const struct shemb__tier *tr, struct resolve *r,
 		  int64_t *misses, int64_t *room)
 {
 	int64_t m = 0, hits_evictable = 0;
@@ -81,9 +85,10 @@ static void count(const struct shemb__tier *tr, const struct resolve *r,
 	for (int64_t i = 0; i < r->nd; i++) {
 		int32_t s = shemb__index_find(&tr->index, r->d[i]);
 
+		r->dslot[i] = s;
 		if (s < 0)
 			m++;
-		else if (tr->order.pos[s] >= 0)
+		else if (tr->order.list[s] >= 0)
 			hits_evictable++;
 	}
 	*misses = m;
@@ -92,7 +97,7 @@ static void count(const struct shemb__tier *tr, const struct resolve *r,
 
 static void pin(struct shemb__tier *tr, int32_t s)
 {
-	shemb__heap_remove(&tr->order, s);
+	shemb__lists_remove(&tr->order, s);
 	tr->pins[s]++;
 	tr->npinned++;
 }
@@ -101,7 +106,7 @@ static void unpin(struct shemb__tier *tr, int32_t s)
 {
 	tr->npinned--;
 	if (--tr->pins[s] == 0)
-		shemb__heap_push(&tr->order, s, shemb__tier_key(tr, s));
+		shemb__lists_add(tr, s, false);
 }
 
 static void note_use(shemb_table *t, int32_t s, int use)
@@ -136,12 +141,13 @@ static void take_hits(shemb_table *t, struct resolve *r, int use,
 
 	r->nmiss = 0;
 	for (int64_t i = 0; i < r->nd; i++) {
-		int32_t s = shemb__index_find(&tr->index, r->d[i]);
+		int32_t s = (int32_t)r->dslot[i]; /* as count() found */
 
-		r->dslot[i] = s;
 		if (s < 0) {
-			if (r->nmiss < room)
+			if (r->nmiss < room) {
+				r->miss_at[r->nmiss] = i;
 				r->miss_rows[r->nmiss++] = r->d[i];
+			}
 			continue;
 		}
 		pin(tr, s);
@@ -164,12 +170,11 @@ static void choose_slots(struct shemb__tier *tr, struct resolve *r,
 		if (tr->nfree > 0) {
 			s = tr->free_slots[--tr->nfree];
 		} else {
-			if (partial && tr->order.key[tr->order.heap[0]] >=
-					       SHEMB__KEY_PENDING) {
+			s = shemb__lists_victim(&tr->order, partial);
+			if (s < 0) { /* a prefetch: no more room */
 				r->nmiss = k;
 				break;
 			}
-			s = shemb__heap_pop(&tr->order);
 			r->victims[r->nvict++] = s;
 			if (tr->dirty[s]) {
 				r->wb_rows[r->nwb] = tr->slot_row[s];
@@ -189,7 +194,7 @@ static void give_up(struct shemb__tier *tr, struct resolve *r, bool evicted)
 		if (evicted || tr->slot_row[s] < 0)
 			tr->free_slots[tr->nfree++] = s;
 		else
-			shemb__heap_push(&tr->order, s, tr->order.key[s]);
+			shemb__lists_add(tr, s, true);
 	}
 	for (int64_t i = 0; i < r->nd; i++)
 		if (r->dslot[i] >= 0)
@@ -225,10 +230,8 @@ static void settle_misses(shemb_table *t, struct resolve *r, int use)
 		tr->npinned++;
 		tr->by_prefetch[s] = use == SHEMB__ROWS_PREFETCH;
 		note_use(t, s, use);
+		r->dslot[r->miss_at[k]] = s;
 	}
-	for (int64_t i = 0; i < r->nd; i++)
-		if (r->dslot[i] < 0)
-			r->dslot[i] = shemb__index_find(&tr->index, r->d[i]);
 }
 
 /* With the tier's lock held: pin r's rows, loading misses. */
@@ -253,7 +256,6 @@ static int resolve_locked(shemb_table *t, struct resolve *r, int use)
 	if (misses > room && !partial)
 		return shemb__fail(t->ctx, SHEMB_EINTERNAL, "table '%s': no "
 				   "room in the device tier", t->name);
-	tr->tick++;
 	if (partial)
 		tr->prefetches++;
 	take_hits(t, r, use, room < 0 ? 0 : room);
@@ -368,14 +370,16 @@ out:
 	memset(v, 0, sizeof(*v));
 }
 
-int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows)
+int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows,
+			 bool distinct)
 {
 	struct shemb__rows_view v;
 	int rc;
 
 	if (!t->tier || n == 0)
 		return 0;
-	rc = shemb__rows_acquire(t, n, rows, false, SHEMB__ROWS_PREFETCH, &v);
+	rc = shemb__rows_acquire(t, n, rows, distinct, SHEMB__ROWS_PREFETCH,
+				 &v);
 	shemb__rows_release(t, &v);
 	return rc;
 }

@@ -13,12 +13,25 @@ struct shemb__slot_index {
 	uint64_t mask;
 };
 
-/* Evictable slots, least valuable first: an indexed binary min-heap. */
-struct shemb__evict_heap {
-	int32_t *heap;          /* slots */
-	int32_t *pos;           /* slot -> place in heap, -1: not in it */
-	uint64_t *key;          /* slot -> its key */
-	int32_t n;
+/*
+ * Evictable slots in doubly linked lists, least recent first in each: one
+ * list per class of value, so that every move is O(1).  LRU uses list 0;
+ * LFU and LOOKAHEAD list floor(log2(uses)), so that counts within a
+ * factor of two tie and go by recency.  Then the rows pending prefetches
+ * want (LOOKAHEAD), in the order of their prefetches, and the rows of the
+ * planned lookup whose backward is to come.  Pinned and free slots are in
+ * no list.
+ */
+#define SHEMB__LIST_PENDING 32
+#define SHEMB__LIST_PLAN 33
+#define SHEMB__NLISTS 34
+
+struct shemb__evict_lists {
+	int32_t *prev, *next;   /* per slot */
+	int8_t *list;           /* per slot: its list, -1: none */
+	int32_t head[SHEMB__NLISTS], tail[SHEMB__NLISTS];
+	uint64_t nonempty;      /* a bit per list */
+	int32_t n;              /* slots in lists */
 };
 
 struct shemb__cold {
@@ -45,9 +58,9 @@ struct shemb__tier {
 	int32_t nfree;
 	int64_t npinned;                /* pins held, all calls */
 	struct shemb__slot_index index;
-	struct shemb__evict_heap order;
+	struct shemb__evict_lists order;
 	uint32_t *freq;                 /* per local row: LFU, LOOKAHEAD */
-	uint64_t tick, calls, prefetches;
+	uint64_t prefetches;
 	struct shemb__cold cold;        /* fd -1: rows in host memory */
 	uint64_t reserved_host, reserved_device;
 	pthread_mutex_t lock;
@@ -61,18 +74,18 @@ int32_t shemb__index_find(const struct shemb__slot_index *ix, int64_t row);
 void shemb__index_put(struct shemb__slot_index *ix, int64_t row, int32_t s);
 void shemb__index_del(struct shemb__slot_index *ix, int64_t row);
 
-int shemb__heap_init(struct shemb__evict_heap *h, int32_t nslots);
-void shemb__heap_free(struct shemb__evict_heap *h);
-void shemb__heap_push(struct shemb__evict_heap *h, int32_t slot,
-		      uint64_t key);
-void shemb__heap_remove(struct shemb__evict_heap *h, int32_t slot);
-int32_t shemb__heap_pop(struct shemb__evict_heap *h);
+int shemb__lists_init(struct shemb__evict_lists *l, int32_t nslots);
+void shemb__lists_free(struct shemb__evict_lists *l);
+/* Put slot last in the list the tier's policy gives it now (first:
+ * back where it was taken from, as the next to go). */
+void shemb__lists_add(struct shemb__tier *tr, int32_t slot, bool first);
+void shemb__lists_remove(struct shemb__evict_lists *l, int32_t slot);
+/* The slot to evict, -1 when none; `unprotected`: only from the lists
+ * of rows no prefetch or plan protects. */
+int32_t shemb__lists_victim(struct shemb__evict_lists *l, bool unprotected);
 
-/* The eviction key of a slot under the tier's policy (lowest goes);
- * protected rows are at or above these levels. */
-#define SHEMB__KEY_PENDING (UINT64_C(2) << 62)
-#define SHEMB__KEY_PLAN (UINT64_C(3) << 62)
-uint64_t shemb__tier_key(const struct shemb__tier *tr, int32_t slot);
+/* The list a slot belongs in under the tier's policy. */
+int shemb__tier_list(const struct shemb__tier *tr, int32_t slot);
 
 /* tier_move.c: records between the device tier and the tier below */
 int shemb__tier_load(shemb_table *t, int64_t n, const int64_t *slots,

@@ -2,11 +2,13 @@
  * tier_order.c - the device tier's row-to-slot index and eviction order.
  *
  * Both are sized by the slots, not by the table, so a tier over a table of
- * billions of rows costs memory in proportion to what it caches.
+ * billions of rows costs memory in proportion to what it caches, and
+ * every operation on them is O(1) (the index: expected).
  */
 #include "lib/tier_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/rowinit.h"
 
@@ -84,128 +86,116 @@ void shemb__index_del(struct shemb__slot_index *ix, int64_t row)
 	ix->rows[i] = -1;
 }
 
-/* ---- eviction heap ---- */
+/* ---- eviction lists ---- */
 
-int shemb__heap_init(struct shemb__evict_heap *h, int32_t nslots)
+int shemb__lists_init(struct shemb__evict_lists *l, int32_t nslots)
 {
-	h->heap = malloc(((size_t)nslots + 1) * sizeof(*h->heap));
-	h->pos = malloc(((size_t)nslots + 1) * sizeof(*h->pos));
-	h->key = calloc((size_t)nslots + 1, sizeof(*h->key));
-	h->n = 0;
-	if (!h->heap || !h->pos || !h->key)
+	size_t k = (size_t)nslots + 1;
+
+	l->prev = malloc(k * sizeof(*l->prev));
+	l->next = malloc(k * sizeof(*l->next));
+	l->list = malloc(k);
+	l->n = 0;
+	l->nonempty = 0;
+	for (int i = 0; i < SHEMB__NLISTS; i++)
+		l->head[i] = l->tail[i] = -1;
+	if (!l->prev || !l->next || !l->list)
 		return SHEMB_ENOMEM;
-	for (int32_t s = 0; s < nslots; s++)
-		h->pos[s] = -1;
+	memset(l->list, -1, k);
 	return 0;
 }
 
-void shemb__heap_free(struct shemb__evict_heap *h)
+void shemb__lists_free(struct shemb__evict_lists *l)
 {
-	free(h->heap);
-	free(h->pos);
-	free(h->key);
+	free(l->prev);
+	free(l->next);
+	free(l->list);
 }
 
-static void place(struct shemb__evict_heap *h, int32_t i, int32_t slot)
+static void link_slot(struct shemb__evict_lists *l, int li, int32_t s,
+		      bool first)
 {
-	h->heap[i] = slot;
-	h->pos[slot] = i;
-}
-
-static void sift_up(struct shemb__evict_heap *h, int32_t i)
-{
-	int32_t slot = h->heap[i];
-
-	while (i > 0) {
-		int32_t parent = (i - 1) / 2;
-
-		if (h->key[h->heap[parent]] <= h->key[slot])
-			break;
-		place(h, i, h->heap[parent]);
-		i = parent;
+	l->list[s] = (int8_t)li;
+	if (first) {
+		l->prev[s] = -1;
+		l->next[s] = l->head[li];
+		if (l->head[li] >= 0)
+			l->prev[l->head[li]] = s;
+		else
+			l->tail[li] = s;
+		l->head[li] = s;
+	} else {
+		l->next[s] = -1;
+		l->prev[s] = l->tail[li];
+		if (l->tail[li] >= 0)
+			l->next[l->tail[li]] = s;
+		else
+			l->head[li] = s;
+		l->tail[li] = s;
 	}
-	place(h, i, slot);
+	l->nonempty |= UINT64_C(1) << li;
+	l->n++;
 }
 
-static void sift_down(struct shemb__evict_heap *h, int32_t i)
+void shemb__lists_add(struct shemb__tier *tr, int32_t slot, bool first)
 {
-	int32_t slot = h->heap[i];
-
-	for (;;) {
-		int32_t c = 2 * i + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && h->key[h->heap[c + 1]] < h->key[h->heap[c]])
-			c++;
-		if (h->key[slot] <= h->key[h->heap[c]])
-			break;
-		place(h, i, h->heap[c]);
-		i = c;
-	}
-	place(h, i, slot);
+	link_slot(&tr->order, shemb__tier_list(tr, slot), slot, first);
 }
 
-void shemb__heap_push(struct shemb__evict_heap *h, int32_t slot,
-		      uint64_t key)
+void shemb__lists_remove(struct shemb__evict_lists *l, int32_t s)
 {
-	h->key[slot] = key;
-	place(h, h->n++, slot);
-	sift_up(h, h->n - 1);
-}
+	int li = l->list[s];
 
-void shemb__heap_remove(struct shemb__evict_heap *h, int32_t slot)
-{
-	int32_t i = h->pos[slot], last;
-
-	if (i < 0)
+	if (li < 0)
 		return;
-	h->pos[slot] = -1;
-	last = h->heap[--h->n];
-	if (i == h->n)
-		return;
-	place(h, i, last);
-	sift_up(h, i);
-	sift_down(h, h->pos[last]);
+	if (l->prev[s] >= 0)
+		l->next[l->prev[s]] = l->next[s];
+	else
+		l->head[li] = l->next[s];
+	if (l->next[s] >= 0)
+		l->prev[l->next[s]] = l->prev[s];
+	else
+		l->tail[li] = l->prev[s];
+	if (l->head[li] < 0)
+		l->nonempty &= ~(UINT64_C(1) << li);
+	l->list[s] = -1;
+	l->n--;
 }
 
-int32_t shemb__heap_pop(struct shemb__evict_heap *h)
+/* The least valuable: the head of the lowest plain list; of pending
+ * rows, the one the latest prefetch wants (the farthest use, as Belady
+ * would); last, the current plan's. */
+int32_t shemb__lists_victim(struct shemb__evict_lists *l, bool unprotected)
 {
-	int32_t top;
+	uint64_t plain = l->nonempty & ((UINT64_C(1) << SHEMB__LIST_PENDING) -
+					1);
+	int32_t s;
 
-	if (h->n == 0)
+	if (plain)
+		s = l->head[__builtin_ctzll(plain)];
+	else if (unprotected)
 		return -1;
-	top = h->heap[0];
-	shemb__heap_remove(h, top);
-	return top;
+	else if (l->tail[SHEMB__LIST_PENDING] >= 0)
+		s = l->tail[SHEMB__LIST_PENDING];
+	else
+		s = l->head[SHEMB__LIST_PLAN];
+	if (s >= 0)
+		shemb__lists_remove(l, s);
+	return s;
 }
 
 /* ---- policy ---- */
 
-#define KEY_LOW_BITS 40
-#define FREQ_CAP ((UINT64_C(1) << 23) - 1)
-
-/*
- * LRU orders by the call that last used a slot; LFU by the row's count of
- * uses, ties to the least recent.  LOOKAHEAD is LFU for rows no pending
- * prefetch wants; those a prefetch wants go after them, the one wanted by
- * the latest prefetch (the farthest use) first, as Belady would.  Under
- * every policy, the rows of the planned lookup whose backward is still to
- * come go last: a prefetch of the next step must not push out the rows
- * the current step is about to update.
- */
-uint64_t shemb__tier_key(const struct shemb__tier *tr, int32_t slot)
+int shemb__tier_list(const struct shemb__tier *tr, int32_t slot)
 {
-	uint64_t low = (UINT64_C(1) << 62) - 1;
-	uint64_t recent = tr->tick & ((UINT64_C(1) << KEY_LOW_BITS) - 1);
-	uint64_t f;
+	uint32_t f;
 
 	if (tr->plan_open && tr->plan_of[slot] == tr->plan)
-		return SHEMB__KEY_PLAN | (tr->tick & low);
+		return SHEMB__LIST_PLAN;
 	if (tr->policy == SHEMB_CACHE_LOOKAHEAD && tr->pending[slot])
-		return SHEMB__KEY_PENDING | (~tr->announced[slot] & low);
+		return SHEMB__LIST_PENDING;
 	if (tr->policy == SHEMB_CACHE_LRU)
-		return tr->tick & low;
+		return 0;
 	f = tr->freq[tr->slot_row[slot]];
-	return (f < FREQ_CAP ? f : FREQ_CAP) << KEY_LOW_BITS | recent;
+	return f ? 31 - __builtin_clz(f) : 0;
 }
