@@ -308,10 +308,14 @@ struct shemb_table_attr {
 enum shemb_cache_policy {
 	SHEMB_CACHE_LRU = 0,      /* least recently used */
 	SHEMB_CACHE_LFU = 1,      /* least often used since the table was
-				   * made (a 4-byte count per row) */
-	SHEMB_CACHE_LOOKAHEAD = 2 /* as LFU, but never a row that a
-				   * prefetched, not yet looked up batch
-				   * needs while any other row can go */
+				   * made (a 4-byte count per row; counts
+				   * within a factor of 2 tie, then the
+				   * least recently used goes) */
+	SHEMB_CACHE_LOOKAHEAD = 2 /* as LFU, but never a row that an
+				   * announced, not yet looked up step
+				   * needs while any other row can go;
+				   * of those, the one needed last first
+				   * (shemb_announce) */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size
@@ -437,13 +441,28 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
  * Load into the device tier the rows that n bag sets (of the next step)
  * will need, so that their lookup finds them resident: call it for step
  * t + 1 before computing step t.  Tables without a device tier are
- * skipped.  With SHEMB_CACHE_LOOKAHEAD the rows stay protected until a
- * lookup uses them.  Loads what fits: rows over the device tier (beside
- * the rows of calls in progress) are left for the lookup.  Nothing of the
+ * skipped.  With SHEMB_CACHE_LOOKAHEAD it also announces its step (see
+ * shemb_announce), unless the caller announces steps itself.  Loads what
+ * fits without evicting rows of the current step's planned lookup or of
+ * announced steps: the rest is left for the lookup.  Nothing of the
  * tables' values changes.  With more than one rank it is collective, as
  * shemb_lookup: the ids travel to their owners.
  */
 SHEMB_API int shemb_prefetch(shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags);
+
+/*
+ * Tell the SHEMB_CACHE_LOOKAHEAD tiers of n bag sets' tables the rows a
+ * coming step will need, without loading them: eviction then keeps the
+ * rows announced steps need, and of those gives up first the one needed
+ * last, as Belady's optimum would within the announced window.  Announce
+ * steps in the order they will be looked up: each lookup of a table uses
+ * up its oldest announced step.  At most 256 steps may wait; once a table
+ * has announced steps, shemb_prefetch() loads without announcing.  Other
+ * policies ignore it.  With more than one rank it is collective, as
+ * shemb_lookup.
+ */
+SHEMB_API int shemb_announce(shemb_ctx *ctx, int n,
 			     const struct shemb_bags *bags);
 
 /* Write every changed row (and its optimizer state) of the table's device

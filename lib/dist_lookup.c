@@ -454,10 +454,11 @@ static int prefetch_owned(struct shemb__step *st, struct shemb__plan **plans)
 		const struct shemb__route *r = plans[g]->route;
 
 		if (t->shard.kind == SHEMB_SHARD_REPLICATED)
-			rc = shemb__tier_prefetch(t, plans[g]->nunique,
+			rc = shemb__prefetch_rows(st, t, plans[g]->nunique,
 						  plans[g]->unique, true);
 		else
-			rc = shemb__tier_prefetch(t, r->from_first[r->world],
+			rc = shemb__prefetch_rows(st, t,
+						  r->from_first[r->world],
 						  r->local, false);
 	}
 	return rc;

@@ -211,15 +211,18 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
 	shemb__step_lock(st, false);
-	for (int g = 0; planned && g < st->ngroups; g++)
-		shemb__tier_plan_begin(st->groups[g].table);
+	for (int g = 0; kind == SHEMB__DIST_LOOKUP && g < st->ngroups; g++) {
+		shemb__tier_lookup_begin(st->groups[g].table);
+		if (planned)
+			shemb__tier_plan_begin(st->groups[g].table);
+	}
 	if (!rc && need_plans)
 		rc = build_plans(st, plans);
 	if (dist)
 		rc = shemb__dist_lookup(st, plans, out, rc, kind);
 	for (int g = 0; !dist && !rc && g < st->ngroups; g++)
 		rc = kind == SHEMB__DIST_PREFETCH
-			     ? shemb__tier_prefetch(st->groups[g].table,
+			     ? shemb__prefetch_rows(st, st->groups[g].table,
 						    plans[g]->nunique,
 						    plans[g]->unique, true)
 			     : shemb__pool_local(st, &st->groups[g],
@@ -274,8 +277,16 @@ int shemb__lookup_for_read(struct shemb__step *st, float *const *out,
 	return run_lookup(st, out, false, status, SHEMB__DIST_READ);
 }
 
-/* shemb_prefetch(): st holds the checked bag sets */
+/* shemb_prefetch() and shemb_announce(): st holds the checked bag sets
+ * (st->announce: only announce them) */
 int shemb__lookup_for_prefetch(struct shemb__step *st, int status)
 {
 	return run_lookup(st, NULL, false, status, SHEMB__DIST_PREFETCH);
+}
+
+int shemb__prefetch_rows(const struct shemb__step *st, shemb_table *t,
+			 int64_t n, const int64_t *rows, bool distinct)
+{
+	return st->announce ? shemb__tier_announce(t, n, rows, distinct)
+			    : shemb__tier_prefetch(t, n, rows, distinct);
 }

@@ -1,14 +1,15 @@
 /*
- * prefetch.c - shemb_prefetch: the rows of a coming step into the device
- * tiers, through the lookup's checks, plans and (across ranks) its ids
- * exchange.
+ * prefetch.c - shemb_prefetch and shemb_announce: the rows of a coming
+ * step into the device tiers, or into what LOOKAHEAD tiers know of the
+ * coming steps, through the lookup's checks, plans and (across ranks) its
+ * ids exchange.
  */
 #include "lib/internal.h"
 
 #include "lib/step.h"
 
-SHEMB_API int shemb_prefetch(shemb_ctx *ctx, int n,
-			     const struct shemb_bags *bags)
+static int ahead(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+		 bool announce)
 {
 	struct shemb__step st;
 	int rc;
@@ -18,7 +19,20 @@ SHEMB_API int shemb_prefetch(shemb_ctx *ctx, int n,
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	if (rc && !shemb__distributed(ctx))
 		return rc;
+	st.announce = announce;
 	rc = shemb__lookup_for_prefetch(&st, rc);
 	shemb__step_end(&st);
 	return rc;
+}
+
+SHEMB_API int shemb_prefetch(shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags)
+{
+	return ahead(ctx, n, bags, false);
+}
+
+SHEMB_API int shemb_announce(shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags)
+{
+	return ahead(ctx, n, bags, true);
 }

@@ -21,15 +21,15 @@ static int alloc_arrays(struct shemb__tier *tr, int32_t n)
 	tr->pins = calloc(k, sizeof(*tr->pins));
 	tr->dirty = calloc(k, 1);
 	tr->by_prefetch = calloc(k, 1);
-	tr->pending = calloc(k, sizeof(*tr->pending));
-	tr->announced = calloc(k, sizeof(*tr->announced));
+	tr->next_use = malloc(k * sizeof(*tr->next_use));
 	tr->plan_of = calloc(k, sizeof(*tr->plan_of));
 	tr->free_slots = malloc(k * sizeof(*tr->free_slots));
 	if (!tr->slot_row || !tr->pins || !tr->dirty || !tr->by_prefetch ||
-	    !tr->pending || !tr->announced || !tr->plan_of || !tr->free_slots)
+	    !tr->next_use || !tr->plan_of || !tr->free_slots)
 		return SHEMB_ENOMEM;
 	for (int32_t s = 0; s < n; s++) {
 		tr->slot_row[s] = -1;
+		tr->next_use[s] = -1;
 		tr->free_slots[s] = n - 1 - s; /* slot 0 taken first */
 	}
 	tr->nfree = n;
@@ -142,8 +142,8 @@ void shemb__tier_destroy(shemb_table *t)
 	free(tr->pins);
 	free(tr->dirty);
 	free(tr->by_prefetch);
-	free(tr->pending);
-	free(tr->announced);
+	free(tr->next_use);
+	shemb__ahead_free(&tr->ahead);
 	free(tr->plan_of);
 	free(tr->free_slots);
 	free(tr->freq);

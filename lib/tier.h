@@ -55,7 +55,8 @@ int shemb__rows_acquire(shemb_table *t, int64_t n, const int64_t *rows,
 void shemb__rows_release(shemb_table *t, struct shemb__rows_view *v);
 
 /* Load what fits of local rows rows[0 .. n) (`distinct`: without
- * repeats); protect them under SHEMB_CACHE_LOOKAHEAD. */
+ * repeats); under SHEMB_CACHE_LOOKAHEAD, unless the caller announces its
+ * steps itself, it also announces this one. */
 int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows,
 			 bool distinct);
 
@@ -65,6 +66,13 @@ int shemb__tier_read(shemb_table *t, int64_t n, const int64_t *rows,
 		     void *out, int dtype);
 int shemb__tier_write(shemb_table *t, int64_t n, const int64_t *rows,
 		      const void *in, int dtype, const float *reset_state);
+
+/* Queue the rows of a coming step (any order, `distinct` as above) for
+ * SHEMB_CACHE_LOOKAHEAD, without loading them; each lookup of the table
+ * uses up the oldest queued step.  Other policies ignore it. */
+int shemb__tier_announce(shemb_table *t, int64_t n, const int64_t *rows,
+			 bool distinct);
+void shemb__tier_lookup_begin(shemb_table *t);
 
 /* A planned lookup of t starts (its rows are kept for its backward), or
  * the backward that ends it is done. */

@@ -117,15 +117,8 @@ static void note_use(shemb_table *t, int32_t s, int use)
 		tr->freq[tr->slot_row[s]]++;
 	if (use == SHEMB__ROWS_PLANNED)
 		tr->plan_of[s] = tr->plan;
-	if (use == SHEMB__ROWS_PREFETCH) {
-		if (tr->pending[s] < UINT16_MAX)
-			tr->pending[s]++;
-		tr->announced[s] = tr->prefetches;
+	if (use == SHEMB__ROWS_PREFETCH)
 		return;
-	}
-	if ((use == SHEMB__ROWS_LOOKUP || use == SHEMB__ROWS_PLANNED) &&
-	    tr->pending[s])
-		tr->pending[s]--;
 	if (tr->by_prefetch[s]) {
 		tr->by_prefetch[s] = 0;
 		SHEMB__STAT_ADD(t, prefetch_hits, 1);
@@ -170,7 +163,7 @@ static void choose_slots(struct shemb__tier *tr, struct resolve *r,
 		if (tr->nfree > 0) {
 			s = tr->free_slots[--tr->nfree];
 		} else {
-			s = shemb__lists_victim(&tr->order, partial);
+			s = shemb__lists_victim(tr, partial);
 			if (s < 0) { /* a prefetch: no more room */
 				r->nmiss = k;
 				break;
@@ -211,7 +204,6 @@ static void evict(shemb_table *t, struct resolve *r)
 		shemb__index_del(&tr->index, tr->slot_row[s]);
 		tr->slot_row[s] = -1;
 		tr->dirty[s] = 0;
-		tr->pending[s] = 0;
 		tr->by_prefetch[s] = 0;
 	}
 	SHEMB__STAT_ADD(t, cache_evictions, r->nvict);
@@ -226,6 +218,10 @@ static void settle_misses(shemb_table *t, struct resolve *r, int use)
 
 		shemb__index_put(&tr->index, r->miss_rows[k], s);
 		tr->slot_row[s] = r->miss_rows[k];
+		tr->next_use[s] = tr->policy == SHEMB_CACHE_LOOKAHEAD
+					  ? shemb__ahead_first(&tr->ahead,
+							       r->miss_rows[k])
+					  : -1;
 		tr->pins[s] = 1;
 		tr->npinned++;
 		tr->by_prefetch[s] = use == SHEMB__ROWS_PREFETCH;
@@ -256,8 +252,6 @@ static int resolve_locked(shemb_table *t, struct resolve *r, int use)
 	if (misses > room && !partial)
 		return shemb__fail(t->ctx, SHEMB_EINTERNAL, "table '%s': no "
 				   "room in the device tier", t->name);
-	if (partial)
-		tr->prefetches++;
 	take_hits(t, r, use, room < 0 ? 0 : room);
 	choose_slots(tr, r, partial);
 	rc = shemb__tier_write_back(t, r->nwb, r->wb_slots, r->wb_rows);
@@ -370,14 +364,61 @@ out:
 	memset(v, 0, sizeof(*v));
 }
 
+/* Queue a coming step of LOOKAHEAD tier t; `own`: the announcement a
+ * prefetch makes of its step when the caller announces none. */
+static int announce(shemb_table *t, int64_t n, const int64_t *rows,
+		    bool distinct, bool own)
+{
+	struct shemb__tier *tr = t->tier;
+	int64_t nd = n, *sorted = NULL;
+	int rc = 0;
+
+	if (!tr || tr->policy != SHEMB_CACHE_LOOKAHEAD)
+		return 0;
+	if (!distinct && !(rows = sorted = distinct_of(n, rows, &nd)))
+		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	pthread_mutex_lock(&tr->lock);
+	if (!own)
+		tr->ahead.used = true;
+	if (!own || !tr->ahead.used)
+		rc = shemb__ahead_push(tr, nd, rows);
+	pthread_mutex_unlock(&tr->lock);
+	free(sorted);
+	if (rc == SHEMB_EINVAL)
+		return shemb__fail(t->ctx, rc, "table '%s': %d steps are "
+				   "announced and not yet looked up, the most "
+				   "a device tier keeps", t->name,
+				   SHEMB__AHEAD_MAX);
+	if (rc)
+		return shemb__fail(t->ctx, rc, "no memory");
+	return 0;
+}
+
+int shemb__tier_announce(shemb_table *t, int64_t n, const int64_t *rows,
+			 bool distinct)
+{
+	return announce(t, n, rows, distinct, false);
+}
+
+void shemb__tier_lookup_begin(shemb_table *t)
+{
+	struct shemb__tier *tr = t->tier;
+
+	if (!tr || tr->policy != SHEMB_CACHE_LOOKAHEAD)
+		return;
+	pthread_mutex_lock(&tr->lock);
+	shemb__ahead_pop(tr);
+	pthread_mutex_unlock(&tr->lock);
+}
+
 int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows,
 			 bool distinct)
 {
 	struct shemb__rows_view v;
-	int rc;
+	int rc = announce(t, n, rows, distinct, true);
 
-	if (!t->tier || n == 0)
-		return 0;
+	if (rc || !t->tier || n == 0)
+		return rc;
 	rc = shemb__rows_acquire(t, n, rows, distinct, SHEMB__ROWS_PREFETCH,
 				 &v);
 	shemb__rows_release(t, &v);

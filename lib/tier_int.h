@@ -13,25 +13,53 @@ struct shemb__slot_index {
 	uint64_t mask;
 };
 
+/* Steps a LOOKAHEAD tier may know ahead (announced, not looked up). */
+#define SHEMB__AHEAD_MAX 256
+
 /*
  * Evictable slots in doubly linked lists, least recent first in each: one
  * list per class of value, so that every move is O(1).  LRU uses list 0;
  * LFU and LOOKAHEAD list floor(log2(uses)), so that counts within a
- * factor of two tie and go by recency.  Then the rows pending prefetches
- * want (LOOKAHEAD), in the order of their prefetches, and the rows of the
- * planned lookup whose backward is to come.  Pinned and free slots are in
- * no list.
+ * factor of two tie and go by recency.  Under LOOKAHEAD, a row that an
+ * announced step needs is in the list of the first such step (a ring of
+ * SHEMB__AHEAD_MAX lists); last, the rows of the planned lookup whose
+ * backward is to come.  Pinned and free slots are in no list.
  */
-#define SHEMB__LIST_PENDING 32
-#define SHEMB__LIST_PLAN 33
-#define SHEMB__NLISTS 34
+#define SHEMB__LIST_PLAN 32
+#define SHEMB__LIST_AHEAD 33
+#define SHEMB__NLISTS (SHEMB__LIST_AHEAD + SHEMB__AHEAD_MAX)
 
 struct shemb__evict_lists {
 	int32_t *prev, *next;   /* per slot */
-	int8_t *list;           /* per slot: its list, -1: none */
+	int16_t *list;          /* per slot: its list, -1: none */
 	int32_t head[SHEMB__NLISTS], tail[SHEMB__NLISTS];
-	uint64_t nonempty;      /* a bit per list */
+	uint64_t nonempty;      /* a bit per plain list */
 	int32_t n;              /* slots in lists */
+};
+
+/* One announced step: its distinct rows, and for each the next announced
+ * step that needs it (-1: none) and its place there. */
+struct shemb__ahead_step {
+	int64_t n;
+	int64_t *rows;
+	int64_t *next_seq;
+	int32_t *next_idx;
+};
+
+/* A row's first and last occurrences in the announced steps. */
+struct shemb__ahead_entry {
+	int64_t row;            /* -1: empty */
+	int64_t first_seq, last_seq;
+	int32_t first_idx, last_idx;
+};
+
+/* The announced steps of a LOOKAHEAD tier, oldest first. */
+struct shemb__ahead {
+	struct shemb__ahead_step ring[SHEMB__AHEAD_MAX];
+	uint64_t head, tail;    /* queued: steps head .. tail - 1 */
+	bool used;              /* shemb_announce() was called */
+	struct shemb__ahead_entry *map; /* row -> entry, open addressing */
+	uint64_t mask, count;
 };
 
 struct shemb__cold {
@@ -48,8 +76,8 @@ struct shemb__tier {
 	int32_t *pins;
 	uint8_t *dirty;
 	uint8_t *by_prefetch;           /* loaded by a prefetch, not yet used */
-	uint16_t *pending;              /* prefetches not yet looked up */
-	uint64_t *announced;            /* the last prefetch that wanted it */
+	int64_t *next_use;              /* LOOKAHEAD: first announced step
+					 * that needs it, -1: none */
 	uint64_t *plan_of;              /* the planned lookup that last used
 					 * it */
 	uint64_t plan;                  /* the current planned lookup */
@@ -60,7 +88,7 @@ struct shemb__tier {
 	struct shemb__slot_index index;
 	struct shemb__evict_lists order;
 	uint32_t *freq;                 /* per local row: LFU, LOOKAHEAD */
-	uint64_t prefetches;
+	struct shemb__ahead ahead;
 	struct shemb__cold cold;        /* fd -1: rows in host memory */
 	uint64_t reserved_host, reserved_device;
 	pthread_mutex_t lock;
@@ -82,10 +110,19 @@ void shemb__lists_add(struct shemb__tier *tr, int32_t slot, bool first);
 void shemb__lists_remove(struct shemb__evict_lists *l, int32_t slot);
 /* The slot to evict, -1 when none; `unprotected`: only from the lists
  * of rows no prefetch or plan protects. */
-int32_t shemb__lists_victim(struct shemb__evict_lists *l, bool unprotected);
+int32_t shemb__lists_victim(struct shemb__tier *tr, bool unprotected);
 
 /* The list a slot belongs in under the tier's policy. */
 int shemb__tier_list(const struct shemb__tier *tr, int32_t slot);
+/* Move a slot that is in a list to the one it belongs in now. */
+void shemb__lists_refile(struct shemb__tier *tr, int32_t slot);
+
+/* tier_ahead.c: the announced steps (with the tier's lock held) */
+void shemb__ahead_free(struct shemb__ahead *a);
+int shemb__ahead_push(struct shemb__tier *tr, int64_t n,
+		      const int64_t *rows);
+void shemb__ahead_pop(struct shemb__tier *tr);
+int64_t shemb__ahead_first(const struct shemb__ahead *a, int64_t row);
 
 /* tier_move.c: records between the device tier and the tier below */
 int shemb__tier_load(shemb_table *t, int64_t n, const int64_t *slots,

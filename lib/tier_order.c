@@ -94,14 +94,15 @@ int shemb__lists_init(struct shemb__evict_lists *l, int32_t nslots)
 
 	l->prev = malloc(k * sizeof(*l->prev));
 	l->next = malloc(k * sizeof(*l->next));
-	l->list = malloc(k);
+	l->list = malloc(k * sizeof(*l->list));
 	l->n = 0;
 	l->nonempty = 0;
 	for (int i = 0; i < SHEMB__NLISTS; i++)
 		l->head[i] = l->tail[i] = -1;
 	if (!l->prev || !l->next || !l->list)
 		return SHEMB_ENOMEM;
-	memset(l->list, -1, k);
+	for (size_t s = 0; s < k; s++)
+		l->list[s] = -1;
 	return 0;
 }
 
@@ -115,7 +116,7 @@ void shemb__lists_free(struct shemb__evict_lists *l)
 static void link_slot(struct shemb__evict_lists *l, int li, int32_t s,
 		      bool first)
 {
-	l->list[s] = (int8_t)li;
+	l->list[s] = (int16_t)li;
 	if (first) {
 		l->prev[s] = -1;
 		l->next[s] = l->head[li];
@@ -133,7 +134,8 @@ static void link_slot(struct shemb__evict_lists *l, int li, int32_t s,
 			l->head[li] = s;
 		l->tail[li] = s;
 	}
-	l->nonempty |= UINT64_C(1) << li;
+	if (li < SHEMB__LIST_PLAN)
+		l->nonempty |= UINT64_C(1) << li;
 	l->n++;
 }
 
@@ -156,32 +158,52 @@ void shemb__lists_remove(struct shemb__evict_lists *l, int32_t s)
 		l->prev[l->next[s]] = l->prev[s];
 	else
 		l->tail[li] = l->prev[s];
-	if (l->head[li] < 0)
+	if (l->head[li] < 0 && li < SHEMB__LIST_PLAN)
 		l->nonempty &= ~(UINT64_C(1) << li);
 	l->list[s] = -1;
 	l->n--;
 }
 
-/* The least valuable: the head of the lowest plain list; of pending
- * rows, the one the latest prefetch wants (the farthest use, as Belady
- * would); last, the current plan's. */
-int32_t shemb__lists_victim(struct shemb__evict_lists *l, bool unprotected)
+/* Of the rows announced steps need, one the last of them needs. */
+static int32_t farthest(const struct shemb__tier *tr)
 {
-	uint64_t plain = l->nonempty & ((UINT64_C(1) << SHEMB__LIST_PENDING) -
-					1);
+	const struct shemb__ahead *a = &tr->ahead;
+
+	for (uint64_t q = a->tail; q > a->head; q--) {
+		int32_t s = tr->order.head[SHEMB__LIST_AHEAD +
+					   (q - 1) % SHEMB__AHEAD_MAX];
+
+		if (s >= 0)
+			return s;
+	}
+	return -1;
+}
+
+/* The least valuable: the head of the lowest plain list; of rows that
+ * announced steps need, one needed last (as Belady would choose); last,
+ * the current plan's. */
+int32_t shemb__lists_victim(struct shemb__tier *tr, bool unprotected)
+{
+	struct shemb__evict_lists *l = &tr->order;
 	int32_t s;
 
-	if (plain)
-		s = l->head[__builtin_ctzll(plain)];
+	if (l->nonempty)
+		s = l->head[__builtin_ctzll(l->nonempty)];
 	else if (unprotected)
 		return -1;
-	else if (l->tail[SHEMB__LIST_PENDING] >= 0)
-		s = l->tail[SHEMB__LIST_PENDING];
-	else
+	else if ((s = farthest(tr)) < 0)
 		s = l->head[SHEMB__LIST_PLAN];
 	if (s >= 0)
 		shemb__lists_remove(l, s);
 	return s;
+}
+
+void shemb__lists_refile(struct shemb__tier *tr, int32_t slot)
+{
+	if (tr->order.list[slot] == shemb__tier_list(tr, slot))
+		return;
+	shemb__lists_remove(&tr->order, slot);
+	shemb__lists_add(tr, slot, false);
 }
 
 /* ---- policy ---- */
@@ -192,8 +214,9 @@ int shemb__tier_list(const struct shemb__tier *tr, int32_t slot)
 
 	if (tr->plan_open && tr->plan_of[slot] == tr->plan)
 		return SHEMB__LIST_PLAN;
-	if (tr->policy == SHEMB_CACHE_LOOKAHEAD && tr->pending[slot])
-		return SHEMB__LIST_PENDING;
+	if (tr->policy == SHEMB_CACHE_LOOKAHEAD && tr->next_use[slot] >= 0)
+		return SHEMB__LIST_AHEAD +
+		       (int)((uint64_t)tr->next_use[slot] % SHEMB__AHEAD_MAX);
 	if (tr->policy == SHEMB_CACHE_LRU)
 		return 0;
 	f = tr->freq[tr->slot_row[slot]];

@@ -276,7 +276,9 @@ static void random_run(struct pair *p, uint64_t seed, int iters)
 
 		if (op <= 1) {
 			s = tu_bags_view(&next, p->tier, SHEMB_POOL_SUM);
-			ck_assert_int_eq(shemb_prefetch(p->ctx, 1, &s), 0);
+			ck_assert_int_eq(op ? shemb_prefetch(p->ctx, 1, &s)
+					    : shemb_announce(p->ctx, 1, &s),
+					 0);
 		} else if (op == 2) {
 			both_write(p, &r);
 		} else if (op == 3) {
@@ -465,8 +467,24 @@ START_TEST(lfu_keeps_the_frequent_row)
 }
 END_TEST
 
-/* A row a prefetch wants stays, even against a more frequent row. */
-START_TEST(lookahead_keeps_the_prefetched_row)
+static void announce_ids(shemb_ctx *ctx, shemb_table *t, int n,
+			 const int64_t *ids)
+{
+	struct tu_bags b;
+	int64_t len[16];
+	struct shemb_bags s;
+
+	for (int i = 0; i < n; i++)
+		len[i] = 1;
+	tu_bags_from(&b, n, len, ids, NULL);
+	s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
+	ck_assert_int_eq(shemb_announce(ctx, 1, &s), 0);
+	tu_bags_free(&b);
+}
+
+/* A row an announced step needs stays, even against a more frequent
+ * row; LFU (which ignores announcements) evicts it. */
+START_TEST(lookahead_keeps_the_announced_row)
 {
 	shemb_ctx *ctx = new_ctx();
 	const int64_t r0[] = { 0 }, r1[] = { 1 }, r2[] = { 2 };
@@ -474,18 +492,91 @@ START_TEST(lookahead_keeps_the_prefetched_row)
 	for (int la = 0; la < 2; la++) {
 		shemb_table *t = cache_table(ctx, 2, la ? SHEMB_CACHE_LOOKAHEAD
 							: SHEMB_CACHE_LFU);
-		struct shemb_table_stats s;
 
 		for (int i = 0; i < 3; i++)
 			lookup_ids(ctx, t, 1, r0, false);
-		prefetch_ids(ctx, t, 1, r1);
+		lookup_ids(ctx, t, 1, r1, false);
+		announce_ids(ctx, t, 1, r2);
+		announce_ids(ctx, t, 1, r1);
 		lookup_ids(ctx, t, 1, r2, false);  /* evicts 0 or 1 */
 		lookup_ids(ctx, t, 1, r1, false);
-		s = stats_of(t);
-		ck_assert_uint_eq(s.cache_misses, la ? 3 : 4);
-		ck_assert_uint_eq(s.prefetch_hits, la ? 1 : 0);
+		ck_assert_uint_eq(stats_of(t).cache_misses, la ? 3 : 4);
 		shemb_table_destroy(t);
 	}
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Rows 1 and 2 held; steps {3} {2} {3} {1} announced: the step {3} evicts
+ * row 1, needed last, and the four steps miss twice (evicting row 2
+ * would miss three times). */
+START_TEST(lookahead_evicts_the_row_needed_last)
+{
+	shemb_ctx *ctx = new_ctx();
+	shemb_table *t = cache_table(ctx, 2, SHEMB_CACHE_LOOKAHEAD);
+	const int64_t one[] = { 1 }, two[] = { 2 }, three[] = { 3 };
+	const int64_t *steps[] = { three, two, three, one };
+
+	lookup_ids(ctx, t, 1, one, false);
+	lookup_ids(ctx, t, 1, two, false);
+	for (int i = 0; i < 4; i++)
+		announce_ids(ctx, t, 1, steps[i]);
+	for (int i = 0; i < 4; i++)
+		lookup_ids(ctx, t, 1, steps[i], false);
+	ck_assert_uint_eq(stats_of(t).cache_misses, 4);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A prefetch announces its own step when the caller announces none. */
+START_TEST(lookahead_prefetch_announces_its_step)
+{
+	shemb_ctx *ctx = new_ctx();
+	shemb_table *t = cache_table(ctx, 2, SHEMB_CACHE_LOOKAHEAD);
+	const int64_t r0[] = { 0 }, r1[] = { 1 }, r2[] = { 2 };
+	struct shemb_table_stats s;
+
+	for (int i = 0; i < 3; i++)
+		lookup_ids(ctx, t, 1, r0, false);
+	prefetch_ids(ctx, t, 1, r2); /* the next step: 2 */
+	prefetch_ids(ctx, t, 1, r1); /* the one after: 1 */
+	lookup_ids(ctx, t, 1, r2, false);
+	lookup_ids(ctx, t, 1, r1, false);
+	s = stats_of(t);
+	ck_assert_uint_eq(s.cache_misses, 3);
+	ck_assert_uint_eq(s.prefetch_hits, 2);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(too_many_announced_steps)
+{
+	shemb_ctx *ctx = new_ctx();
+	shemb_table *t = cache_table(ctx, 4, SHEMB_CACHE_LOOKAHEAD);
+	shemb_table *lru = cache_table(ctx, 4, SHEMB_CACHE_LRU);
+	const int64_t r[] = { 5 };
+	struct tu_bags b;
+	int64_t len[] = { 1 };
+	struct shemb_bags s;
+
+	tu_bags_from(&b, 1, len, r, NULL);
+	s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
+	for (int i = 0; i < 256; i++)
+		ck_assert_int_eq(shemb_announce(ctx, 1, &s), 0);
+	ck_assert_int_eq(shemb_announce(ctx, 1, &s), SHEMB_EINVAL);
+	ck_assert(tu_contains_all(shemb_ctx_last_error(ctx), "256",
+				  "announced", NULL));
+	lookup_ids(ctx, t, 1, r, false); /* uses one up */
+	ck_assert_int_eq(shemb_announce(ctx, 1, &s), 0);
+	s = tu_bags_view(&b, lru, SHEMB_POOL_SUM);
+	for (int i = 0; i < 300; i++) /* ignored by LRU */
+		ck_assert_int_eq(shemb_announce(ctx, 1, &s), 0);
+	ck_assert_uint_eq(stats_of(lru).cache_misses, 0);
+	tu_bags_free(&b);
+	shemb_table_destroy(t);
+	shemb_table_destroy(lru);
 	shemb_ctx_destroy(ctx);
 }
 END_TEST
@@ -849,7 +940,10 @@ static Suite *tier_suite(void)
 	suite_add_tcase(s, tc);
 	tcase_add_test(ts, lru_counts);
 	tcase_add_test(ts, lfu_keeps_the_frequent_row);
-	tcase_add_test(ts, lookahead_keeps_the_prefetched_row);
+	tcase_add_test(ts, lookahead_keeps_the_announced_row);
+	tcase_add_test(ts, lookahead_evicts_the_row_needed_last);
+	tcase_add_test(ts, lookahead_prefetch_announces_its_step);
+	tcase_add_test(ts, too_many_announced_steps);
 	tcase_add_test(ts, prefetch_spares_the_current_step);
 	suite_add_tcase(s, ts);
 	tcase_set_timeout(tf, 60);

@@ -48,6 +48,8 @@ const char bench_cache_usage[] =
 "  --dim N             values per row for the hit rates (default 16)\n"
 "  --tput-dim N        values per row for the throughput (default 128)\n"
 "  --depth N           batches lookahead prefetches ahead (default 2)\n"
+"  --window N          batches lookahead announces ahead (shemb_announce;\n"
+"                      default 128, at most 256; 0: none)\n"
 "  --zipf-s S          exponent of the Zipf trace the results are of\n"
 "                      without --trace (default 1.05)\n"
 "  --seed N            seed of the synthetic ids (default 1)\n"
@@ -58,7 +60,7 @@ const char bench_cache_usage[] =
 
 struct cache_opts {
 	int64_t rows, batches, batch;
-	int pooling, dim, tput_dim, depth, threads, reps;
+	int pooling, dim, tput_dim, depth, window, threads, reps;
 	double zipf_s;
 	uint64_t seed;
 	const char *trace;
@@ -71,6 +73,7 @@ struct cache_run {
 	struct bench_pool *pool;
 	int64_t *perm;          /* Zipf rank - 1 -> id */
 	float *out;             /* one lookup's output, either dim */
+	double lookup_s;        /* time in shemb_lookup, summed */
 };
 
 /* One capacity of one trace. */
@@ -85,8 +88,8 @@ struct cap_result {
 
 enum {
 	CO_TRACE = 256, CO_ROWS, CO_BATCHES, CO_BATCH, CO_POOLING, CO_DIM,
-	CO_TPUT_DIM, CO_DEPTH, CO_ZIPF_S, CO_SEED, CO_THREADS, CO_REPS,
-	CO_QUICK
+	CO_TPUT_DIM, CO_DEPTH, CO_WINDOW, CO_ZIPF_S, CO_SEED, CO_THREADS,
+	CO_REPS, CO_QUICK
 };
 
 static const struct option cache_long[] = {
@@ -98,6 +101,7 @@ static const struct option cache_long[] = {
 	{ "dim", required_argument, NULL, CO_DIM },
 	{ "tput-dim", required_argument, NULL, CO_TPUT_DIM },
 	{ "depth", required_argument, NULL, CO_DEPTH },
+	{ "window", required_argument, NULL, CO_WINDOW },
 	{ "zipf-s", required_argument, NULL, CO_ZIPF_S },
 	{ "seed", required_argument, NULL, CO_SEED },
 	{ "threads", required_argument, NULL, CO_THREADS },
@@ -149,6 +153,8 @@ static int apply_opt(struct cache_opts *o, int c, const char *arg)
 		return parse_int(arg, 1, SHEMB_MAX_DIM, &o->tput_dim);
 	case CO_DEPTH:
 		return parse_int(arg, 0, 64, &o->depth);
+	case CO_WINDOW:
+		return parse_int(arg, 0, 256, &o->window);
 	case CO_ZIPF_S:
 		return parse_s(arg, &o->zipf_s);
 	case CO_SEED:
@@ -184,7 +190,8 @@ static int parse(int argc, char **argv, struct cache_opts *o)
 
 	*o = (struct cache_opts){ .rows = -1, .batches = -1, .batch = 4096,
 				  .pooling = 32, .dim = 16, .tput_dim = 128,
-				  .depth = 2, .threads = 2, .reps = -1,
+				  .depth = 2, .window = 128, .threads = 2,
+				  .reps = -1,
 				  .zipf_s = 1.05, .seed = 1 };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", cache_long, &idx)) != -1) {
@@ -252,34 +259,49 @@ static int make_table(struct cache_run *r, int64_t rows, int dim,
 	return 0;
 }
 
+enum step_kind { LOOKUP, PREFETCH, ANNOUNCE };
+
 static int step(struct cache_run *r, shemb_table *t,
-		const struct bench_batch *b, bool prefetch)
+		const struct bench_batch *b, enum step_kind kind)
 {
 	struct shemb_bags bags = bench_bags_of(t, b);
 	float *outs[1] = { r->out };
+	double t0;
 	int rc;
 
-	if (prefetch) {
+	if (kind == PREFETCH) {
 		rc = shemb_prefetch(r->ctx, 1, &bags);
 		return rc ? failed(r->ctx, "shemb_prefetch", rc) : 0;
 	}
+	if (kind == ANNOUNCE) {
+		rc = shemb_announce(r->ctx, 1, &bags);
+		return rc ? failed(r->ctx, "shemb_announce", rc) : 0;
+	}
+	t0 = bench_now();
 	rc = shemb_lookup(r->ctx, 1, &bags, outs, SHEMB_LOOKUP_NO_GRAD);
+	r->lookup_s += bench_now() - t0;
 	return rc ? failed(r->ctx, "shemb_lookup", rc) : 0;
 }
 
-/* Lookups in order; with depth > 0, batch t + depth prefetched before
- * batch t is looked up. */
+/* Lookups in order; with window > 0, batch t + window announced and with
+ * depth > 0, batch t + depth prefetched, before batch t is looked up. */
 static int replay(struct cache_run *r, shemb_table *t,
-		  const struct cache_trace *tr, int depth)
+		  const struct cache_trace *tr, int depth, int window)
 {
+	for (int k = 0; k < window && k < tr->nb; k++)
+		if (step(r, t, &tr->b[k], ANNOUNCE))
+			return -1;
 	for (int k = 0; k < depth && k < tr->nb; k++)
-		if (step(r, t, &tr->b[k], true))
+		if (step(r, t, &tr->b[k], PREFETCH))
 			return -1;
 	for (int k = 0; k < tr->nb; k++) {
-		if (depth && k + depth < tr->nb &&
-		    step(r, t, &tr->b[k + depth], true))
+		if (window && k + window < tr->nb &&
+		    step(r, t, &tr->b[k + window], ANNOUNCE))
 			return -1;
-		if (step(r, t, &tr->b[k], false))
+		if (depth && k + depth < tr->nb &&
+		    step(r, t, &tr->b[k + depth], PREFETCH))
+			return -1;
+		if (step(r, t, &tr->b[k], LOOKUP))
 			return -1;
 	}
 	return 0;
@@ -346,12 +368,13 @@ static int policy_rate(struct cache_run *r, const struct cache_trace *tr,
 	struct shemb_table_stats st = { .size = sizeof(st) };
 	const struct bench_batch *last = &tr->b[tr->nb - 1];
 	int depth = pol == P_LOOKAHEAD ? c->depth : 0;
+	int window = pol == P_LOOKAHEAD ? r->o->window : 0;
 	int dim = r->o->dim, rc;
 	shemb_table *t;
 
 	if (make_table(r, tr->rows, dim, c->slots, pol_enum[pol], &t))
 		return -1;
-	rc = replay(r, t, tr, depth);
+	rc = replay(r, t, tr, depth, window);
 	if (!rc && (rc = shemb_table_stats(t, &st)))
 		failed(r->ctx, "shemb_table_stats", rc);
 	if (!rc)
@@ -435,8 +458,11 @@ static int run_trace(struct cache_run *r, struct cache_trace *tr,
 
 /* ---- throughput ---- */
 
+/* [reps]: seconds of whole replays and of their lookups alone, and the
+ * ratios resident / tier of both */
 struct tput {
-	double *tier, *res, *ratio; /* [reps] seconds, seconds, res / tier */
+	double *tier, *res, *ratio;
+	double *tier_lk, *res_lk, *ratio_lk;
 };
 
 static int time_replays(struct cache_run *r,
@@ -458,59 +484,85 @@ static int time_replays(struct cache_run *r,
 		if (rc)
 			break;
 		t0 = bench_now();
-		rc = replay(r, t, tr, c->depth);
+		r->lookup_s = 0;
+		rc = replay(r, t, tr, c->depth, o->window);
 		s->tier[i] = bench_now() - t0;
+		s->tier_lk[i] = r->lookup_s;
 		shemb_table_destroy(t);
 		t0 = bench_now();
-		rc = rc || replay(r, res, tr, c->depth);
+		r->lookup_s = 0;
+		rc = rc || replay(r, res, tr, c->depth, 0);
 		s->res[i] = bench_now() - t0;
+		s->res_lk[i] = r->lookup_s;
 		s->ratio[i] = s->res[i] / s->tier[i];
+		s->ratio_lk[i] = s->res_lk[i] / s->tier_lk[i];
 	}
 	bench_progress_done();
 	shemb_table_destroy(res);
 	return rc ? -1 : 0;
 }
 
-/* Ids per second with the tier over all rows resident; -1 on failure. */
-static double throughput(struct cache_run *r,
-			 const struct cache_trace *tr,
-			 const struct cap_result *c)
+static double *zeros(int n)
+{
+	return calloc((size_t)n, sizeof(double));
+}
+
+static void print_tput(const struct cache_opts *o, int64_t ids,
+		       const struct tput *s)
+{
+	printf("  %-34s %8.2f M ids/s\n", "with the device tier, all",
+	       (double)ids / bench_stat_of(s->tier, o->reps).median / 1e6);
+	printf("  %-34s %8.2f M ids/s\n", "all rows resident",
+	       (double)ids / bench_stat_of(s->res, o->reps).median / 1e6);
+	printf("  %-34s %8.3f (median of paired ratios)\n",
+	       "tier / resident", bench_stat_of(s->ratio, o->reps).median);
+	printf("  %-34s %8.2f M ids/s\n", "with the device tier, lookups",
+	       (double)ids / bench_stat_of(s->tier_lk, o->reps).median / 1e6);
+	printf("  %-34s %8.3f (prefetches and announcements\n%39s"
+	       "run between steps)\n", "tier / resident, lookups alone",
+	       bench_stat_of(s->ratio_lk, o->reps).median, "");
+}
+
+/* Ids per second with the tier over all rows resident, whole replays
+ * and lookups alone; -1 on failure. */
+static int throughput(struct cache_run *r, const struct cache_trace *tr,
+		      const struct cap_result *c, double ratio[2])
 {
 	const struct cache_opts *o = r->o;
-	struct tput s = { calloc((size_t)o->reps, sizeof(double)),
-			  calloc((size_t)o->reps, sizeof(double)),
-			  calloc((size_t)o->reps, sizeof(double)) };
+	struct tput s = { zeros(o->reps), zeros(o->reps), zeros(o->reps),
+			  zeros(o->reps), zeros(o->reps), zeros(o->reps) };
 	int64_t ids = 0;
-	double ratio = -1;
+	int rc = -1;
 
 	for (int t = 0; t < tr->nb; t++)
 		ids += tr->b[t].nids;
-	if (s.tier && s.res && s.ratio && !time_replays(r, tr, c, &s)) {
-		ratio = bench_stat_of(s.ratio, o->reps).median;
+	if (s.tier && s.res && s.ratio && s.tier_lk && s.res_lk &&
+	    s.ratio_lk && !time_replays(r, tr, c, &s)) {
+		ratio[0] = bench_stat_of(s.ratio, o->reps).median;
+		ratio[1] = bench_stat_of(s.ratio_lk, o->reps).median;
 		printf("\nthroughput: %s at %d%% (%lld slots), lookahead, "
-		       "prefetch depth %d,\ndim %d; median of %d replay%s of "
-		       "%lld ids (lookups and prefetches, NO_GRAD)\n",
+		       "prefetch depth %d,\nwindow %d, dim %d; median of %d "
+		       "replay%s of %lld ids (lookups, prefetches\nand "
+		       "announcements, NO_GRAD)\n",
 		       tr->name, pcts[TPUT_PCT], (long long)c->slots,
-		       c->depth, o->tput_dim, o->reps, o->reps > 1 ? "s" : "",
-		       (long long)ids);
-		printf("  %-22s %8.2f M ids/s\n", "with the device tier",
-		       (double)ids / bench_stat_of(s.tier, o->reps).median /
-		       1e6);
-		printf("  %-22s %8.2f M ids/s\n", "all rows resident",
-		       (double)ids / bench_stat_of(s.res, o->reps).median /
-		       1e6);
-		printf("  %-22s %8.3f (median of paired ratios)\n",
-		       "tier / resident", ratio);
+		       c->depth, o->window, o->tput_dim, o->reps,
+		       o->reps > 1 ? "s" : "", (long long)ids);
+		print_tput(o, ids, &s);
+		rc = 0;
 	}
 	free(s.tier);
 	free(s.res);
 	free(s.ratio);
-	return ratio;
+	free(s.tier_lk);
+	free(s.res_lk);
+	free(s.ratio_lk);
+	return rc;
 }
 
 /* ---- the runs ---- */
 
-static void print_results(const struct cap_result *res, double ratio)
+static void print_results(const struct cap_result *res,
+			  const double ratio[2])
 {
 	putchar('\n');
 	for (int i = 0; i < NPCT; i++)
@@ -520,20 +572,20 @@ static void print_results(const struct cap_result *res, double ratio)
 	printf("result lookahead_vs_belady_%d %.2f\n", pcts[TPUT_PCT],
 	       100.0 * (res[TPUT_PCT].rate[P_BELADY] -
 			res[TPUT_PCT].rate[P_LOOKAHEAD]));
-	printf("result tier_vs_resident %.4f\n", ratio);
+	printf("result tier_vs_resident %.4f\n", ratio[0]);
+	printf("result tier_lookups_vs_resident %.4f\n", ratio[1]);
 }
 
 /* Results, and the throughput, of the trace the results are of. */
 static int finish(struct cache_run *r, const struct cache_trace *tr,
 		  const struct cap_result *res, bool raised)
 {
-	double ratio;
+	double ratio[2];
 
 	if (raised)
 		printf("\n* raised to the most distinct ids of one batch: a "
 		       "lookup needs them all at once\n");
-	ratio = throughput(r, tr, &res[TPUT_PCT]);
-	if (ratio < 0)
+	if (throughput(r, tr, &res[TPUT_PCT], ratio))
 		return -1;
 	print_results(res, ratio);
 	return 0;
@@ -669,10 +721,12 @@ static int open_run(struct cache_run *r)
 	printf("shemb-bench cache: libshemb %s\n", shemb_version_string());
 	printf("  batches  %lld ids each, one lookup (NO_GRAD) of bags of %d "
 	       "ids (SUM)\n", (long long)o->batch, o->pooling);
-	printf("  policies lru, lfu: lookups only; lookahead: batch t + depth "
-	       "prefetched before\n           batch t is looked up (depth "
-	       "%d, lowered where depth + 1 batches do\n           not fit); "
-	       "belady: the offline optimum, computed here\n", o->depth);
+	printf("  policies lru, lfu: lookups only; lookahead: batch t + window "
+	       "announced and\n           batch t + depth prefetched before "
+	       "batch t is looked up (window %d,\n           depth %d, "
+	       "lowered where depth + 1 batches do not fit); belady:\n"
+	       "           the offline optimum, computed here\n", o->window,
+	       o->depth);
 	printf("  hit rate 1 - rows loaded into the tier / requests "
 	       "(distinct ids of each batch,\n           summed); rows of "
 	       "dim %d; threads %d\n", o->dim, o->threads);
