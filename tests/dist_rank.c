@@ -36,9 +36,10 @@
  *
  * With --cache PCT, every table keeps PCT% of the rows each rank holds in
  * a device tier (policy by rank and table; with --cold, over a file), the
- * bags are smaller so that a call fits, and each step prefetches the
- * next one's bags between its lookup and its backward: the same bounds
- * hold, and bit for bit with --deterministic.
+ * bags are smaller so that a call fits, each step announces the bags of
+ * the step three ahead and prefetches the next one's between its lookup
+ * and its backward: the same bounds hold, and bit for bit with
+ * --deterministic.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -57,6 +58,7 @@
 static int rank, world, deterministic, wire = SHEMB_F32;
 static int pool_at = SHEMB_POOL_AT_AUTO;
 static int cache_pct;
+#define ANNOUNCED 3 /* --cache: steps announced ahead */
 static char cold_dir[64];
 static shemb_ctx *ctx, *ref;
 
@@ -895,12 +897,16 @@ static void check_flags_and_empty_read(struct step *s)
 		     shemb_ctx_last_error(ctx));
 }
 
-static void prefetch_step(int step)
+/* Prefetch (or only announce) this rank's bags of a coming step. */
+static void ahead_step(int step, bool announce)
 {
 	struct step *s = calloc(1, sizeof(*s));
 
 	build_step(s, step);
-	CHECK_RC(ctx, shemb_prefetch(ctx, s->nmine, s->mine));
+	if (announce)
+		CHECK_RC(ctx, shemb_announce(ctx, s->nmine, s->mine));
+	else
+		CHECK_RC(ctx, shemb_prefetch(ctx, s->nmine, s->mine));
 	free_step(s);
 	free(s);
 }
@@ -909,6 +915,8 @@ static void run_step(int step, int steps)
 {
 	struct step *s = calloc(1, sizeof(*s));
 
+	if (cache_pct && step + ANNOUNCED < steps)
+		ahead_step(step + ANNOUNCED, true);
 	build_step(s, step);
 	if (world > 1 && step == steps / 2) {
 		bad_lookup(s);
@@ -918,7 +926,7 @@ static void run_step(int step, int steps)
 	CHECK_RC(ref, shemb_lookup(ref, s->nref, s->refb, s->ref_out, 0));
 	check_outputs(s, step);
 	if (cache_pct && step + 1 < steps)
-		prefetch_step(step + 1);
+		ahead_step(step + 1, false);
 	if (world > 1 && step == steps / 2)
 		bad_backward(s);
 	CHECK_RC(ctx, shemb_backward(ctx, s->nmine, s->mine, s->grad));
@@ -1019,6 +1027,8 @@ int main(int argc, char **argv)
 	make_tables();
 	read_initial();
 	check_exact_read();
+	for (int step = 0; cache_pct && step < ANNOUNCED && step < steps; step++)
+		ahead_step(step, true);
 	for (int step = 0; step < steps; step++)
 		run_step(step, steps);
 	compare_tables(steps);
