@@ -83,8 +83,12 @@ static void count(const struct shemb__tier *tr, struct resolve *r,
 	int64_t m = 0, hits_evictable = 0;
 
 	for (int64_t i = 0; i < r->nd; i++) {
-		int32_t s = shemb__index_find(&tr->index, r->d[i]);
+		int32_t s;
 
+		if (i + SHEMB__LOOK_AHEAD < r->nd)
+			shemb__index_touch(&tr->index,
+					   r->d[i + SHEMB__LOOK_AHEAD]);
+		s = shemb__index_find(&tr->index, r->d[i]);
 		r->dslot[i] = s;
 		if (s < 0)
 			m++;

@@ -180,8 +180,12 @@ int shemb__ahead_push(struct shemb__tier *tr, int64_t n, const int64_t *rows)
 	for (int64_t i = 0; i < n; i++)
 		st->rows[i] = rows[i];
 	a->tail++;
-	for (int64_t i = 0; i < n; i++)
+	for (int64_t i = 0; i < n; i++) {
+		if (i + SHEMB__LOOK_AHEAD < n)
+			__builtin_prefetch(&a->map[home(a, rows[i +
+						SHEMB__LOOK_AHEAD])]);
 		link_row(tr, seq, (int32_t)i);
+	}
 	return 0;
 }
 
@@ -197,9 +201,16 @@ void shemb__ahead_pop(struct shemb__tier *tr)
 	st = step_of(a, a->head);
 	a->head++;
 	for (int64_t i = 0; i < st->n; i++) {
-		struct shemb__ahead_entry *e = find(a, st->rows[i]);
+		struct shemb__ahead_entry *e;
 		int64_t row = st->rows[i];
 
+		if (i + SHEMB__LOOK_AHEAD < st->n) {
+			int64_t later = st->rows[i + SHEMB__LOOK_AHEAD];
+
+			__builtin_prefetch(&a->map[home(a, later)]);
+			shemb__index_touch(&tr->index, later);
+		}
+		e = find(a, row);
 		if (st->next_seq[i] < 0) {
 			erase(a, e);
 			renew(tr, row, -1);

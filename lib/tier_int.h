@@ -99,6 +99,10 @@ struct shemb__tier {
 int shemb__index_init(struct shemb__slot_index *ix, int32_t nslots);
 void shemb__index_free(struct shemb__slot_index *ix);
 int32_t shemb__index_find(const struct shemb__slot_index *ix, int64_t row);
+/* Start loading the index entry of row (loops look rows up a few ahead:
+ * the index is larger than the caches, and misses overlap). */
+void shemb__index_touch(const struct shemb__slot_index *ix, int64_t row);
+#define SHEMB__LOOK_AHEAD 8
 void shemb__index_put(struct shemb__slot_index *ix, int64_t row, int32_t s);
 void shemb__index_del(struct shemb__slot_index *ix, int64_t row);
 

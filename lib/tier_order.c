@@ -51,6 +51,14 @@ int32_t shemb__index_find(const struct shemb__slot_index *ix, int64_t row)
 	}
 }
 
+void shemb__index_touch(const struct shemb__slot_index *ix, int64_t row)
+{
+	uint64_t i = home(ix, row);
+
+	__builtin_prefetch(&ix->rows[i]);
+	__builtin_prefetch(&ix->slots[i]);
+}
+
 void shemb__index_put(struct shemb__slot_index *ix, int64_t row, int32_t s)
 {
 	uint64_t i = home(ix, row);
