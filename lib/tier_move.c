@@ -60,44 +60,47 @@ static int write_cold(shemb_table *t, int64_t n, const int64_t *slots,
 	return rc;
 }
 
-int shemb__tier_load(shemb_table *t, int64_t n, const int64_t *slots,
-		     const int64_t *rows)
+/* Records between the device tier and the tier below: loads (`in`) or
+ * write-backs, with their statistics. */
+static int move(shemb_table *t, int64_t n, const int64_t *slots,
+		const int64_t *rows, bool in)
 {
 	shemb_ctx *ctx = t->ctx;
+	struct shemb__tier *tr = t->tier;
+	uint64_t bytes = (uint64_t)n * t->store.stride;
 	int rc;
 
 	if (n == 0)
 		return 0;
-	if (t->tier->cold.fd >= 0)
-		rc = load_cold(t, n, slots, rows);
-	else
-		rc = ctx->mem->copy_records(ctx->be, &t->tier->dev, slots,
+	if (tr->cold.fd >= 0)
+		rc = in ? load_cold(t, n, slots, rows)
+			: write_cold(t, n, slots, rows);
+	else if (in)
+		rc = ctx->mem->copy_records(ctx->be, &tr->dev, slots,
 					    &t->store, rows, n);
-	if (!rc) {
+	else
+		rc = ctx->mem->copy_records(ctx->be, &t->store, rows,
+					    &tr->dev, slots, n);
+	if (rc)
+		return rc;
+	if (in) {
 		SHEMB__STAT_ADD(t, cache_misses, n);
-		SHEMB__STAT_ADD(t, cache_bytes_in,
-				(uint64_t)n * t->store.stride);
+		SHEMB__STAT_ADD(t, cache_bytes_in, bytes);
+	} else {
+		SHEMB__STAT_ADD(t, cache_writebacks, n);
+		SHEMB__STAT_ADD(t, cache_bytes_out, bytes);
 	}
-	return rc;
+	return 0;
+}
+
+int shemb__tier_load(shemb_table *t, int64_t n, const int64_t *slots,
+		     const int64_t *rows)
+{
+	return move(t, n, slots, rows, true);
 }
 
 int shemb__tier_write_back(shemb_table *t, int64_t n, const int64_t *slots,
 			   const int64_t *rows)
 {
-	shemb_ctx *ctx = t->ctx;
-	int rc;
-
-	if (n == 0)
-		return 0;
-	if (t->tier->cold.fd >= 0)
-		rc = write_cold(t, n, slots, rows);
-	else
-		rc = ctx->mem->copy_records(ctx->be, &t->store, rows,
-					    &t->tier->dev, slots, n);
-	if (!rc) {
-		SHEMB__STAT_ADD(t, cache_writebacks, n);
-		SHEMB__STAT_ADD(t, cache_bytes_out,
-				(uint64_t)n * t->store.stride);
-	}
-	return rc;
+	return move(t, n, slots, rows, false);
 }

@@ -16,11 +16,14 @@ static size_t row_bytes(const shemb_table *t, int dtype)
 	return (size_t)t->store.dim * (dtype == SHEMB_F32 ? 4 : 2);
 }
 
-int shemb__tier_read(shemb_table *t, int64_t n, const int64_t *rows,
-		     void *out, int dtype)
+/* Reads into out, or (in given) writes from in, pass by pass. */
+static int in_passes(shemb_table *t, int64_t n, const int64_t *rows,
+		     void *out, const void *in, int dtype,
+		     const float *reset_state)
 {
 	shemb_ctx *ctx = t->ctx;
 	int64_t step = pass_rows(t, n);
+	size_t rb = row_bytes(t, dtype);
 	int rc = 0;
 
 	for (int64_t i = 0; !rc && i < n; i += step) {
@@ -28,35 +31,30 @@ int shemb__tier_read(shemb_table *t, int64_t n, const int64_t *rows,
 		struct shemb__rows_view v;
 
 		rc = shemb__rows_acquire(t, m, rows + i, false,
-					 SHEMB__ROWS_READ, &v);
-		if (!rc)
+					 in ? SHEMB__ROWS_WRITE
+					    : SHEMB__ROWS_READ, &v);
+		if (!rc && in)
+			rc = ctx->mem->write_rows(ctx->be, v.store, m, v.at,
+						  (const char *)in +
+							  (size_t)i * rb,
+						  dtype, reset_state);
+		else if (!rc)
 			rc = ctx->mem->read_rows(ctx->be, v.store, m, v.at,
-						 (char *)out + (size_t)i *
-						 row_bytes(t, dtype), dtype);
+						 (char *)out + (size_t)i * rb,
+						 dtype);
 		shemb__rows_release(t, &v);
 	}
 	return rc;
 }
 
+int shemb__tier_read(shemb_table *t, int64_t n, const int64_t *rows,
+		     void *out, int dtype)
+{
+	return in_passes(t, n, rows, out, NULL, dtype, NULL);
+}
+
 int shemb__tier_write(shemb_table *t, int64_t n, const int64_t *rows,
 		      const void *in, int dtype, const float *reset_state)
 {
-	shemb_ctx *ctx = t->ctx;
-	int64_t step = pass_rows(t, n);
-	int rc = 0;
-
-	for (int64_t i = 0; !rc && i < n; i += step) {
-		int64_t m = n - i < step ? n - i : step;
-		struct shemb__rows_view v;
-
-		rc = shemb__rows_acquire(t, m, rows + i, false,
-					 SHEMB__ROWS_WRITE, &v);
-		if (!rc)
-			rc = ctx->mem->write_rows(ctx->be, v.store, m, v.at,
-						  (const char *)in + (size_t)i *
-						  row_bytes(t, dtype), dtype,
-						  reset_state);
-		shemb__rows_release(t, &v);
-	}
-	return rc;
+	return in_passes(t, n, rows, NULL, in, dtype, reset_state);
 }

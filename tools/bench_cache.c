@@ -317,20 +317,9 @@ static int check_bag(struct cache_run *r, shemb_table *t,
 	int rc = rows ? shemb_table_read_rows(t, len, b->ids + beg, rows,
 					      SHEMB_F32) : SHEMB_ENOMEM;
 
-	for (int c = 0; !rc && c < dim; c++) {
-		float sum = 0.0f, mag = 0.0f;
-
-		for (int64_t i = 0; i < len; i++) {
-			sum += rows[(size_t)i * (size_t)dim + (size_t)c];
-			mag += fabsf(rows[(size_t)i * (size_t)dim + (size_t)c]);
-		}
-		if (!(fabsf(got[c] - sum) <= 1e-5f * mag + 1e-30f)) {
-			fprintf(stderr, "shemb-bench: CHECK FAILED: bag %lld "
-				"column %d is %g, the sum of its rows %g\n",
-				(long long)bag, c, (double)got[c], (double)sum);
-			free(rows);
-			return -1;
-		}
+	if (!rc && bench_check_sum(got, rows, len, dim, bag)) {
+		free(rows);
+		return -1;
 	}
 	free(rows);
 	return rc ? failed(r->ctx, "shemb_table_read_rows", rc) : 0;

@@ -164,21 +164,7 @@ static int check_bag(struct lookup_run *r, const struct bench_batch *b,
 
 	if (shemb_table_read_rows(r->t, len, b->ids + beg, rows, SHEMB_F32))
 		return -1;
-	for (int c = 0; c < dim; c++) {
-		float sum = 0.0f, mag = 0.0f;
-
-		for (int64_t i = 0; i < len; i++) {
-			sum += rows[(size_t)i * (size_t)dim + (size_t)c];
-			mag += fabsf(rows[(size_t)i * (size_t)dim + (size_t)c]);
-		}
-		if (!(fabsf(got[c] - sum) <= 1e-5f * mag + 1e-30f)) {
-			fprintf(stderr, "shemb-bench: CHECK FAILED: bag %lld "
-				"column %d is %g, the sum of its rows %g\n",
-				(long long)bag, c, (double)got[c], (double)sum);
-			return -1;
-		}
-	}
-	return 0;
+	return bench_check_sum(got, rows, len, dim, bag);
 }
 
 static int check_copy(struct lookup_run *r, const struct bench_batch *b,

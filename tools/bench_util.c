@@ -491,3 +491,23 @@ FILE *bench_csv_open(const char *path, const char *header)
 	}
 	return f;
 }
+
+int bench_check_sum(const float *got, const float *rows, int64_t len,
+		    int dim, int64_t bag)
+{
+	for (int c = 0; c < dim; c++) {
+		float sum = 0.0f, mag = 0.0f;
+
+		for (int64_t i = 0; i < len; i++) {
+			sum += rows[(size_t)i * (size_t)dim + (size_t)c];
+			mag += fabsf(rows[(size_t)i * (size_t)dim + (size_t)c]);
+		}
+		if (!(fabsf(got[c] - sum) <= 1e-5f * mag + 1e-30f)) {
+			fprintf(stderr, "shemb-bench: CHECK FAILED: bag %lld "
+				"column %d is %g, the sum of its rows %g\n",
+				(long long)bag, c, (double)got[c], (double)sum);
+			return -1;
+		}
+	}
+	return 0;
+}

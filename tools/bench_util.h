@@ -95,6 +95,11 @@ void bench_share(int64_t n, int tid, int nthreads, int64_t *lo, int64_t *hi);
 /* Zeroed, 2 MiB aligned, transparent huge pages requested when thp. */
 void *bench_alloc_big(struct bench_pool *pool, size_t bytes, bool thp);
 void bench_free_big(void *p, size_t bytes);
+
+/* 0 when got[dim] is the sum of rows[len][dim] (within 1e-5 of the sum
+ * of magnitudes), else -1 with a message naming bag. */
+int bench_check_sum(const float *got, const float *rows, int64_t len,
+		    int dim, int64_t bag);
 /* AnonHugePages of this process, in MiB; -1 when unknown. */
 long bench_huge_mib(void);
 
