@@ -36,8 +36,15 @@ enum shemb__dist_kind {
 	SHEMB__DIST_BACKWARD = 2,
 	SHEMB__DIST_READ = 3,
 	SHEMB__DIST_WRITE = 4,
-	SHEMB__DIST_PREFETCH = 5
+	SHEMB__DIST_PREFETCH = 5,
+	SHEMB__DIST_ANNOUNCE = 6
 };
+
+/* Prefetches and announcements: lookups that move no rows. */
+static inline bool shemb__dist_ahead(int kind)
+{
+	return kind == SHEMB__DIST_PREFETCH || kind == SHEMB__DIST_ANNOUNCE;
+}
 
 /* One table's part of a step's exchange, kept with its step plan. */
 struct shemb__route {

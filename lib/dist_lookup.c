@@ -485,12 +485,16 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 	if (!parts)
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	rc = take_in(st, plans, ids, parts);
-	if (st->kind == SHEMB__DIST_PREFETCH) {
+	if (shemb__dist_ahead(st->kind)) {
 		free(parts);
 		if (!rc)
 			rc = prefetch_owned(st, plans);
 		return shemb__dist_all_ok(st->ctx, rc,
-					  "its part of this prefetch");
+					  st->kind == SHEMB__DIST_ANNOUNCE
+						  ? "its part of this "
+						    "announcement"
+						  : "its part of this "
+						    "prefetch");
 	}
 	if (!rc) {
 		count_rows(st, plans, rows);

@@ -152,6 +152,8 @@ static const char *kind_name(uint32_t kind)
 		return "write_rows";
 	case SHEMB__DIST_PREFETCH:
 		return "a prefetch";
+	case SHEMB__DIST_ANNOUNCE:
+		return "an announcement";
 	default:
 		return "an unknown call";
 	}

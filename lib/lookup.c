@@ -200,7 +200,7 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 
 	if (st->ngroups == 0 && !dist)
 		return rc;
-	if (kind == SHEMB__DIST_PREFETCH && !dist && !any_tiered(st))
+	if (shemb__dist_ahead(kind) && !dist && !any_tiered(st))
 		return rc; /* nothing to load */
 	st->planned = planned;
 	st->exact_rows = kind == SHEMB__DIST_READ;
@@ -221,7 +221,7 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	if (dist)
 		rc = shemb__dist_lookup(st, plans, out, rc, kind);
 	for (int g = 0; !dist && !rc && g < st->ngroups; g++)
-		rc = kind == SHEMB__DIST_PREFETCH
+		rc = shemb__dist_ahead(kind)
 			     ? shemb__prefetch_rows(st, st->groups[g].table,
 						    plans[g]->nunique,
 						    plans[g]->unique, true)
@@ -277,16 +277,19 @@ int shemb__lookup_for_read(struct shemb__step *st, float *const *out,
 	return run_lookup(st, out, false, status, SHEMB__DIST_READ);
 }
 
-/* shemb_prefetch() and shemb_announce(): st holds the checked bag sets
- * (st->announce: only announce them) */
-int shemb__lookup_for_prefetch(struct shemb__step *st, int status)
+/* shemb_prefetch() and shemb_announce(): st holds the checked bag sets */
+int shemb__lookup_for_prefetch(struct shemb__step *st, int status,
+			       bool announce)
 {
-	return run_lookup(st, NULL, false, status, SHEMB__DIST_PREFETCH);
+	return run_lookup(st, NULL, false, status,
+			  announce ? SHEMB__DIST_ANNOUNCE
+				   : SHEMB__DIST_PREFETCH);
 }
 
 int shemb__prefetch_rows(const struct shemb__step *st, shemb_table *t,
 			 int64_t n, const int64_t *rows, bool distinct)
 {
-	return st->announce ? shemb__tier_announce(t, n, rows, distinct)
-			    : shemb__tier_prefetch(t, n, rows, distinct);
+	return st->kind == SHEMB__DIST_ANNOUNCE
+		       ? shemb__tier_announce(t, n, rows, distinct)
+		       : shemb__tier_prefetch(t, n, rows, distinct);
 }

@@ -19,8 +19,7 @@ static int ahead(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	if (rc && !shemb__distributed(ctx))
 		return rc;
-	st.announce = announce;
-	rc = shemb__lookup_for_prefetch(&st, rc);
+	rc = shemb__lookup_for_prefetch(&st, rc, announce);
 	shemb__step_end(&st);
 	return rc;
 }

@@ -27,8 +27,7 @@ struct shemb__step {
 					 * read: counts in no statistics) */
 	bool planned;                   /* a lookup that keeps its plan */
 	int kind;                       /* enum shemb__dist_kind: lookup,
-					 * read or prefetch */
-	bool announce;                  /* a prefetch that only announces */
+					 * read, prefetch or announcement */
 };
 
 /* Copy and group the caller's n bag sets; checks the structure of each
@@ -57,7 +56,8 @@ int shemb__lookup_for_read(struct shemb__step *st, float *const *out,
 			   int status);
 /* How a lookup step uses the rows it reads (enum shemb__rows_use). */
 int shemb__lookup_use(const struct shemb__step *st);
-int shemb__lookup_for_prefetch(struct shemb__step *st, int status);
+int shemb__lookup_for_prefetch(struct shemb__step *st, int status,
+			       bool announce);
 /* A prefetch's (or announcement's) rows of table t on this rank. */
 int shemb__prefetch_rows(const struct shemb__step *st, shemb_table *t,
 			 int64_t n, const int64_t *rows, bool distinct);

@@ -911,6 +911,22 @@ static void ahead_step(int step, bool announce)
 	free(s);
 }
 
+/* Rank 0 announces what the others prefetch: every rank fails. */
+static void mixed_ahead(int step)
+{
+	struct step *s = calloc(1, sizeof(*s));
+	int rc;
+
+	build_step(s, step);
+	rc = rank == 0 ? shemb_announce(ctx, s->nmine, s->mine)
+		       : shemb_prefetch(ctx, s->nmine, s->mine);
+	if (rc != SHEMB_EINVAL)
+		FAIL("an announcement against prefetches gave %d: %s", rc,
+		     shemb_ctx_last_error(ctx));
+	free_step(s);
+	free(s);
+}
+
 static void run_step(int step, int steps)
 {
 	struct step *s = calloc(1, sizeof(*s));
@@ -1031,6 +1047,8 @@ int main(int argc, char **argv)
 		ahead_step(step, true);
 	for (int step = 0; step < steps; step++)
 		run_step(step, steps);
+	if (cache_pct && world > 1)
+		mixed_ahead(steps);
 	compare_tables(steps);
 	for (int ci = 0; ci < ncases; ci++)
 		free(initial[ci]);

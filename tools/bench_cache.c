@@ -49,7 +49,7 @@ const char bench_cache_usage[] =
 "  --tput-dim N        values per row for the throughput (default 128)\n"
 "  --depth N           batches lookahead prefetches ahead (default 2)\n"
 "  --window N          batches lookahead announces ahead (shemb_announce;\n"
-"                      default 128, at most 256; 0: none)\n"
+"                      default 128, at most 255; 0: none)\n"
 "  --zipf-s S          exponent of the Zipf trace the results are of\n"
 "                      without --trace (default 1.05)\n"
 "  --seed N            seed of the synthetic ids (default 1)\n"
@@ -154,7 +154,7 @@ static int apply_opt(struct cache_opts *o, int c, const char *arg)
 	case CO_DEPTH:
 		return parse_int(arg, 0, 64, &o->depth);
 	case CO_WINDOW:
-		return parse_int(arg, 0, 256, &o->window);
+		return parse_int(arg, 0, 255, &o->window);
 	case CO_ZIPF_S:
 		return parse_s(arg, &o->zipf_s);
 	case CO_SEED:
