@@ -17,26 +17,19 @@ static int alloc_arrays(struct shemb__tier *tr, int32_t n)
 {
 	size_t k = (size_t)n + 1;
 
-	tr->slot_row = malloc(k * sizeof(*tr->slot_row));
-	tr->pins = calloc(k, sizeof(*tr->pins));
-	tr->dirty = calloc(k, 1);
-	tr->by_prefetch = calloc(k, 1);
-	tr->next_use = malloc(k * sizeof(*tr->next_use));
-	tr->plan_of = calloc(k, sizeof(*tr->plan_of));
+	tr->slot = calloc(k, sizeof(*tr->slot));
 	tr->free_slots = malloc(k * sizeof(*tr->free_slots));
-	if (!tr->slot_row || !tr->pins || !tr->dirty || !tr->by_prefetch ||
-	    !tr->next_use || !tr->plan_of || !tr->free_slots)
+	if (!tr->slot || !tr->free_slots)
 		return SHEMB_ENOMEM;
 	for (int32_t s = 0; s < n; s++) {
-		tr->slot_row[s] = -1;
-		tr->next_use[s] = -1;
+		tr->slot[s].row = -1;
+		tr->slot[s].next_use = -1;
+		tr->slot[s].list = -1;
 		tr->free_slots[s] = n - 1 - s; /* slot 0 taken first */
 	}
 	tr->nfree = n;
-	if (shemb__index_init(&tr->index, n) ||
-	    shemb__lists_init(&tr->order, n))
-		return SHEMB_ENOMEM;
-	return 0;
+	shemb__lists_init(&tr->order, tr->slot);
+	return shemb__index_init(&tr->index, n) ? SHEMB_ENOMEM : 0;
 }
 
 /* Slots, and the LFU counts, are memory of the context's budgets: the
@@ -137,14 +130,8 @@ void shemb__tier_destroy(shemb_table *t)
 	atomic_fetch_sub(&ctx->device_used, tr->reserved_device);
 	shemb__ctx_release(ctx, tr->reserved_host);
 	shemb__index_free(&tr->index);
-	shemb__lists_free(&tr->order);
-	free(tr->slot_row);
-	free(tr->pins);
-	free(tr->dirty);
-	free(tr->by_prefetch);
-	free(tr->next_use);
+	free(tr->slot);
 	shemb__ahead_free(&tr->ahead);
-	free(tr->plan_of);
 	free(tr->free_slots);
 	free(tr->freq);
 	pthread_mutex_destroy(&tr->lock);
@@ -160,7 +147,7 @@ static void replace_plan_rows(struct shemb__tier *tr)
 	int32_t s = l->head[SHEMB__LIST_PLAN];
 
 	while (s >= 0) {
-		int32_t next = l->next[s];
+		int32_t next = l->slot[s].next;
 
 		if (shemb__tier_list(tr, s) != SHEMB__LIST_PLAN) {
 			shemb__lists_remove(l, s);
@@ -216,14 +203,14 @@ int shemb__tier_flush(shemb_table *t)
 	}
 	pthread_mutex_lock(&tr->lock);
 	for (int32_t s = 0; s < tr->nslots; s++) {
-		if (!tr->dirty[s])
+		if (!tr->slot[s].dirty)
 			continue;
-		rows[n] = tr->slot_row[s];
+		rows[n] = tr->slot[s].row;
 		slots[n++] = s;
 	}
 	rc = shemb__tier_write_back(t, n, slots, rows);
 	for (int64_t i = 0; !rc && i < n; i++)
-		tr->dirty[slots[i]] = 0;
+		tr->slot[slots[i]].dirty = 0;
 	pthread_mutex_unlock(&tr->lock);
 	free(rows);
 	free(slots);

@@ -92,7 +92,7 @@ static void count(const struct shemb__tier *tr, struct resolve *r,
 		r->dslot[i] = s;
 		if (s < 0)
 			m++;
-		else if (tr->order.list[s] >= 0)
+		else if (tr->slot[s].list >= 0)
 			hits_evictable++;
 	}
 	*misses = m;
@@ -102,14 +102,14 @@ static void count(const struct shemb__tier *tr, struct resolve *r,
 static void pin(struct shemb__tier *tr, int32_t s)
 {
 	shemb__lists_remove(&tr->order, s);
-	tr->pins[s]++;
+	tr->slot[s].pins++;
 	tr->npinned++;
 }
 
 static void unpin(struct shemb__tier *tr, int32_t s)
 {
 	tr->npinned--;
-	if (--tr->pins[s] == 0)
+	if (--tr->slot[s].pins == 0)
 		shemb__lists_add(tr, s, false);
 }
 
@@ -117,14 +117,14 @@ static void note_use(shemb_table *t, int32_t s, int use)
 {
 	struct shemb__tier *tr = t->tier;
 
-	if (tr->freq && tr->freq[tr->slot_row[s]] < UINT32_MAX)
-		tr->freq[tr->slot_row[s]]++;
+	if (tr->freq && tr->freq[tr->slot[s].row] < UINT32_MAX)
+		tr->freq[tr->slot[s].row]++;
 	if (use == SHEMB__ROWS_PLANNED)
-		tr->plan_of[s] = tr->plan;
+		tr->slot[s].plan = tr->plan;
 	if (use == SHEMB__ROWS_PREFETCH)
 		return;
-	if (tr->by_prefetch[s]) {
-		tr->by_prefetch[s] = 0;
+	if (tr->slot[s].by_prefetch) {
+		tr->slot[s].by_prefetch = 0;
 		SHEMB__STAT_ADD(t, prefetch_hits, 1);
 	}
 }
@@ -173,8 +173,8 @@ static void choose_slots(struct shemb__tier *tr, struct resolve *r,
 				break;
 			}
 			r->victims[r->nvict++] = s;
-			if (tr->dirty[s]) {
-				r->wb_rows[r->nwb] = tr->slot_row[s];
+			if (tr->slot[s].dirty) {
+				r->wb_rows[r->nwb] = tr->slot[s].row;
 				r->wb_slots[r->nwb++] = s;
 			}
 		}
@@ -188,7 +188,7 @@ static void give_up(struct shemb__tier *tr, struct resolve *r, bool evicted)
 	for (int64_t k = r->nmiss - 1; k >= 0; k--) {
 		int32_t s = (int32_t)r->miss_slots[k];
 
-		if (evicted || tr->slot_row[s] < 0)
+		if (evicted || tr->slot[s].row < 0)
 			tr->free_slots[tr->nfree++] = s;
 		else
 			shemb__lists_add(tr, s, true);
@@ -205,10 +205,10 @@ static void evict(shemb_table *t, struct resolve *r)
 	for (int64_t k = 0; k < r->nvict; k++) {
 		int32_t s = r->victims[k];
 
-		shemb__index_del(&tr->index, tr->slot_row[s]);
-		tr->slot_row[s] = -1;
-		tr->dirty[s] = 0;
-		tr->by_prefetch[s] = 0;
+		shemb__index_del(&tr->index, tr->slot[s].row);
+		tr->slot[s].row = -1;
+		tr->slot[s].dirty = 0;
+		tr->slot[s].by_prefetch = 0;
 	}
 	SHEMB__STAT_ADD(t, cache_evictions, r->nvict);
 }
@@ -221,14 +221,14 @@ static void settle_misses(shemb_table *t, struct resolve *r, int use)
 		int32_t s = (int32_t)r->miss_slots[k];
 
 		shemb__index_put(&tr->index, r->miss_rows[k], s);
-		tr->slot_row[s] = r->miss_rows[k];
-		tr->next_use[s] = tr->policy == SHEMB_CACHE_LOOKAHEAD
+		tr->slot[s].row = r->miss_rows[k];
+		tr->slot[s].next_use = tr->policy == SHEMB_CACHE_LOOKAHEAD
 					  ? shemb__ahead_first(&tr->ahead,
 							       r->miss_rows[k])
 					  : -1;
-		tr->pins[s] = 1;
+		tr->slot[s].pins = 1;
 		tr->npinned++;
-		tr->by_prefetch[s] = use == SHEMB__ROWS_PREFETCH;
+		tr->slot[s].by_prefetch = use == SHEMB__ROWS_PREFETCH;
 		note_use(t, s, use);
 		r->dslot[r->miss_at[k]] = s;
 	}
@@ -357,7 +357,7 @@ void shemb__rows_release(shemb_table *t, struct shemb__rows_view *v)
 		if (s < 0)
 			continue;
 		if (v->use == SHEMB__ROWS_WRITE)
-			tr->dirty[s] = 1;
+			tr->slot[s].dirty = 1;
 		unpin(tr, s);
 	}
 	pthread_cond_broadcast(&tr->unpinned);

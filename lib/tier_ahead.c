@@ -128,8 +128,8 @@ static void renew(struct shemb__tier *tr, int64_t row, int64_t seq)
 
 	if (s < 0)
 		return;
-	tr->next_use[s] = seq;
-	if (tr->order.list[s] >= 0)
+	tr->slot[s].next_use = seq;
+	if (tr->slot[s].list >= 0)
 		shemb__lists_refile(tr, s);
 }
 

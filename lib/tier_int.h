@@ -29,9 +29,22 @@ struct shemb__slot_index {
 #define SHEMB__LIST_AHEAD 33
 #define SHEMB__NLISTS (SHEMB__LIST_AHEAD + SHEMB__AHEAD_MAX)
 
+/* What the tier knows of one slot, together: a call touches one cache
+ * line of it per row. */
+struct shemb__slot {
+	int64_t row;            /* -1: free */
+	int64_t next_use;       /* LOOKAHEAD: first announced step that
+				 * needs it, -1: none */
+	uint64_t plan;          /* the planned lookup that last used it */
+	int32_t prev, next;     /* its eviction list's neighbours */
+	int32_t pins;
+	int16_t list;           /* its eviction list, -1: none */
+	uint8_t dirty;
+	uint8_t by_prefetch;    /* loaded by a prefetch, not yet used */
+};
+
 struct shemb__evict_lists {
-	int32_t *prev, *next;   /* per slot */
-	int16_t *list;          /* per slot: its list, -1: none */
+	struct shemb__slot *slot;
 	int32_t head[SHEMB__NLISTS], tail[SHEMB__NLISTS];
 	uint64_t nonempty;      /* a bit per plain list */
 	int32_t n;              /* slots in lists */
@@ -72,14 +85,7 @@ struct shemb__tier {
 	int policy;
 	int32_t nslots;
 	struct shemb__store dev;        /* nslots records */
-	int64_t *slot_row;              /* -1: free */
-	int32_t *pins;
-	uint8_t *dirty;
-	uint8_t *by_prefetch;           /* loaded by a prefetch, not yet used */
-	int64_t *next_use;              /* LOOKAHEAD: first announced step
-					 * that needs it, -1: none */
-	uint64_t *plan_of;              /* the planned lookup that last used
-					 * it */
+	struct shemb__slot *slot;       /* [nslots] */
 	uint64_t plan;                  /* the current planned lookup */
 	bool plan_open;                 /* ... and its backward is to come */
 	int32_t *free_slots;
@@ -106,8 +112,7 @@ void shemb__index_touch(const struct shemb__slot_index *ix, int64_t row);
 void shemb__index_put(struct shemb__slot_index *ix, int64_t row, int32_t s);
 void shemb__index_del(struct shemb__slot_index *ix, int64_t row);
 
-int shemb__lists_init(struct shemb__evict_lists *l, int32_t nslots);
-void shemb__lists_free(struct shemb__evict_lists *l);
+void shemb__lists_init(struct shemb__evict_lists *l, struct shemb__slot *slot);
 /* Put slot last in the list the tier's policy gives it now (first:
  * back where it was taken from, as the next to go). */
 void shemb__lists_add(struct shemb__tier *tr, int32_t slot, bool first);

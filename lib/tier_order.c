@@ -96,48 +96,33 @@ void shemb__index_del(struct shemb__slot_index *ix, int64_t row)
 
 /* ---- eviction lists ---- */
 
-int shemb__lists_init(struct shemb__evict_lists *l, int32_t nslots)
+/* The lists link the slots' records, which the tier made. */
+void shemb__lists_init(struct shemb__evict_lists *l, struct shemb__slot *slot)
 {
-	size_t k = (size_t)nslots + 1;
-
-	l->prev = malloc(k * sizeof(*l->prev));
-	l->next = malloc(k * sizeof(*l->next));
-	l->list = malloc(k * sizeof(*l->list));
+	l->slot = slot;
 	l->n = 0;
 	l->nonempty = 0;
 	for (int i = 0; i < SHEMB__NLISTS; i++)
 		l->head[i] = l->tail[i] = -1;
-	if (!l->prev || !l->next || !l->list)
-		return SHEMB_ENOMEM;
-	for (size_t s = 0; s < k; s++)
-		l->list[s] = -1;
-	return 0;
-}
-
-void shemb__lists_free(struct shemb__evict_lists *l)
-{
-	free(l->prev);
-	free(l->next);
-	free(l->list);
 }
 
 static void link_slot(struct shemb__evict_lists *l, int li, int32_t s,
 		      bool first)
 {
-	l->list[s] = (int16_t)li;
+	l->slot[s].list = (int16_t)li;
 	if (first) {
-		l->prev[s] = -1;
-		l->next[s] = l->head[li];
+		l->slot[s].prev = -1;
+		l->slot[s].next = l->head[li];
 		if (l->head[li] >= 0)
-			l->prev[l->head[li]] = s;
+			l->slot[l->head[li]].prev = s;
 		else
 			l->tail[li] = s;
 		l->head[li] = s;
 	} else {
-		l->next[s] = -1;
-		l->prev[s] = l->tail[li];
+		l->slot[s].next = -1;
+		l->slot[s].prev = l->tail[li];
 		if (l->tail[li] >= 0)
-			l->next[l->tail[li]] = s;
+			l->slot[l->tail[li]].next = s;
 		else
 			l->head[li] = s;
 		l->tail[li] = s;
@@ -154,21 +139,21 @@ void shemb__lists_add(struct shemb__tier *tr, int32_t slot, bool first)
 
 void shemb__lists_remove(struct shemb__evict_lists *l, int32_t s)
 {
-	int li = l->list[s];
+	int li = l->slot[s].list;
 
 	if (li < 0)
 		return;
-	if (l->prev[s] >= 0)
-		l->next[l->prev[s]] = l->next[s];
+	if (l->slot[s].prev >= 0)
+		l->slot[l->slot[s].prev].next = l->slot[s].next;
 	else
-		l->head[li] = l->next[s];
-	if (l->next[s] >= 0)
-		l->prev[l->next[s]] = l->prev[s];
+		l->head[li] = l->slot[s].next;
+	if (l->slot[s].next >= 0)
+		l->slot[l->slot[s].next].prev = l->slot[s].prev;
 	else
-		l->tail[li] = l->prev[s];
+		l->tail[li] = l->slot[s].prev;
 	if (l->head[li] < 0 && li < SHEMB__LIST_PLAN)
 		l->nonempty &= ~(UINT64_C(1) << li);
-	l->list[s] = -1;
+	l->slot[s].list = -1;
 	l->n--;
 }
 
@@ -208,7 +193,7 @@ int32_t shemb__lists_victim(struct shemb__tier *tr, bool unprotected)
 
 void shemb__lists_refile(struct shemb__tier *tr, int32_t slot)
 {
-	if (tr->order.list[slot] == shemb__tier_list(tr, slot))
+	if (tr->slot[slot].list == shemb__tier_list(tr, slot))
 		return;
 	shemb__lists_remove(&tr->order, slot);
 	shemb__lists_add(tr, slot, false);
@@ -220,13 +205,13 @@ int shemb__tier_list(const struct shemb__tier *tr, int32_t slot)
 {
 	uint32_t f;
 
-	if (tr->plan_open && tr->plan_of[slot] == tr->plan)
+	if (tr->plan_open && tr->slot[slot].plan == tr->plan)
 		return SHEMB__LIST_PLAN;
-	if (tr->policy == SHEMB_CACHE_LOOKAHEAD && tr->next_use[slot] >= 0)
+	if (tr->policy == SHEMB_CACHE_LOOKAHEAD && tr->slot[slot].next_use >= 0)
 		return SHEMB__LIST_AHEAD +
-		       (int)((uint64_t)tr->next_use[slot] % SHEMB__AHEAD_MAX);
+		       (int)((uint64_t)tr->slot[slot].next_use % SHEMB__AHEAD_MAX);
 	if (tr->policy == SHEMB_CACHE_LRU)
 		return 0;
-	f = tr->freq[tr->slot_row[slot]];
+	f = tr->freq[tr->slot[slot].row];
 	return f ? 31 - __builtin_clz(f) : 0;
 }
