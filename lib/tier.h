@@ -20,8 +20,8 @@ struct shemb__tier;
 enum shemb__rows_use {
 	SHEMB__ROWS_READ = 0,   /* lookups and reads */
 	SHEMB__ROWS_WRITE = 1,  /* updates and writes: dirty at release */
-	SHEMB__ROWS_LOOKUP = 2, /* a lookup: READ, and it uses up the
-				 * protection a prefetch gave the rows */
+	SHEMB__ROWS_LOOKUP = 2, /* a lookup: READ (and counts the hits
+				 * on rows a prefetch loaded) */
 	SHEMB__ROWS_PREFETCH = 3,
 	SHEMB__ROWS_PLANNED = 4 /* a lookup that keeps its plan: its rows
 				 * go last until the plan's backward */

@@ -3,8 +3,8 @@
  *
  * A call's rows are pinned from acquire to release, so no other call (a
  * concurrent lookup, or a prefetch) evicts them meanwhile; pinned slots
- * are out of the eviction heap.  A miss takes a free slot or evicts the
- * heap's least valuable one, writing it back first when it changed.
+ * are in no eviction list.  A miss takes a free slot or evicts the least
+ * valuable listed one, writing it back first when it changed.
  * Failures undo everything but evictions already written back: no row's
  * value is ever lost.
  */
@@ -48,31 +48,32 @@ static int64_t *distinct_of(int64_t n, const int64_t *rows, int64_t *nd)
 	return d;
 }
 
+/* dslot, which the view keeps, and the scratch of the resolution in
+ * one block */
 static int alloc_resolve(struct resolve *r)
 {
 	size_t n = (size_t)r->nd + 1;
+	int64_t *w = malloc(n * (5 * sizeof(int64_t) + sizeof(int32_t)));
 
 	r->dslot = malloc(n * sizeof(int64_t));
-	r->miss_rows = malloc(n * sizeof(int64_t));
-	r->miss_slots = malloc(n * sizeof(int64_t));
-	r->miss_at = malloc(n * sizeof(int64_t));
-	r->wb_rows = malloc(n * sizeof(int64_t));
-	r->wb_slots = malloc(n * sizeof(int64_t));
-	r->victims = malloc(n * sizeof(int32_t));
-	return r->dslot && r->miss_rows && r->miss_slots && r->miss_at &&
-			       r->wb_rows && r->wb_slots && r->victims
-		       ? 0
-		       : SHEMB_ENOMEM;
+	if (!w || !r->dslot) {
+		free(w);
+		free(r->dslot);
+		r->dslot = NULL;
+		return SHEMB_ENOMEM;
+	}
+	r->miss_rows = w;
+	r->miss_slots = w + n;
+	r->miss_at = w + 2 * n;
+	r->wb_rows = w + 3 * n;
+	r->wb_slots = w + 4 * n;
+	r->victims = (int32_t *)(w + 5 * n);
+	return 0;
 }
 
 static void free_resolve(struct resolve *r)
 {
 	free(r->miss_rows);
-	free(r->miss_slots);
-	free(r->miss_at);
-	free(r->wb_rows);
-	free(r->wb_slots);
-	free(r->victims);
 }
 
 /* Misses, and the room for them without touching this call's hits;
@@ -154,9 +155,9 @@ static void take_hits(shemb_table *t, struct resolve *r, int use,
 	SHEMB__STAT_ADD(t, cache_hits, hits);
 }
 
-/* Slots for the misses: free ones, then victims off the heap.  A
- * prefetch takes no protected row (of the current step's plan, or wanted
- * by an earlier prefetch): it loads fewer rows instead. */
+/* Slots for the misses: free ones, then victims off the lists.  A
+ * prefetch takes no protected row (of the current step's plan, or that
+ * an announced step needs): it loads fewer rows instead. */
 static void choose_slots(struct shemb__tier *tr, struct resolve *r,
 			 bool partial)
 {
@@ -209,6 +210,7 @@ static void evict(shemb_table *t, struct resolve *r)
 		tr->slot[s].row = -1;
 		tr->slot[s].dirty = 0;
 		tr->slot[s].by_prefetch = 0;
+		tr->slot[s].plan = 0; /* plans count from 1 */
 	}
 	SHEMB__STAT_ADD(t, cache_evictions, r->nvict);
 }
@@ -222,10 +224,11 @@ static void settle_misses(shemb_table *t, struct resolve *r, int use)
 
 		shemb__index_put(&tr->index, r->miss_rows[k], s);
 		tr->slot[s].row = r->miss_rows[k];
-		tr->slot[s].next_use = tr->policy == SHEMB_CACHE_LOOKAHEAD
-					  ? shemb__ahead_first(&tr->ahead,
-							       r->miss_rows[k])
-					  : -1;
+		tr->slot[s].next_use =
+			tr->policy == SHEMB_CACHE_LOOKAHEAD
+				? shemb__ahead_first(&tr->ahead,
+						     r->miss_rows[k])
+				: -1;
 		tr->slot[s].pins = 1;
 		tr->npinned++;
 		tr->slot[s].by_prefetch = use == SHEMB__ROWS_PREFETCH;
@@ -388,6 +391,8 @@ static int announce(shemb_table *t, int64_t n, const int64_t *rows,
 		rc = shemb__ahead_push(tr, nd, rows);
 	pthread_mutex_unlock(&tr->lock);
 	free(sorted);
+	if (rc == SHEMB_EINVAL && own)
+		return 0; /* prefetches without lookups: it only loads */
 	if (rc == SHEMB_EINVAL)
 		return shemb__fail(t->ctx, rc, "table '%s': %d steps are "
 				   "announced and not yet looked up, the most "

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/rowinit.h"
@@ -26,7 +28,7 @@
 static int io_fail(shemb_table *t, const struct shemb__cold *c,
 		   const char *what, int64_t row, ssize_t got, int err)
 {
-	if (got >= 0)
+	if (got >= 0 && err == 0)
 		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': %s row %lld "
 				   "of '%s': the file ends early (truncated?)",
 				   t->name, what, (long long)row, c->path);
@@ -48,7 +50,8 @@ int shemb__cold_read(shemb_table *t, const struct shemb__cold *c,
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0)
-			return io_fail(t, c, "reading", row, got, errno);
+			return io_fail(t, c, "reading", row, got,
+				       got < 0 ? errno : 0);
 		done += (size_t)got;
 	}
 	return 0;
@@ -67,7 +70,7 @@ int shemb__cold_write(shemb_table *t, const struct shemb__cold *c,
 		if (put < 0 && errno == EINTR)
 			continue;
 		if (put <= 0)
-			return io_fail(t, c, "writing", row, put < 0 ? -1 : 0,
+			return io_fail(t, c, "writing", row, put,
 				       put < 0 ? errno : ENOSPC);
 		done += (size_t)put;
 	}
@@ -118,6 +121,35 @@ static int write_initial(shemb_table *t, struct shemb__cold *c,
 	return rc;
 }
 
+/*
+ * Open the file for this table alone: not through a symbolic link, and
+ * locked, so that a second table (of this process or another) given the
+ * same path is refused instead of sharing, and truncating, the file.
+ */
+static int open_own(shemb_table *t, struct shemb__cold *c)
+{
+	struct stat st;
+
+	c->fd = open(c->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+		     0600);
+	if (c->fd < 0)
+		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': cannot "
+				   "create its cold tier file '%s': %s",
+				   t->name, c->path, strerror(errno));
+	if (flock(c->fd, LOCK_EX | LOCK_NB))
+		return shemb__fail(t->ctx, SHEMB_EINVAL, "table '%s': its "
+				   "cold tier file '%s' is in use (by another "
+				   "table or process)", t->name, c->path);
+	c->owner = true;
+	if (fstat(c->fd, &st) || ftruncate(c->fd, 0))
+		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': cannot "
+				   "empty its cold tier file '%s': %s",
+				   t->name, c->path, strerror(errno));
+	c->dev = st.st_dev;
+	c->ino = st.st_ino;
+	return 0;
+}
+
 /* Create the file with room for every record (so a full disk fails
  * here, not in a step) and the initial rows in it. */
 int shemb__cold_create(shemb_table *t, struct shemb__cold *c,
@@ -129,11 +161,9 @@ int shemb__cold_create(shemb_table *t, struct shemb__cold *c,
 	if (!c->path)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
 	c->bytes = (uint64_t)t->store.rows * t->store.stride;
-	c->fd = open(c->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (c->fd < 0)
-		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': cannot "
-				   "create its cold tier file '%s': %s",
-				   t->name, c->path, strerror(errno));
+	err = open_own(t, c);
+	if (err)
+		return err;
 	err = posix_fallocate(c->fd, 0, (off_t)c->bytes);
 	if (err && err != EOPNOTSUPP && err != EINVAL)
 		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': cannot "
@@ -143,11 +173,17 @@ int shemb__cold_create(shemb_table *t, struct shemb__cold *c,
 	return write_initial(t, c, spec);
 }
 
+/* The file goes with the table, unless the path names another file by
+ * now. */
 void shemb__cold_close(struct shemb__cold *c)
 {
+	struct stat st;
+
 	if (c->fd >= 0) {
+		if (c->owner && !lstat(c->path, &st) && st.st_dev == c->dev &&
+		    st.st_ino == c->ino)
+			unlink(c->path);
 		close(c->fd);
-		unlink(c->path);
 	}
 	c->fd = -1;
 	free(c->path);

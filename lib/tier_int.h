@@ -6,6 +6,8 @@
 
 #include "lib/tier.h"
 
+#include <sys/types.h>
+
 /* Row -> slot: open addressing, linear probing, backward-shift delete. */
 struct shemb__slot_index {
 	int64_t *rows;          /* -1: empty */
@@ -29,8 +31,8 @@ struct shemb__slot_index {
 #define SHEMB__LIST_AHEAD 33
 #define SHEMB__NLISTS (SHEMB__LIST_AHEAD + SHEMB__AHEAD_MAX)
 
-/* What the tier knows of one slot, together: a call touches one cache
- * line of it per row. */
+/* What the tier knows of one slot, in one 40-byte record: a row a call
+ * handles touches one or two cache lines of it, not one per field. */
 struct shemb__slot {
 	int64_t row;            /* -1: free */
 	int64_t next_use;       /* LOOKAHEAD: first announced step that
@@ -77,8 +79,11 @@ struct shemb__ahead {
 
 struct shemb__cold {
 	int fd;
+	bool owner;             /* locked: the file is this table's */
 	char *path;
 	uint64_t bytes;
+	dev_t dev;              /* which file, to remove only it */
+	ino_t ino;
 };
 
 struct shemb__tier {

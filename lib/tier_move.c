@@ -15,7 +15,11 @@ static int staging(shemb_table *t, int64_t n, struct shemb__store *s)
 	s->rows = n;
 	s->bytes = (size_t)n * t->store.stride;
 	s->base = ctx->mem->scratch_alloc(ctx->be, s->bytes ? s->bytes : 1);
-	return s->base ? 0 : SHEMB_ENOMEM;
+	if (!s->base)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "table '%s': no memory "
+				   "to stage %lld rows of its cold tier",
+				   t->name, (long long)n);
+	return 0;
 }
 
 static void unstage(shemb_table *t, struct shemb__store *s)

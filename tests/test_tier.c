@@ -574,6 +574,13 @@ START_TEST(too_many_announced_steps)
 	for (int i = 0; i < 300; i++) /* ignored by LRU */
 		ck_assert_int_eq(shemb_announce(ctx, 1, &s), 0);
 	ck_assert_uint_eq(stats_of(lru).cache_misses, 0);
+	shemb_table_destroy(t);
+	/* prefetches that announce their own steps never fail for it */
+	t = cache_table(ctx, 4, SHEMB_CACHE_LOOKAHEAD);
+	s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
+	for (int i = 0; i < 300; i++)
+		ck_assert_int_eq(shemb_prefetch(ctx, 1, &s), 0);
+	ck_assert_uint_eq(stats_of(t).cache_misses, 1);
 	tu_bags_free(&b);
 	shemb_table_destroy(t);
 	shemb_table_destroy(lru);
@@ -614,6 +621,31 @@ START_TEST(prefetch_spares_the_current_step)
 		tu_bags_free(&b);
 		shemb_table_destroy(t);
 	}
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A slot that held a row of the pending plan and was reused for another
+ * row does not keep the plan's protection. */
+START_TEST(reused_slot_leaves_the_plan)
+{
+	shemb_ctx *ctx = new_ctx();
+	shemb_table *t = cache_table(ctx, 2, SHEMB_CACHE_LRU);
+	const int64_t a[] = { 0, 1 }, b[] = { 2, 3 }, c[] = { 4 };
+	struct tu_bags bags;
+	int64_t len[] = { 1, 1 };
+	struct shemb_bags s;
+	float out[2 * 4];
+	float *o = out;
+
+	tu_bags_from(&bags, 2, len, a, NULL);
+	s = tu_bags_view(&bags, t, SHEMB_POOL_SUM);
+	ck_assert_int_eq(shemb_lookup(ctx, 1, &s, &o, 0), 0); /* planned */
+	lookup_ids(ctx, t, 2, b, false); /* evicts the plan's rows */
+	prefetch_ids(ctx, t, 1, c);      /* may evict 2 or 3 */
+	ck_assert_uint_eq(stats_of(t).cache_misses, 5);
+	tu_bags_free(&bags);
+	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
 }
 END_TEST
@@ -832,6 +864,35 @@ START_TEST(budgets_and_bad_attributes)
 	shemb_table_destroy(t);
 	ck_assert_int_ne(access(path, F_OK), 0);
 
+	/* a second table on a file in use is refused; the first keeps
+	 * its file */
+	a.cache_rows = 8; /* two tiers within the device budget */
+	t = make(ctx, &a);
+	{
+		shemb_table *t2 = NULL;
+		int64_t id = 5;
+		float v[DIM], w[DIM];
+
+		ck_assert_int_eq(shemb_table_read_rows(t, 1, &id, v,
+						       SHEMB_F32), 0);
+		ck_assert_int_eq(shemb_table_create(ctx, &a, &t2),
+				 SHEMB_EINVAL);
+		ck_assert(tu_contains_all(shemb_ctx_last_error(ctx), path,
+					  "in use", NULL));
+		ck_assert_int_eq(access(path, F_OK), 0);
+		for (int i = 0; i < 40; i++) { /* rows cycle through the file */
+			int64_t other = 100 + i;
+
+			ck_assert_int_eq(shemb_table_read_rows(t, 1, &other, w,
+							       SHEMB_F32), 0);
+		}
+		ck_assert_int_eq(shemb_table_read_rows(t, 1, &id, w,
+						       SHEMB_F32), 0);
+		ck_assert_int_eq(memcmp(v, w, sizeof(v)), 0);
+	}
+	shemb_table_destroy(t);
+	ck_assert_int_ne(access(path, F_OK), 0);
+
 	a.cold_path = "/nonexistent-dir/rows";
 	ck_assert_int_eq(shemb_table_create(ctx, &a, &t), SHEMB_EIO);
 	ck_assert(tu_contains_all(shemb_ctx_last_error(ctx),
@@ -945,6 +1006,7 @@ static Suite *tier_suite(void)
 	tcase_add_test(ts, lookahead_prefetch_announces_its_step);
 	tcase_add_test(ts, too_many_announced_steps);
 	tcase_add_test(ts, prefetch_spares_the_current_step);
+	tcase_add_test(ts, reused_slot_leaves_the_plan);
 	suite_add_tcase(s, ts);
 	tcase_set_timeout(tf, 60);
 	tcase_add_test(tf, batch_over_capacity_is_refused);
