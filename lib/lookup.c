@@ -95,6 +95,7 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 {
 	shemb_table *t = grp->table;
 	uint64_t t0 = shemb__now_ns();
+	int64_t base = 0; /* without a plan: the sets' ids in call order */
 
 	for (int s = 0; s < grp->nsets; s++) {
 		const struct shemb_bags *b = grp->sets[s];
@@ -105,7 +106,8 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 			.nbags = b->nbags,
 			.nids = b->nids,
 			.offsets = b->offsets,
-			.ids = rows_of ? rows_of + ps->pos_base : b->ids,
+			.ids = rows_of ? rows_of + (ps ? ps->pos_base : base)
+				       : b->ids,
 			.weights = b->weights,
 			.out = out[grp->index[s]],
 			.argmax = ps && b->pooling == SHEMB_POOL_MAX
@@ -115,6 +117,7 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 		};
 		int rc = t->ctx->mem->gather_pool(t->ctx->be, &job);
 
+		base += b->nids;
 		if (rc)
 			return shemb__fail(st->ctx, rc, "table '%s': lookup "
 					   "failed in the backend", t->name);
@@ -129,6 +132,38 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 	return 0;
 }
 
+/* A lookup without a plan of a table with a device tier: its ids, all
+ * sets in call order, acquired as they are (the tier finds the distinct
+ * rows by hashing, cheaper than a plan's sort). */
+static int pool_unplanned(struct shemb__step *st,
+			  const struct shemb__group *grp, float *const *out)
+{
+	shemb_table *t = grp->table;
+	const int64_t *ids = grp->sets[0]->ids;
+	int64_t *all = NULL, n = 0;
+	struct shemb__rows_view v;
+	int rc;
+
+	for (int s = 0; s < grp->nsets; s++)
+		n += grp->sets[s]->nids;
+	if (grp->nsets > 1) {
+		all = malloc(((size_t)n + 1) * sizeof(*all));
+		if (!all)
+			return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+		n = 0;
+		for (int s = 0; s < grp->nsets; s++)
+			for (int64_t i = 0; i < grp->sets[s]->nids; i++)
+				all[n++] = grp->sets[s]->ids[i];
+		ids = all;
+	}
+	rc = shemb__rows_acquire(t, n, ids, false, SHEMB__ROWS_LOOKUP, &v);
+	if (!rc)
+		rc = shemb__pool_group(st, grp, NULL, out, v.store, v.at);
+	shemb__rows_release(t, &v);
+	free(all);
+	return rc;
+}
+
 int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 		      const struct shemb__plan *plan, float *const *out)
 {
@@ -139,6 +174,8 @@ int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 
 	if (!shemb__tiered(t))
 		return shemb__pool_group(st, grp, plan, out, &t->store, NULL);
+	if (!plan)
+		return pool_unplanned(st, grp, out);
 	if (st->exact_rows) /* a read: one POOL_NONE set, any size */
 		return shemb__tier_read(t, grp->sets[0]->nids,
 					grp->sets[0]->ids, out[grp->index[0]],
@@ -194,7 +231,8 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 		      bool planned, int status, int kind)
 {
 	bool dist = shemb__distributed(st->ctx);
-	bool need_plans = planned || dist || any_tiered(st);
+	bool need_plans = planned || dist ||
+			  (any_tiered(st) && kind != SHEMB__DIST_LOOKUP);
 	struct shemb__plan **plans = NULL;
 	int rc = status;
 

@@ -25,29 +25,6 @@ struct resolve {
 	int64_t nmiss, nvict, nwb;
 };
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Sorted distinct copy of rows. */
-static int64_t *distinct_of(int64_t n, const int64_t *rows, int64_t *nd)
-{
-	int64_t *d = malloc(((size_t)n + 1) * sizeof(*d)), k = 0;
-
-	if (!d)
-		return NULL;
-	memcpy(d, rows, (size_t)n * sizeof(*d));
-	qsort(d, (size_t)n, sizeof(*d), cmp_i64);
-	for (int64_t i = 0; i < n; i++)
-		if (k == 0 || d[k - 1] != d[i])
-			d[k++] = d[i];
-	*nd = k;
-	return d;
-}
-
 /* dslot, which the view keeps, and the scratch of the resolution in
  * one block */
 static int alloc_resolve(struct resolve *r)
@@ -290,26 +267,12 @@ static int resolve_rows(shemb_table *t, struct resolve *r, int use)
 	return rc;
 }
 
-static int64_t find_sorted(const int64_t *d, int64_t n, int64_t row)
-{
-	int64_t lo = 0, hi = n - 1;
-
-	while (lo < hi) {
-		int64_t mid = lo + (hi - lo) / 2;
-
-		if (d[mid] < row)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 int shemb__rows_acquire(shemb_table *t, int64_t n, const int64_t *rows,
 			bool distinct, int use, struct shemb__rows_view *v)
 {
 	struct resolve r = { .nd = n, .d = rows };
-	int64_t *sorted = NULL;
+	int64_t *d = NULL;
+	int32_t *of = NULL;
 	int rc;
 
 	memset(v, 0, sizeof(*v));
@@ -321,30 +284,34 @@ int shemb__rows_acquire(shemb_table *t, int64_t n, const int64_t *rows,
 	}
 	v->store = &t->tier->dev;
 	if (!distinct) {
-		r.d = sorted = distinct_of(n, rows, &r.nd);
-		if (!sorted)
-			return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
-	}
-	rc = resolve_rows(t, &r, use);
-	if (rc) {
-		free(r.dslot);
-		free(sorted);
-		return rc;
-	}
-	v->slots = r.dslot;
-	v->nslots = r.nd;
-	v->at = r.dslot;
-	if (sorted) {
+		d = malloc(((size_t)n + 1) * sizeof(*d));
+		of = malloc(((size_t)n + 1) * sizeof(*of));
 		v->owned = malloc(((size_t)n + 1) * sizeof(int64_t));
-		for (int64_t i = 0; v->owned && i < n; i++)
-			v->owned[i] = r.dslot[find_sorted(sorted, r.nd,
-							  rows[i])];
-		v->at = v->owned;
-		free(sorted);
-		if (!v->owned)
-			return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+		r.nd = d && of && v->owned ? shemb__dedupe(n, rows, d, of) : -1;
+		r.d = d;
+		rc = r.nd < 0 ? shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory")
+			      : 0;
+	} else {
+		rc = 0;
 	}
-	return 0;
+	if (!rc)
+		rc = resolve_rows(t, &r, use);
+	if (!rc) {
+		v->slots = r.dslot;
+		v->nslots = r.nd;
+		v->at = r.dslot;
+		for (int64_t i = 0; of && i < n; i++)
+			v->owned[i] = r.dslot[of[i]];
+		if (of)
+			v->at = v->owned;
+	} else {
+		free(r.dslot);
+		free(v->owned);
+		v->owned = NULL;
+	}
+	free(d);
+	free(of);
+	return rc;
 }
 
 void shemb__rows_release(shemb_table *t, struct shemb__rows_view *v)
@@ -377,20 +344,27 @@ static int announce(shemb_table *t, int64_t n, const int64_t *rows,
 		    bool distinct, bool own)
 {
 	struct shemb__tier *tr = t->tier;
-	int64_t nd = n, *sorted = NULL;
+	int64_t nd = n, *d = NULL;
 	int rc = 0;
 
 	if (!tr || tr->policy != SHEMB_CACHE_LOOKAHEAD)
 		return 0;
-	if (!distinct && !(rows = sorted = distinct_of(n, rows, &nd)))
-		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	if (!distinct) {
+		d = malloc(((size_t)n + 1) * sizeof(*d));
+		nd = d ? shemb__dedupe(n, rows, d, NULL) : -1;
+		if (nd < 0) {
+			free(d);
+			return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+		}
+		rows = d;
+	}
 	pthread_mutex_lock(&tr->lock);
 	if (!own)
 		tr->ahead.used = true;
 	if (!own || !tr->ahead.used)
 		rc = shemb__ahead_push(tr, nd, rows);
 	pthread_mutex_unlock(&tr->lock);
-	free(sorted);
+	free(d);
 	if (rc == SHEMB_EINVAL && own)
 		return 0; /* prefetches without lookups: it only loads */
 	if (rc == SHEMB_EINVAL)

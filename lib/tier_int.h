@@ -138,6 +138,13 @@ int shemb__ahead_push(struct shemb__tier *tr, int64_t n,
 void shemb__ahead_pop(struct shemb__tier *tr);
 int64_t shemb__ahead_first(const struct shemb__ahead *a, int64_t row);
 
+/* tier_dedupe.c: the distinct values of rows[0 .. n) (n < 2^31), in
+ * first-seen order, into d (room for n); of each position, its value's
+ * index in d into at (NULL: not wanted).  How many, or -1 without
+ * memory. */
+int64_t shemb__dedupe(int64_t n, const int64_t *rows, int64_t *d,
+		      int32_t *at);
+
 /* tier_move.c: records between the device tier and the tier below */
 int shemb__tier_load(shemb_table *t, int64_t n, const int64_t *slots,
 		     const int64_t *rows);

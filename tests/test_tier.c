@@ -337,6 +337,57 @@ START_TEST(nothing_lost_cold_tier)
 }
 END_TEST
 
+/* Two sets of the tiered table (and one of its twin) in one call, with
+ * and without a plan: the tier serves them as the twin does. */
+START_TEST(several_sets_of_one_table)
+{
+	struct pair p;
+	struct tu_rng r;
+
+	pair_open(&p, SHEMB_F32, SHEMB_OPT_ADAGRAD, 6, SHEMB_CACHE_LRU, false);
+	tu_rng_seed(&r, 31);
+	for (int it = 0; it < 20; it++) {
+		struct tu_bags b[2];
+		struct shemb_bags s[4];
+		float *o[4], *g[2];
+		const float *gp[4];
+		int pool[2] = { poolings[it % 4], poolings[(it + 1) % 4] };
+		unsigned fl = it % 2 ? SHEMB_LOOKUP_NO_GRAD : 0;
+		int64_t n[2];
+
+		for (int k = 0; k < 2; k++) {
+			few_ids_bags(&b[k], &r, 3, k == 1);
+			n[k] = tu_out_rows(&b[k], pool[k]) * DIM;
+			s[k] = tu_bags_view(&b[k], p.tier, pool[k]);
+			s[2 + k] = tu_bags_view(&b[k], p.host, pool[k]);
+			o[k] = tu_calloc((size_t)n[k] + 1, sizeof(float));
+			o[2 + k] = tu_calloc((size_t)n[k] + 1, sizeof(float));
+			g[k] = tu_malloc(((size_t)n[k] + 1) * sizeof(float));
+			tu_rng_fill(&r, g[k], (size_t)n[k], -1, 1);
+			gp[k] = gp[2 + k] = g[k];
+		}
+		ck_assert_int_eq(shemb_lookup(p.ctx, 2, s, o, fl), 0);
+		ck_assert_int_eq(shemb_lookup(p.ctx, 2, s + 2, o + 2, fl), 0);
+		for (int k = 0; k < 2; k++)
+			ck_assert_int_eq(tu_bits_differ("sets", o[k], o[2 + k],
+							(size_t)n[k] * 4), 0);
+		if (!fl) {
+			ck_assert_int_eq(shemb_backward(p.ctx, 2, s, gp), 0);
+			ck_assert_int_eq(shemb_backward(p.ctx, 2, s + 2,
+							gp + 2), 0);
+		}
+		for (int k = 0; k < 2; k++) {
+			free(o[k]);
+			free(o[2 + k]);
+			free(g[k]);
+			tu_bags_free(&b[k]);
+		}
+	}
+	assert_same_tables(&p);
+	pair_close(&p);
+}
+END_TEST
+
 /* ---- statistics, worked out by hand ---- */
 
 static void lookup_ids(shemb_ctx *ctx, shemb_table *t, int n,
@@ -998,6 +1049,7 @@ static Suite *tier_suite(void)
 	tcase_add_test(tc, nothing_lost_host_tier);
 	tcase_add_test(tc, nothing_lost_cold_tier);
 	tcase_add_test(tc, concurrent_lookups_share_the_tier);
+	tcase_add_test(tc, several_sets_of_one_table);
 	suite_add_tcase(s, tc);
 	tcase_add_test(ts, lru_counts);
 	tcase_add_test(ts, lfu_keeps_the_frequent_row);
