@@ -146,6 +146,11 @@ struct shemb_ctx_attr {
 				    * the device's (the CPU backend's tier
 				    * is host memory: it also counts in
 				    * host_mem_bytes) */
+	int prefetch_thread;     /* 0 (default): shemb_prefetch loads its
+				  * rows in the call; 1: a thread of the
+				  * context, started at the first prefetch,
+				  * loads them while the caller goes on
+				  * (for hosts with cores to spare) */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size.

@@ -13,6 +13,7 @@
 #include "lib/comm.h"
 #include "lib/backend.h"
 #include "lib/table.h"
+#include "lib/tier.h"
 
 #define MAX_THREADS 1024
 
@@ -63,6 +64,10 @@ static int check_attr(struct shemb_ctx_attr *a)
 		return shemb__fail(NULL, SHEMB_EINVAL,
 				   "log_level %d outside 0 .. %d", a->log_level,
 				   SHEMB_LOG_DEBUG);
+	if (a->prefetch_thread != 0 && a->prefetch_thread != 1)
+		return shemb__fail(NULL, SHEMB_EINVAL,
+				   "prefetch_thread %d is neither 0 nor 1",
+				   a->prefetch_thread);
 	if (a->world_size < 0 || a->rank < -1)
 		return shemb__fail(NULL, SHEMB_EINVAL,
 				   "rank %d of world size %d is impossible",
@@ -141,6 +146,7 @@ SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx)
 	if (!ctx)
 		return 0;
 	shemb__comm_close(ctx);
+	shemb__loader_stop(ctx);
 	while (ctx->tables)
 		shemb_table_destroy(ctx->tables);
 	if (ctx->mem)

@@ -30,6 +30,7 @@
  */
 
 struct shemb__pool;
+struct shemb__loader;
 
 struct shemb_ctx {
 	struct shemb_ctx_attr attr;
@@ -37,6 +38,7 @@ struct shemb_ctx {
 	const struct shemb_mem_ops *mem;
 	void *be;                     /* the backend's own state */
 	struct shemb__pool *pool;     /* threads for the core's own loops */
+	struct shemb__loader *loader; /* prefetch loads (tier_loader.c) */
 	uint64_t host_budget;         /* bytes of row storage allowed */
 	atomic_uint_fast64_t host_used;
 	uint64_t device_budget;       /* bytes of device tiers allowed */

@@ -2,6 +2,7 @@
  * stats.c - per-table counters and phase timers.
  */
 #include "lib/internal.h"
+#include "lib/tier.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ SHEMB_API int shemb_table_stats(const shemb_table *t,
 				   "stats->size %zu is too small (set it to "
 				   "sizeof(struct shemb_table_stats))",
 				   out->size);
+	shemb__loader_wait(m); /* the loads of the prefetches made count */
 	s = (struct shemb_table_stats){
 		.size = sizeof(s),
 		.lookups = LOAD(m, lookups),

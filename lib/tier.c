@@ -124,6 +124,7 @@ void shemb__tier_destroy(shemb_table *t)
 
 	if (!tr)
 		return;
+	shemb__loader_wait(t);
 	shemb__cold_close(&tr->cold);
 	if (tr->dev.base)
 		ctx->mem->store_free(ctx->be, &tr->dev);
@@ -163,6 +164,7 @@ void shemb__tier_plan_begin(shemb_table *t)
 
 	if (!tr)
 		return;
+	shemb__loader_wait(t);
 	pthread_mutex_lock(&tr->lock);
 	tr->plan++;
 	if (tr->plan_open) /* a plan without its backward */
@@ -178,6 +180,7 @@ void shemb__tier_plan_end(shemb_table *t)
 
 	if (!tr)
 		return;
+	shemb__loader_wait(t);
 	pthread_mutex_lock(&tr->lock);
 	if (tr->plan_open) {
 		tr->plan_open = false;
@@ -194,6 +197,7 @@ int shemb__tier_flush(shemb_table *t)
 
 	if (!tr)
 		return 0;
+	shemb__loader_wait(t);
 	rows = malloc(((size_t)tr->nslots + 1) * sizeof(*rows));
 	slots = malloc(((size_t)tr->nslots + 1) * sizeof(*slots));
 	if (!rows || !slots) {

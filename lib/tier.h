@@ -79,6 +79,13 @@ void shemb__tier_lookup_begin(shemb_table *t);
 void shemb__tier_plan_begin(shemb_table *t);
 void shemb__tier_plan_end(shemb_table *t);
 
+/* tier_loader.c: prefetch loads in the context's loader thread.  queue:
+ * n distinct local rows of t, -1 when it cannot (then load them now);
+ * wait: until t has none queued; stop: at context destroy. */
+int shemb__loader_queue(shemb_table *t, int64_t n, const int64_t *rows);
+void shemb__loader_wait(shemb_table *t);
+void shemb__loader_stop(shemb_ctx *ctx);
+
 /* Write every dirty slot back. */
 int shemb__tier_flush(shemb_table *t);
 

@@ -283,6 +283,8 @@ int shemb__rows_acquire(shemb_table *t, int64_t n, const int64_t *rows,
 		return 0;
 	}
 	v->store = &t->tier->dev;
+	if (use != SHEMB__ROWS_PREFETCH)
+		shemb__loader_wait(t); /* as if prefetches had loaded now */
 	if (!distinct) {
 		d = malloc(((size_t)n + 1) * sizeof(*d));
 		of = malloc(((size_t)n + 1) * sizeof(*of));
@@ -349,6 +351,7 @@ static int announce(shemb_table *t, int64_t n, const int64_t *rows,
 
 	if (!tr || tr->policy != SHEMB_CACHE_LOOKAHEAD)
 		return 0;
+	shemb__loader_wait(t); /* announcements in call order */
 	if (!distinct) {
 		d = malloc(((size_t)n + 1) * sizeof(*d));
 		nd = d ? shemb__dedupe(n, rows, d, NULL) : -1;
@@ -389,21 +392,39 @@ void shemb__tier_lookup_begin(shemb_table *t)
 
 	if (!tr || tr->policy != SHEMB_CACHE_LOOKAHEAD)
 		return;
+	shemb__loader_wait(t);
 	pthread_mutex_lock(&tr->lock);
 	shemb__ahead_pop(tr);
 	pthread_mutex_unlock(&tr->lock);
 }
 
+/* The announcement now, in call order; the loads by the loader thread
+ * (or now, when it cannot take them). */
 int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows,
 			 bool distinct)
 {
 	struct shemb__rows_view v;
+	int64_t *d = NULL;
 	int rc = announce(t, n, rows, distinct, true);
 
 	if (rc || !t->tier || n == 0)
 		return rc;
+	if (!distinct && (d = malloc(((size_t)n + 1) * sizeof(*d)))) {
+		int64_t nd = shemb__dedupe(n, rows, d, NULL);
+
+		if (nd >= 0) {
+			n = nd;
+			rows = d;
+			distinct = true;
+		}
+	}
+	if (distinct && !shemb__loader_queue(t, n, rows)) {
+		free(d);
+		return 0;
+	}
 	rc = shemb__rows_acquire(t, n, rows, distinct, SHEMB__ROWS_PREFETCH,
 				 &v);
 	shemb__rows_release(t, &v);
+	free(d);
 	return rc;
 }

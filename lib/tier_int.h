@@ -102,6 +102,7 @@ struct shemb__tier {
 	struct shemb__ahead ahead;
 	struct shemb__cold cold;        /* fd -1: rows in host memory */
 	uint64_t reserved_host, reserved_device;
+	atomic_int_fast64_t loads_queued; /* prefetch loads not yet done */
 	pthread_mutex_t lock;
 	pthread_cond_t unpinned;
 };

@@ -81,11 +81,17 @@ ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 static const int policies[] = { SHEMB_CACHE_LRU, SHEMB_CACHE_LFU,
 				SHEMB_CACHE_LOOKAHEAD };
 
+static int prefetch_thread = 1; /* the contexts' attribute */
+
 static shemb_ctx *new_ctx(void)
 {
+	struct shemb_ctx_attr a;
 	shemb_ctx *ctx = NULL;
 
-	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 2;
+	a.prefetch_thread = prefetch_thread;
+	ck_assert_int_eq(shemb_ctx_create(&a, &ctx), 0);
 	return ctx;
 }
 
@@ -326,6 +332,18 @@ START_TEST(nothing_lost_host_tier)
 	const int64_t caps[] = { 1, 2, 7, 30, ROWS, ROWS + 10 };
 
 	run_matrix(false, caps, TU_ARRAY_SIZE(caps), 80);
+}
+END_TEST
+
+/* Prefetches that load in the call, not in the context's thread. */
+START_TEST(nothing_lost_prefetch_in_the_call)
+{
+	const int64_t caps[] = { 1, 9 };
+
+	prefetch_thread = 0;
+	run_matrix(false, caps, TU_ARRAY_SIZE(caps), 60);
+	run_matrix(true, caps, TU_ARRAY_SIZE(caps), 40);
+	prefetch_thread = 1;
 }
 END_TEST
 
@@ -963,6 +981,16 @@ START_TEST(budgets_and_bad_attributes)
 	ck_assert_int_eq(shemb_table_create(ctx, &a, &t), SHEMB_EINVAL);
 	ck_assert(tu_contains_all(shemb_ctx_last_error(ctx), "cache_policy",
 				  NULL));
+	{
+		shemb_ctx *bad = NULL;
+
+		shemb_ctx_attr_init(&ca);
+		ca.prefetch_thread = 2;
+		ck_assert_int_eq(shemb_ctx_create(&ca, &bad), SHEMB_EINVAL);
+		ck_assert(tu_contains_all(shemb_ctx_last_error(NULL),
+					  "prefetch_thread", NULL));
+		ck_assert_ptr_null(bad);
+	}
 	ck_assert_ptr_null(t);
 	rmdir(dir);
 	shemb_ctx_destroy(ctx);
@@ -1048,6 +1076,7 @@ static Suite *tier_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, nothing_lost_host_tier);
 	tcase_add_test(tc, nothing_lost_cold_tier);
+	tcase_add_test(tc, nothing_lost_prefetch_in_the_call);
 	tcase_add_test(tc, concurrent_lookups_share_the_tier);
 	tcase_add_test(tc, several_sets_of_one_table);
 	suite_add_tcase(s, tc);

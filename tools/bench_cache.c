@@ -48,6 +48,10 @@ const char bench_cache_usage[] =
 "  --dim N             values per row for the hit rates (default 16)\n"
 "  --tput-dim N        values per row for the throughput (default 128)\n"
 "  --depth N           batches lookahead prefetches ahead (default 2)\n"
+"  --compute-us N      throughput: a busy loop of N microseconds after each\n"
+"                      lookup, as the dense model's step (default 0)\n"
+"  --prefetch-thread   the context's prefetch_thread 1: a thread of the\n"
+"                      context does the loads of shemb_prefetch\n"
 "  --window N          batches lookahead announces ahead (shemb_announce;\n"
 "                      default 128, at most 255; 0: none)\n"
 "  --zipf-s S          exponent of the Zipf trace the results are of\n"
@@ -60,7 +64,8 @@ const char bench_cache_usage[] =
 
 struct cache_opts {
 	int64_t rows, batches, batch;
-	int pooling, dim, tput_dim, depth, window, threads, reps;
+	int pooling, dim, tput_dim, depth, window, threads, reps, compute_us;
+	bool prefetch_thread;
 	double zipf_s;
 	uint64_t seed;
 	const char *trace;
@@ -74,6 +79,7 @@ struct cache_run {
 	int64_t *perm;          /* Zipf rank - 1 -> id */
 	float *out;             /* one lookup's output, either dim */
 	double lookup_s;        /* time in shemb_lookup, summed */
+	int compute_us;         /* the dense step after each lookup */
 };
 
 /* One capacity of one trace. */
@@ -89,7 +95,7 @@ struct cap_result {
 enum {
 	CO_TRACE = 256, CO_ROWS, CO_BATCHES, CO_BATCH, CO_POOLING, CO_DIM,
 	CO_TPUT_DIM, CO_DEPTH, CO_WINDOW, CO_ZIPF_S, CO_SEED, CO_THREADS,
-	CO_REPS, CO_QUICK
+	CO_REPS, CO_QUICK, CO_COMPUTE, CO_THREAD
 };
 
 static const struct option cache_long[] = {
@@ -102,6 +108,8 @@ static const struct option cache_long[] = {
 	{ "tput-dim", required_argument, NULL, CO_TPUT_DIM },
 	{ "depth", required_argument, NULL, CO_DEPTH },
 	{ "window", required_argument, NULL, CO_WINDOW },
+	{ "compute-us", required_argument, NULL, CO_COMPUTE },
+	{ "prefetch-thread", no_argument, NULL, CO_THREAD },
 	{ "zipf-s", required_argument, NULL, CO_ZIPF_S },
 	{ "seed", required_argument, NULL, CO_SEED },
 	{ "threads", required_argument, NULL, CO_THREADS },
@@ -155,6 +163,11 @@ static int apply_opt(struct cache_opts *o, int c, const char *arg)
 		return parse_int(arg, 0, 64, &o->depth);
 	case CO_WINDOW:
 		return parse_int(arg, 0, 255, &o->window);
+	case CO_COMPUTE:
+		return parse_int(arg, 0, 1000000, &o->compute_us);
+	case CO_THREAD:
+		o->prefetch_thread = true;
+		return 0;
 	case CO_ZIPF_S:
 		return parse_s(arg, &o->zipf_s);
 	case CO_SEED:
@@ -303,6 +316,8 @@ static int replay(struct cache_run *r, shemb_table *t,
 			return -1;
 		if (step(r, t, &tr->b[k], LOOKUP))
 			return -1;
+		if (r->compute_us) /* the dense step, overlapping the loads */
+			bench_busy_us(r->compute_us);
 	}
 	return 0;
 }
@@ -472,6 +487,7 @@ static int time_replays(struct cache_run *r,
 				SHEMB_CACHE_LOOKAHEAD, &t);
 		if (rc)
 			break;
+		r->compute_us = o->compute_us;
 		t0 = bench_now();
 		r->lookup_s = 0;
 		rc = replay(r, t, tr, c->depth, o->window);
@@ -483,6 +499,7 @@ static int time_replays(struct cache_run *r,
 		rc = rc || replay(r, res, tr, c->depth, 0);
 		s->res[i] = bench_now() - t0;
 		s->res_lk[i] = r->lookup_s;
+		r->compute_us = 0;
 		s->ratio[i] = s->res[i] / s->tier[i];
 		s->ratio_lk[i] = s->res_lk[i] / s->tier_lk[i];
 	}
@@ -532,10 +549,11 @@ static int throughput(struct cache_run *r, const struct cache_trace *tr,
 		printf("\nthroughput: %s at %d%% (%lld slots), lookahead, "
 		       "prefetch depth %d,\nwindow %d, dim %d; median of %d "
 		       "replay%s of %lld ids (lookups, prefetches\nand "
-		       "announcements, NO_GRAD)\n",
+		       "announcements, NO_GRAD; %d us of compute after each "
+		       "lookup)\n",
 		       tr->name, pcts[TPUT_PCT], (long long)c->slots,
 		       c->depth, o->window, o->tput_dim, o->reps,
-		       o->reps > 1 ? "s" : "", (long long)ids);
+		       o->reps > 1 ? "s" : "", (long long)ids, o->compute_us);
 		print_tput(o, ids, &s);
 		rc = 0;
 	}
@@ -698,6 +716,7 @@ static int open_run(struct cache_run *r)
 
 	shemb_ctx_attr_init(&ca);
 	ca.nthreads = o->threads;
+	ca.prefetch_thread = o->prefetch_thread;
 	rc = shemb_ctx_create(&ca, &r->ctx);
 	if (rc)
 		return failed(NULL, "shemb_ctx_create", rc);

@@ -511,3 +511,11 @@ int bench_check_sum(const float *got, const float *rows, int64_t len,
 	}
 	return 0;
 }
+
+void bench_busy_us(int us)
+{
+	double end = bench_now() + 1e-6 * us;
+
+	while (bench_now() < end)
+		;
+}

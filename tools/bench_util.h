@@ -96,6 +96,9 @@ void bench_share(int64_t n, int tid, int nthreads, int64_t *lo, int64_t *hi);
 void *bench_alloc_big(struct bench_pool *pool, size_t bytes, bool thp);
 void bench_free_big(void *p, size_t bytes);
 
+/* Keep this thread busy for us microseconds (a simulated computation). */
+void bench_busy_us(int us);
+
 /* 0 when got[dim] is the sum of rows[len][dim] (within 1e-5 of the sum
  * of magnitudes), else -1 with a message naming bag. */
 int bench_check_sum(const float *got, const float *rows, int64_t len,
