@@ -225,8 +225,9 @@ static int resolve_locked(shemb_table *t, struct resolve *r, int use)
 	if (r->nd > tr->nslots && !partial)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "table '%s': a call "
 				   "needs %lld distinct rows of this rank's "
-				   "part; its device tier holds %d (cache_rows)",
-				   t->name, (long long)r->nd, tr->nslots);
+				   "part; its device tier holds %d "
+				   "(cache_rows)", t->name, (long long)r->nd,
+				   tr->nslots);
 	count(tr, r, &misses, &room);
 	/* rows pinned by calls in progress come back when they end */
 	while (misses > room && !partial && tr->npinned > 0) {

@@ -109,7 +109,8 @@ static int write_initial(shemb_table *t, struct shemb__cold *c,
 	for (int64_t r0 = 0; !rc && r0 < t->store.rows; r0 += chunk) {
 		struct shemb__init_spec sp = *spec;
 
-		s.rows = t->store.rows - r0 < chunk ? t->store.rows - r0 : chunk;
+		s.rows = t->store.rows - r0 < chunk ? t->store.rows - r0
+						    : chunk;
 		sp.row_base = r0;
 		rc = ctx->mem->init_rows(ctx->be, &s, &sp);
 		for (int64_t i = 0; !rc && i < s.rows; i++)
@@ -117,7 +118,8 @@ static int write_initial(shemb_table *t, struct shemb__cold *c,
 					       (char *)s.base +
 						       (size_t)i * s.stride);
 	}
-	ctx->mem->scratch_free(ctx->be, s.base, (size_t)chunk * t->store.stride);
+	ctx->mem->scratch_free(ctx->be, s.base,
+			       (size_t)chunk * t->store.stride);
 	return rc;
 }
 

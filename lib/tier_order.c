@@ -203,13 +203,14 @@ void shemb__lists_refile(struct shemb__tier *tr, int32_t slot)
 
 int shemb__tier_list(const struct shemb__tier *tr, int32_t slot)
 {
+	int64_t next = tr->slot[slot].next_use;
 	uint32_t f;
 
 	if (tr->plan_open && tr->slot[slot].plan == tr->plan)
 		return SHEMB__LIST_PLAN;
-	if (tr->policy == SHEMB_CACHE_LOOKAHEAD && tr->slot[slot].next_use >= 0)
+	if (tr->policy == SHEMB_CACHE_LOOKAHEAD && next >= 0)
 		return SHEMB__LIST_AHEAD +
-		       (int)((uint64_t)tr->slot[slot].next_use % SHEMB__AHEAD_MAX);
+		       (int)((uint64_t)next % SHEMB__AHEAD_MAX);
 	if (tr->policy == SHEMB_CACHE_LRU)
 		return 0;
 	f = tr->freq[tr->slot[slot].row];
