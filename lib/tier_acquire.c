@@ -214,6 +214,28 @@ static void settle_misses(shemb_table *t, struct resolve *r, int use)
 	}
 }
 
+/*
+ * Room for r's misses comes back as calls in progress release their
+ * pins.  Calls that must wait take their turns in order, and while any
+ * waits, new calls queue behind it: a call needing most of the slots is
+ * not starved by a stream of small ones.
+ */
+static void wait_turn(struct shemb__tier *tr, struct resolve *r,
+		      int64_t *misses, int64_t *room)
+{
+	uint64_t me = tr->next_turn++;
+
+	tr->waiting++;
+	while (tr->serving != me ||
+	       (*misses > *room && tr->npinned > 0)) {
+		pthread_cond_wait(&tr->unpinned, &tr->lock);
+		count(tr, r, misses, room);
+	}
+	tr->waiting--;
+	tr->serving++;
+	pthread_cond_broadcast(&tr->unpinned);
+}
+
 /* With the tier's lock held: pin r's rows, loading misses. */
 static int resolve_locked(shemb_table *t, struct resolve *r, int use)
 {
@@ -229,11 +251,10 @@ static int resolve_locked(shemb_table *t, struct resolve *r, int use)
 				   "(cache_rows)", t->name, (long long)r->nd,
 				   tr->nslots);
 	count(tr, r, &misses, &room);
-	/* rows pinned by calls in progress come back when they end */
-	while (misses > room && !partial && tr->npinned > 0) {
-		pthread_cond_wait(&tr->unpinned, &tr->lock);
-		count(tr, r, &misses, &room);
-	}
+	if (partial && tr->waiting)
+		room = 0; /* a waiting call comes first: load nothing */
+	else if (!partial && (misses > room || tr->waiting))
+		wait_turn(tr, r, &misses, &room);
 	if (misses > room && !partial)
 		return shemb__fail(t->ctx, SHEMB_EINTERNAL, "table '%s': no "
 				   "room in the device tier", t->name);

@@ -96,6 +96,8 @@ struct shemb__tier {
 	int32_t *free_slots;
 	int32_t nfree;
 	int64_t npinned;                /* pins held, all calls */
+	uint64_t next_turn, serving;    /* calls waiting for room, in */
+	int64_t waiting;                /* order (tier_acquire.c) */
 	struct shemb__slot_index index;
 	struct shemb__evict_lists order;
 	uint32_t *freq;                 /* per local row: LFU, LOOKAHEAD */

@@ -432,6 +432,32 @@ static void lookup_ids(shemb_ctx *ctx, shemb_table *t, int n,
 	tu_bags_free(&b);
 }
 
+/* One POOL_NONE lookup of n ids into out; its return code. */
+static int lookup_rows_none(shemb_ctx *ctx, shemb_table *t, int n,
+			    const int64_t *ids, float *out)
+{
+	struct tu_bags b;
+	int64_t len[16];
+	struct shemb_bags s;
+	int rc;
+
+	for (int i = 0; i < n; i++)
+		len[i] = 1;
+	tu_bags_from(&b, n, len, ids, NULL);
+	s = tu_bags_view(&b, t, SHEMB_POOL_NONE);
+	rc = shemb_lookup(ctx, 1, &s, &out, SHEMB_LOOKUP_NO_GRAD);
+	tu_bags_free(&b);
+	return rc;
+}
+
+static int lookup_quiet(shemb_ctx *ctx, shemb_table *t, int n,
+			const int64_t *ids)
+{
+	float out[16 * DIM];
+
+	return lookup_rows_none(ctx, t, n, ids, out);
+}
+
 static void prefetch_ids(shemb_ctx *ctx, shemb_table *t, int n,
 			 const int64_t *ids)
 {
@@ -1066,6 +1092,64 @@ START_TEST(concurrent_lookups_share_the_tier)
 }
 END_TEST
 
+/* A call needing most of the slots gets its turn among a stream of small
+ * calls from other threads (the test ends only if it does). */
+struct stream {
+	shemb_ctx *ctx;
+	shemb_table *t;
+	atomic_int *stop;
+	int bad;
+};
+
+static void *small_calls(void *arg)
+{
+	struct stream *s = arg;
+	struct tu_rng r;
+
+	tu_rng_seed(&r, (uint64_t)(uintptr_t)s);
+	while (!atomic_load(s->stop)) {
+		int64_t ids[2] = { tu_rng_below(&r, ROWS),
+				   tu_rng_below(&r, ROWS) };
+
+		if (lookup_quiet(s->ctx, s->t, 2, ids))
+			s->bad++;
+	}
+	return NULL;
+}
+
+START_TEST(a_large_call_is_not_starved)
+{
+	struct pair p;
+	struct stream s[3];
+	pthread_t th[3];
+	atomic_int stop = 0;
+	float got[14 * DIM], want[14 * DIM];
+
+	pair_open(&p, SHEMB_F32, SHEMB_OPT_SGD, 16, SHEMB_CACHE_LRU, false);
+	for (int k = 0; k < 3; k++) {
+		s[k] = (struct stream){ p.ctx, p.tier, &stop, 0 };
+		pthread_create(&th[k], NULL, small_calls, &s[k]);
+	}
+	for (int i = 0; i < 30; i++) {
+		int64_t ids[14];
+
+		for (int k = 0; k < 14; k++)
+			ids[k] = (i * 14 + k) % ROWS;
+		ck_assert_int_eq(lookup_rows_none(p.ctx, p.tier, 14, ids, got),
+				 0);
+		ck_assert_int_eq(lookup_rows_none(p.ctx, p.host, 14, ids,
+						  want), 0);
+		ck_assert_int_eq(memcmp(got, want, sizeof(got)), 0);
+	}
+	atomic_store(&stop, 1);
+	for (int k = 0; k < 3; k++) {
+		pthread_join(th[k], NULL);
+		ck_assert_int_eq(s[k].bad, 0);
+	}
+	pair_close(&p);
+}
+END_TEST
+
 static Suite *tier_suite(void)
 {
 	Suite *s = suite_create("tier");
@@ -1079,6 +1163,7 @@ static Suite *tier_suite(void)
 	tcase_add_test(tc, nothing_lost_prefetch_in_the_call);
 	tcase_add_test(tc, concurrent_lookups_share_the_tier);
 	tcase_add_test(tc, several_sets_of_one_table);
+	tcase_add_test(tc, a_large_call_is_not_starved);
 	suite_add_tcase(s, tc);
 	tcase_add_test(ts, lru_counts);
 	tcase_add_test(ts, lfu_keeps_the_frequent_row);
