@@ -40,6 +40,12 @@ enum shemb__dist_kind {
 	SHEMB__DIST_ANNOUNCE = 6
 };
 
+/* A read_rows() across ranks, made as a lookup. */
+static inline bool shemb__step_reads(const struct shemb__step *st)
+{
+	return st->kind == SHEMB__DIST_READ;
+}
+
 /* Prefetches and announcements: lookups that move no rows. */
 static inline bool shemb__dist_ahead(int kind)
 {

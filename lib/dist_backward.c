@@ -356,8 +356,6 @@ struct owner_part {
 	struct shemb__dense *dense;  /* small replicated tables */
 	shemb_table *table;          /* with its rows acquired in view */
 	struct shemb__rows_view view;
-	bool said;                   /* acquiring them failed, detail
-				      * recorded */
 };
 
 static void free_part(struct owner_part *o)
@@ -447,8 +445,10 @@ static int prepare_part(struct shemb__step *st, int g,
 	struct shemb__route *r = t->plan->route;
 	int rc = 0;
 
-	if (shemb__dense_replicated(st, t))
-		return shemb__dense_prepare(st, g, gr->rows, &o->dense);
+	if (shemb__dense_replicated(st, t)) {
+		rc = shemb__dense_prepare(st, g, gr->rows, &o->dense);
+		goto out;
+	}
 	if (replicated(t)) {
 		rc = replicated_route(st, g, x, start, &o->own);
 		r = &o->own;
@@ -460,7 +460,7 @@ static int prepare_part(struct shemb__step *st, int g,
 		rc = o->rows ? 0 : SHEMB_ENOMEM;
 	}
 	if (rc)
-		return rc;
+		goto out;
 	o->set = (struct shemb__bwd_set){ .pooling = SHEMB_POOL_NONE,
 					  .nbags = o->m.nrows,
 					  .weights = o->m.coef,
@@ -479,12 +479,16 @@ static int prepare_part(struct shemb__step *st, int g,
 	rc = shemb__rows_acquire(t, o->m.nunique, o->m.unique, true,
 				 SHEMB__ROWS_WRITE, &o->view);
 	o->table = t;
-	o->said = rc != 0; /* the tier recorded why */
 	if (rc)
-		return rc;
+		return rc; /* the tier recorded why */
 	o->job.store = o->view.store;
 	o->job.unique = o->view.at;
-	return needs_rowsum(t) ? prepare_rowsum(st, t, o) : 0;
+	rc = needs_rowsum(t) ? prepare_rowsum(st, t, o) : 0;
+out:
+	if (rc)
+		shemb__fail(st->ctx, rc, "table '%s': preparing its gradients "
+			    "failed (%s)", t->name, shemb_strerror(rc));
+	return rc;
 }
 
 /* After the ranks agreed: the collectives some tables still need, then
@@ -514,17 +518,13 @@ static int prepare_all(struct shemb__step *st, const struct grads *gr,
 {
 	size_t *start = calloc((size_t)x->world * (size_t)st->ngroups + 1,
 			       sizeof(size_t));
-	int rc = start ? locate(st, x, start) : SHEMB_ENOMEM;
-	int g;
+	int rc = start ? locate(st, x, start)
+		       : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 
-	for (g = 0; !rc && g < st->ngroups; g++)
+	/* each part records the detail of its own failure */
+	for (int g = 0; !rc && g < st->ngroups; g++)
 		rc = prepare_part(st, g, x, start, &gr[g], &parts[g]);
 	free(start);
-	if (rc && g > 0 && parts[g - 1].said)
-		return rc;
-	if (rc && rc != SHEMB_EINTERNAL)
-		shemb__fail(st->ctx, rc, "preparing the gradients of the "
-			    "tables failed (%s)", shemb_strerror(rc));
 	return rc;
 }
 

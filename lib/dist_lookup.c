@@ -17,7 +17,7 @@
 /* Rows travel in the wire dtype, except for read_rows, which is exact. */
 static int row_dtype(const struct shemb__step *st, const shemb_table *t)
 {
-	return st->exact_rows ? t->attr.dtype : shemb__wire_rows(t);
+	return shemb__step_reads(st) ? t->attr.dtype : shemb__wire_rows(t);
 }
 
 static size_t row_bytes_at(const struct shemb__step *st, const shemb_table *t,
@@ -257,7 +257,7 @@ static int read_owned(struct shemb__step *st, shemb_table *t, int64_t n,
 	struct shemb__rows_view v;
 	int rc;
 
-	if (st->exact_rows) /* a read: any number of rows, in passes */
+	if (shemb__step_reads(st)) /* a read: any number of rows, in passes */
 		return shemb__tier_read(t, n, rows, at, row_dtype(st, t));
 	rc = shemb__rows_acquire(t, n, rows, false, shemb__lookup_use(st), &v);
 	if (!rc)

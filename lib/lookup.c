@@ -121,13 +121,13 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 		if (rc)
 			return shemb__fail(st->ctx, rc, "table '%s': lookup "
 					   "failed in the backend", t->name);
-		if (st->exact_rows)
+		if (shemb__step_reads(st))
 			continue; /* a read counts in no statistics */
 		SHEMB__STAT_ADD(t, lookups, 1);
 		SHEMB__STAT_ADD(t, bags, b->nbags);
 		SHEMB__STAT_ADD(t, ids, b->nids);
 	}
-	if (!st->exact_rows)
+	if (!shemb__step_reads(st))
 		SHEMB__STAT_ADD(t, pool_ns, shemb__now_ns() - t0);
 	return 0;
 }
@@ -135,31 +135,62 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 /* A lookup without a plan of a table with a device tier: its ids, all
  * sets in call order, acquired as they are (the tier finds the distinct
  * rows by hashing, cheaper than a plan's sort). */
+/* The ids of grp's sets in call order: the first set's own when it is
+ * the only one, else a copy into *all (to free); NULL without memory. */
+static const int64_t *group_ids(struct shemb__step *st,
+				const struct shemb__group *grp, int64_t *n,
+				int64_t **all)
+{
+	*n = 0;
+	*all = NULL;
+	if (grp->nsets == 1) {
+		*n = grp->sets[0]->nids;
+		return grp->sets[0]->ids;
+	}
+	for (int s = 0; s < grp->nsets; s++)
+		*n += grp->sets[s]->nids;
+	*all = malloc(((size_t)*n + 1) * sizeof(**all));
+	if (!*all) {
+		shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+		return NULL;
+	}
+	*n = 0;
+	for (int s = 0; s < grp->nsets; s++)
+		for (int64_t i = 0; i < grp->sets[s]->nids; i++)
+			(*all)[(*n)++] = grp->sets[s]->ids[i];
+	return *all;
+}
+
 static int pool_unplanned(struct shemb__step *st,
 			  const struct shemb__group *grp, float *const *out)
 {
 	shemb_table *t = grp->table;
-	const int64_t *ids = grp->sets[0]->ids;
-	int64_t *all = NULL, n = 0;
 	struct shemb__rows_view v;
+	int64_t *all, n;
+	const int64_t *ids = group_ids(st, grp, &n, &all);
 	int rc;
 
-	for (int s = 0; s < grp->nsets; s++)
-		n += grp->sets[s]->nids;
-	if (grp->nsets > 1) {
-		all = malloc(((size_t)n + 1) * sizeof(*all));
-		if (!all)
-			return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-		n = 0;
-		for (int s = 0; s < grp->nsets; s++)
-			for (int64_t i = 0; i < grp->sets[s]->nids; i++)
-				all[n++] = grp->sets[s]->ids[i];
-		ids = all;
-	}
+	if (!ids)
+		return SHEMB_ENOMEM;
 	rc = shemb__rows_acquire(t, n, ids, false, SHEMB__ROWS_LOOKUP, &v);
 	if (!rc)
 		rc = shemb__pool_group(st, grp, NULL, out, v.store, v.at);
 	shemb__rows_release(t, &v);
+	free(all);
+	return rc;
+}
+
+/* A prefetch or announcement on one rank: the tier finds the distinct
+ * rows by hashing, no plan needed. */
+static int ahead_local(struct shemb__step *st, const struct shemb__group *grp)
+{
+	int64_t *all, n;
+	const int64_t *ids = group_ids(st, grp, &n, &all);
+	int rc;
+
+	if (!ids)
+		return SHEMB_ENOMEM;
+	rc = shemb__prefetch_rows(st, grp->table, n, ids, false);
 	free(all);
 	return rc;
 }
@@ -176,7 +207,7 @@ int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 		return shemb__pool_group(st, grp, plan, out, &t->store, NULL);
 	if (!plan)
 		return pool_unplanned(st, grp, out);
-	if (st->exact_rows) /* a read: one POOL_NONE set, any size */
+	if (shemb__step_reads(st)) /* a read: one POOL_NONE set, any size */
 		return shemb__tier_read(t, grp->sets[0]->nids,
 					grp->sets[0]->ids, out[grp->index[0]],
 					SHEMB_F32);
@@ -198,17 +229,9 @@ int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 
 int shemb__lookup_use(const struct shemb__step *st)
 {
-	if (st->exact_rows)
+	if (shemb__step_reads(st))
 		return SHEMB__ROWS_READ;
 	return st->planned ? SHEMB__ROWS_PLANNED : SHEMB__ROWS_LOOKUP;
-}
-
-static bool any_tiered(const struct shemb__step *st)
-{
-	for (int g = 0; g < st->ngroups; g++)
-		if (shemb__tiered(st->groups[g].table))
-			return true;
-	return false;
 }
 
 static int check_outputs(struct shemb__step *st, float *const *out)
@@ -231,17 +254,13 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 		      bool planned, int status, int kind)
 {
 	bool dist = shemb__distributed(st->ctx);
-	bool need_plans = planned || dist ||
-			  (any_tiered(st) && kind != SHEMB__DIST_LOOKUP);
+	bool need_plans = planned || dist; /* tiers hash their rows */
 	struct shemb__plan **plans = NULL;
 	int rc = status;
 
 	if (st->ngroups == 0 && !dist)
 		return rc;
-	if (shemb__dist_ahead(kind) && !dist && !any_tiered(st))
-		return rc; /* nothing to load */
 	st->planned = planned;
-	st->exact_rows = kind == SHEMB__DIST_READ;
 	st->kind = kind;
 	if (!rc && need_plans) {
 		plans = calloc((size_t)st->ngroups + 1, sizeof(*plans));
@@ -260,9 +279,7 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 		rc = shemb__dist_lookup(st, plans, out, rc, kind);
 	for (int g = 0; !dist && !rc && g < st->ngroups; g++)
 		rc = shemb__dist_ahead(kind)
-			     ? shemb__prefetch_rows(st, st->groups[g].table,
-						    plans[g]->nunique,
-						    plans[g]->unique, true)
+			     ? ahead_local(st, &st->groups[g])
 			     : shemb__pool_local(st, &st->groups[g],
 						 plans ? plans[g] : NULL, out);
 	/* still under the tables' locks: a backward, which holds them

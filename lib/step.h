@@ -22,12 +22,12 @@ struct shemb__step {
 	struct shemb__group *groups;    /* ascending table serial */
 	const struct shemb_bags **set_ptrs;
 	int *set_index;
-	bool exact_rows;                /* across ranks: rows in their storage
-					 * dtype whatever the wire dtype (a
-					 * read: counts in no statistics) */
 	bool planned;                   /* a lookup that keeps its plan */
 	int kind;                       /* enum shemb__dist_kind: lookup,
-					 * read, prefetch or announcement */
+					 * read (across ranks: rows in their
+					 * storage dtype whatever the wire
+					 * dtype; counts in no statistics),
+					 * prefetch or announcement */
 };
 
 /* Copy and group the caller's n bag sets; checks the structure of each

@@ -8,11 +8,6 @@
 
 #include "lib/table.h"
 
-bool shemb__tier_wanted(const struct shemb_table_attr *a)
-{
-	return a->cache_rows > 0;
-}
-
 static int alloc_arrays(struct shemb__tier *tr, int32_t n)
 {
 	size_t k = (size_t)n + 1;
@@ -29,7 +24,8 @@ static int alloc_arrays(struct shemb__tier *tr, int32_t n)
 	}
 	tr->nfree = n;
 	shemb__lists_init(&tr->order, tr->slot);
-	return shemb__index_init(&tr->index, n) ? SHEMB_ENOMEM : 0;
+	return shemb__rowmap_init(&tr->index, sizeof(struct shemb__index_rec),
+				  (uint64_t)n);
 }
 
 /* Slots, and the LFU counts, are memory of the context's budgets: the
@@ -97,7 +93,7 @@ int shemb__tier_create(shemb_table *t, const struct shemb__init_spec *spec)
 						       : t->store.rows;
 	int rc;
 
-	if (!shemb__tier_wanted(&t->attr) || t->store.rows == 0)
+	if (t->attr.cache_rows == 0 || t->store.rows == 0)
 		return 0;
 	if (n > INT32_MAX - 1)
 		return shemb__fail(t->ctx, SHEMB_EINVAL, "table '%s': "
@@ -130,7 +126,7 @@ void shemb__tier_destroy(shemb_table *t)
 		ctx->mem->store_free(ctx->be, &tr->dev);
 	atomic_fetch_sub(&ctx->device_used, tr->reserved_device);
 	shemb__ctx_release(ctx, tr->reserved_host);
-	shemb__index_free(&tr->index);
+	shemb__rowmap_free(&tr->index);
 	free(tr->slot);
 	shemb__ahead_free(&tr->ahead);
 	free(tr->free_slots);

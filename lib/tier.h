@@ -38,7 +38,6 @@ struct shemb__rows_view {
 };
 
 /* tier.c */
-bool shemb__tier_wanted(const struct shemb_table_attr *a);
 int shemb__tier_create(shemb_table *t, const struct shemb__init_spec *spec);
 void shemb__tier_destroy(shemb_table *t);
 

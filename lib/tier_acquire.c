@@ -63,9 +63,9 @@ static void count(const struct shemb__tier *tr, struct resolve *r,
 	for (int64_t i = 0; i < r->nd; i++) {
 		int32_t s;
 
-		if (i + SHEMB__LOOK_AHEAD < r->nd)
-			shemb__index_touch(&tr->index,
-					   r->d[i + SHEMB__LOOK_AHEAD]);
+		if (i + SHEMB__ROWMAP_AHEAD < r->nd)
+			shemb__rowmap_touch(&tr->index,
+					    r->d[i + SHEMB__ROWMAP_AHEAD]);
 		s = shemb__index_find(&tr->index, r->d[i]);
 		r->dslot[i] = s;
 		if (s < 0)
@@ -362,34 +362,47 @@ out:
 	memset(v, 0, sizeof(*v));
 }
 
-/* Queue a coming step of LOOKAHEAD tier t; `own`: the announcement a
- * prefetch makes of its step when the caller announces none. */
+/* rows[0 .. n) without repeats: rows itself when the caller knows it has
+ * none (*copy NULL), else a copy to free (*copy); NULL without memory. */
+static const int64_t *distinct_rows(shemb_table *t, int64_t *n,
+				    const int64_t *rows, bool distinct,
+				    int64_t **copy)
+{
+	int64_t nd;
+
+	*copy = NULL;
+	if (distinct)
+		return rows;
+	*copy = malloc(((size_t)*n + 1) * sizeof(**copy));
+	nd = *copy ? shemb__dedupe(*n, rows, *copy, NULL) : -1;
+	if (nd < 0) {
+		free(*copy);
+		*copy = NULL;
+		shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+		return NULL;
+	}
+	*n = nd;
+	return *copy;
+}
+
+/* Queue a coming step of n distinct rows of LOOKAHEAD tier t; `own`: the
+ * announcement a prefetch makes of its step when the caller announces
+ * none. */
 static int announce(shemb_table *t, int64_t n, const int64_t *rows,
-		    bool distinct, bool own)
+		    bool own)
 {
 	struct shemb__tier *tr = t->tier;
-	int64_t nd = n, *d = NULL;
 	int rc = 0;
 
 	if (!tr || tr->policy != SHEMB_CACHE_LOOKAHEAD)
 		return 0;
 	shemb__loader_wait(t); /* announcements in call order */
-	if (!distinct) {
-		d = malloc(((size_t)n + 1) * sizeof(*d));
-		nd = d ? shemb__dedupe(n, rows, d, NULL) : -1;
-		if (nd < 0) {
-			free(d);
-			return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
-		}
-		rows = d;
-	}
 	pthread_mutex_lock(&tr->lock);
 	if (!own)
 		tr->ahead.used = true;
 	if (!own || !tr->ahead.used)
-		rc = shemb__ahead_push(tr, nd, rows);
+		rc = shemb__ahead_push(tr, n, rows);
 	pthread_mutex_unlock(&tr->lock);
-	free(d);
 	if (rc == SHEMB_EINVAL && own)
 		return 0; /* prefetches without lookups: it only loads */
 	if (rc == SHEMB_EINVAL)
@@ -405,7 +418,15 @@ static int announce(shemb_table *t, int64_t n, const int64_t *rows,
 int shemb__tier_announce(shemb_table *t, int64_t n, const int64_t *rows,
 			 bool distinct)
 {
-	return announce(t, n, rows, distinct, false);
+	int64_t *copy;
+	int rc;
+
+	if (!t->tier || t->tier->policy != SHEMB_CACHE_LOOKAHEAD)
+		return 0;
+	rows = distinct_rows(t, &n, rows, distinct, &copy);
+	rc = rows ? announce(t, n, rows, false) : SHEMB_ENOMEM;
+	free(copy);
+	return rc;
 }
 
 void shemb__tier_lookup_begin(shemb_table *t)
@@ -426,27 +447,20 @@ int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows,
 			 bool distinct)
 {
 	struct shemb__rows_view v;
-	int64_t *d = NULL;
-	int rc = announce(t, n, rows, distinct, true);
+	int64_t *copy;
+	int rc;
 
-	if (rc || !t->tier || n == 0)
-		return rc;
-	if (!distinct && (d = malloc(((size_t)n + 1) * sizeof(*d)))) {
-		int64_t nd = shemb__dedupe(n, rows, d, NULL);
-
-		if (nd >= 0) {
-			n = nd;
-			rows = d;
-			distinct = true;
-		}
-	}
-	if (distinct && !shemb__loader_queue(t, n, rows)) {
-		free(d);
+	if (!t->tier)
 		return 0;
+	rows = distinct_rows(t, &n, rows, distinct, &copy);
+	if (!rows)
+		return SHEMB_ENOMEM;
+	rc = announce(t, n, rows, true);
+	if (!rc && n > 0 && shemb__loader_queue(t, n, rows)) {
+		rc = shemb__rows_acquire(t, n, rows, true,
+					 SHEMB__ROWS_PREFETCH, &v);
+		shemb__rows_release(t, &v);
 	}
-	rc = shemb__rows_acquire(t, n, rows, distinct, SHEMB__ROWS_PREFETCH,
-				 &v);
-	shemb__rows_release(t, &v);
-	free(d);
+	free(copy);
 	return rc;
 }

@@ -2,7 +2,7 @@
  * tier_ahead.c - the steps a LOOKAHEAD tier knows ahead.
  *
  * Each announced step keeps its distinct rows; a row's occurrences in the
- * queued steps are chained (next_seq, next_idx), and a map gives each
+ * queued steps are chained (next_seq, next_idx), and a row map gives each
  * row's first and last occurrence.  So a row's next use is known in O(1)
  * when it is loaded, when a step is announced (a new last occurrence) and
  * when the oldest step is used up (the first occurrence moves on), and
@@ -13,82 +13,6 @@
 
 #include <stdlib.h>
 
-#include "lib/rowinit.h"
-
-/* ---- the map: row -> its first and last occurrence ---- */
-
-static uint64_t home(const struct shemb__ahead *a, int64_t row)
-{
-	return shemb__mix64((uint64_t)row) & a->mask;
-}
-
-static struct shemb__ahead_entry *find(const struct shemb__ahead *a,
-				       int64_t row)
-{
-	if (!a->map)
-		return NULL;
-	for (uint64_t i = home(a, row);; i = (i + 1) & a->mask) {
-		if (a->map[i].row == row)
-			return &a->map[i];
-		if (a->map[i].row < 0)
-			return NULL;
-	}
-}
-
-static struct shemb__ahead_entry *insert(struct shemb__ahead *a, int64_t row)
-{
-	uint64_t i = home(a, row);
-
-	while (a->map[i].row >= 0)
-		i = (i + 1) & a->mask;
-	a->map[i].row = row;
-	a->count++;
-	return &a->map[i];
-}
-
-/* Backward-shift deletion, as the slot index does. */
-static void erase(struct shemb__ahead *a, struct shemb__ahead_entry *e)
-{
-	uint64_t i = (uint64_t)(e - a->map), j;
-
-	for (j = (i + 1) & a->mask; a->map[j].row >= 0;
-	     j = (j + 1) & a->mask) {
-		uint64_t h = home(a, a->map[j].row);
-
-		if (((j - h) & a->mask) >= ((j - i) & a->mask)) {
-			a->map[i] = a->map[j];
-			i = j;
-		}
-	}
-	a->map[i].row = -1;
-	a->count--;
-}
-
-/* Room for `more` entries at half load at most. */
-static int reserve(struct shemb__ahead *a, uint64_t more)
-{
-	struct shemb__ahead_entry *old = a->map;
-	uint64_t cap = a->map ? a->mask + 1 : 0, n = 1024;
-
-	if (2 * (a->count + more) <= cap)
-		return 0;
-	while (n < 2 * (a->count + more))
-		n *= 2;
-	a->map = malloc(n * sizeof(*a->map));
-	if (!a->map) {
-		a->map = old;
-		return SHEMB_ENOMEM;
-	}
-	a->mask = n - 1;
-	a->count = 0;
-	for (uint64_t i = 0; i < n; i++)
-		a->map[i].row = -1;
-	for (uint64_t i = 0; i < cap; i++)
-		if (old[i].row >= 0)
-			*insert(a, old[i].row) = old[i];
-	free(old);
-	return 0;
-}
 
 /* ---- steps ---- */
 
@@ -110,13 +34,13 @@ void shemb__ahead_free(struct shemb__ahead *a)
 {
 	for (uint64_t q = a->head; q < a->tail; q++)
 		step_free(step_of(a, q));
-	free(a->map);
-	a->map = NULL;
+	shemb__rowmap_free(&a->map);
 }
 
 int64_t shemb__ahead_first(const struct shemb__ahead *a, int64_t row)
 {
-	const struct shemb__ahead_entry *e = find(a, row);
+	const struct shemb__ahead_entry *e =
+		a->map.rec ? shemb__rowmap_find(&a->map, row) : NULL;
 
 	return e ? e->first_seq : -1;
 }
@@ -138,7 +62,7 @@ static void link_row(struct shemb__tier *tr, uint64_t seq, int32_t i)
 	struct shemb__ahead *a = &tr->ahead;
 	struct shemb__ahead_step *st = step_of(a, seq);
 	int64_t row = st->rows[i];
-	struct shemb__ahead_entry *e = find(a, row);
+	struct shemb__ahead_entry *e = shemb__rowmap_find(&a->map, row);
 
 	st->next_seq[i] = -1;
 	if (e) { /* needed earlier too: chain this occurrence */
@@ -151,7 +75,7 @@ static void link_row(struct shemb__tier *tr, uint64_t seq, int32_t i)
 		e->last_idx = i;
 		return;
 	}
-	e = insert(a, row);
+	e = shemb__rowmap_add(&a->map, row);
 	e->first_seq = e->last_seq = (int64_t)seq;
 	e->first_idx = e->last_idx = i;
 	renew(tr, row, (int64_t)seq);
@@ -162,11 +86,13 @@ int shemb__ahead_push(struct shemb__tier *tr, int64_t n, const int64_t *rows)
 {
 	struct shemb__ahead *a = &tr->ahead;
 	struct shemb__ahead_step *st;
+	struct shemb__ahead_entry *e;
 	uint64_t seq = a->tail;
 
 	if (a->tail - a->head >= SHEMB__AHEAD_MAX)
 		return SHEMB_EINVAL;
-	if (reserve(a, (uint64_t)n))
+	if (a->map.rec ? shemb__rowmap_reserve(&a->map, (uint64_t)n)
+		       : shemb__rowmap_init(&a->map, sizeof(*e), (uint64_t)n))
 		return SHEMB_ENOMEM;
 	st = step_of(a, seq);
 	st->n = n;
@@ -181,9 +107,9 @@ int shemb__ahead_push(struct shemb__tier *tr, int64_t n, const int64_t *rows)
 		st->rows[i] = rows[i];
 	a->tail++;
 	for (int64_t i = 0; i < n; i++) {
-		if (i + SHEMB__LOOK_AHEAD < n)
-			__builtin_prefetch(&a->map[home(a, rows[i +
-						SHEMB__LOOK_AHEAD])]);
+		if (i + SHEMB__ROWMAP_AHEAD < n)
+			shemb__rowmap_touch(&a->map,
+					    rows[i + SHEMB__ROWMAP_AHEAD]);
 		link_row(tr, seq, (int32_t)i);
 	}
 	return 0;
@@ -204,15 +130,15 @@ void shemb__ahead_pop(struct shemb__tier *tr)
 		struct shemb__ahead_entry *e;
 		int64_t row = st->rows[i];
 
-		if (i + SHEMB__LOOK_AHEAD < st->n) {
-			int64_t later = st->rows[i + SHEMB__LOOK_AHEAD];
+		if (i + SHEMB__ROWMAP_AHEAD < st->n) {
+			int64_t later = st->rows[i + SHEMB__ROWMAP_AHEAD];
 
-			__builtin_prefetch(&a->map[home(a, later)]);
-			shemb__index_touch(&tr->index, later);
+			shemb__rowmap_touch(&a->map, later);
+			shemb__rowmap_touch(&tr->index, later);
 		}
-		e = find(a, row);
+		e = shemb__rowmap_find(&a->map, row);
 		if (st->next_seq[i] < 0) {
-			erase(a, e);
+			shemb__rowmap_del(&a->map, e);
 			renew(tr, row, -1);
 			continue;
 		}

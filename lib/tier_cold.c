@@ -25,10 +25,11 @@
 
 #define INIT_CHUNK_ROWS 4096
 
+/* err 0: the file ended before the record */
 static int io_fail(shemb_table *t, const struct shemb__cold *c,
-		   const char *what, int64_t row, ssize_t got, int err)
+		   const char *what, int64_t row, int err)
 {
-	if (got >= 0 && err == 0)
+	if (err == 0)
 		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': %s row %lld "
 				   "of '%s': the file ends early (truncated?)",
 				   t->name, what, (long long)row, c->path);
@@ -37,44 +38,40 @@ static int io_fail(shemb_table *t, const struct shemb__cold *c,
 			   strerror(err));
 }
 
-int shemb__cold_read(shemb_table *t, const struct shemb__cold *c,
-		     int64_t row, void *record)
+/* One record between memory and the file, whole or failed. */
+static int transfer(shemb_table *t, const struct shemb__cold *c,
+		    int64_t row, char *record, bool write)
 {
 	size_t len = t->store.stride, done = 0;
 	off_t off = (off_t)row * (off_t)len;
 
 	while (done < len) {
-		ssize_t got = pread(c->fd, (char *)record + done, len - done,
-				    off + (off_t)done);
+		ssize_t n = write ? pwrite(c->fd, record + done, len - done,
+					   off + (off_t)done)
+				  : pread(c->fd, record + done, len - done,
+					  off + (off_t)done);
 
-		if (got < 0 && errno == EINTR)
+		if (n < 0 && errno == EINTR)
 			continue;
-		if (got <= 0)
-			return io_fail(t, c, "reading", row, got,
-				       got < 0 ? errno : 0);
-		done += (size_t)got;
+		if (n <= 0)
+			return io_fail(t, c, write ? "writing" : "reading",
+				       row, n < 0 ? errno
+						  : write ? ENOSPC : 0);
+		done += (size_t)n;
 	}
 	return 0;
+}
+
+int shemb__cold_read(shemb_table *t, const struct shemb__cold *c,
+		     int64_t row, void *record)
+{
+	return transfer(t, c, row, record, false);
 }
 
 int shemb__cold_write(shemb_table *t, const struct shemb__cold *c,
 		      int64_t row, const void *record)
 {
-	size_t len = t->store.stride, done = 0;
-	off_t off = (off_t)row * (off_t)len;
-
-	while (done < len) {
-		ssize_t put = pwrite(c->fd, (const char *)record + done,
-				     len - done, off + (off_t)done);
-
-		if (put < 0 && errno == EINTR)
-			continue;
-		if (put <= 0)
-			return io_fail(t, c, "writing", row, put,
-				       put < 0 ? errno : ENOSPC);
-		done += (size_t)put;
-	}
-	return 0;
+	return transfer(t, c, row, (char *)record, true);
 }
 
 static char *file_name(const shemb_table *t)
@@ -157,20 +154,20 @@ static int open_own(shemb_table *t, struct shemb__cold *c)
 int shemb__cold_create(shemb_table *t, struct shemb__cold *c,
 		       const struct shemb__init_spec *spec)
 {
+	uint64_t bytes = (uint64_t)t->store.rows * t->store.stride;
 	int err;
 
 	c->path = file_name(t);
 	if (!c->path)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
-	c->bytes = (uint64_t)t->store.rows * t->store.stride;
 	err = open_own(t, c);
 	if (err)
 		return err;
-	err = posix_fallocate(c->fd, 0, (off_t)c->bytes);
+	err = posix_fallocate(c->fd, 0, (off_t)bytes);
 	if (err && err != EOPNOTSUPP && err != EINVAL)
 		return shemb__fail(t->ctx, SHEMB_EIO, "table '%s': cannot "
 				   "reserve %llu bytes for '%s': %s", t->name,
-				   (unsigned long long)c->bytes, c->path,
+				   (unsigned long long)bytes, c->path,
 				   strerror(err));
 	return write_initial(t, c, spec);
 }

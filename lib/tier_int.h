@@ -8,12 +8,7 @@
 
 #include <sys/types.h>
 
-/* Row -> slot: open addressing, linear probing, backward-shift delete. */
-struct shemb__slot_index {
-	int64_t *rows;          /* -1: empty */
-	int32_t *slots;
-	uint64_t mask;
-};
+#include "lib/rowmap.h"
 
 /* Steps a LOOKAHEAD tier may know ahead (announced, not looked up). */
 #define SHEMB__AHEAD_MAX 256
@@ -73,15 +68,13 @@ struct shemb__ahead {
 	struct shemb__ahead_step ring[SHEMB__AHEAD_MAX];
 	uint64_t head, tail;    /* queued: steps head .. tail - 1 */
 	bool used;              /* shemb_announce() was called */
-	struct shemb__ahead_entry *map; /* row -> entry, open addressing */
-	uint64_t mask, count;
+	struct shemb__rowmap map; /* row -> struct shemb__ahead_entry */
 };
 
 struct shemb__cold {
 	int fd;
 	bool owner;             /* locked: the file is this table's */
 	char *path;
-	uint64_t bytes;
 	dev_t dev;              /* which file, to remove only it */
 	ino_t ino;
 };
@@ -98,7 +91,7 @@ struct shemb__tier {
 	int64_t npinned;                /* pins held, all calls */
 	uint64_t next_turn, serving;    /* calls waiting for room, in */
 	int64_t waiting;                /* order (tier_acquire.c) */
-	struct shemb__slot_index index;
+	struct shemb__rowmap index;     /* row -> struct shemb__index_rec */
 	struct shemb__evict_lists order;
 	uint32_t *freq;                 /* per local row: LFU, LOOKAHEAD */
 	struct shemb__ahead ahead;
@@ -109,17 +102,34 @@ struct shemb__tier {
 	pthread_cond_t unpinned;
 };
 
-/* tier_order.c */
-int shemb__index_init(struct shemb__slot_index *ix, int32_t nslots);
-void shemb__index_free(struct shemb__slot_index *ix);
-int32_t shemb__index_find(const struct shemb__slot_index *ix, int64_t row);
-/* Start loading the index entry of row (loops look rows up a few ahead:
- * the index is larger than the caches, and misses overlap). */
-void shemb__index_touch(const struct shemb__slot_index *ix, int64_t row);
-#define SHEMB__LOOK_AHEAD 8
-void shemb__index_put(struct shemb__slot_index *ix, int64_t row, int32_t s);
-void shemb__index_del(struct shemb__slot_index *ix, int64_t row);
+/* The row-to-slot index: a row map of these. */
+struct shemb__index_rec {
+	int64_t row;
+	int32_t slot;
+};
 
+static inline int32_t shemb__index_find(const struct shemb__rowmap *ix,
+					int64_t row)
+{
+	const struct shemb__index_rec *e = shemb__rowmap_find(ix, row);
+
+	return e ? e->slot : -1;
+}
+
+/* row is not in the index */
+static inline void shemb__index_put(struct shemb__rowmap *ix, int64_t row,
+				    int32_t slot)
+{
+	((struct shemb__index_rec *)shemb__rowmap_add(ix, row))->slot = slot;
+}
+
+/* row is in the index */
+static inline void shemb__index_del(struct shemb__rowmap *ix, int64_t row)
+{
+	shemb__rowmap_del(ix, shemb__rowmap_find(ix, row));
+}
+
+/* tier_order.c */
 void shemb__lists_init(struct shemb__evict_lists *l, struct shemb__slot *slot);
 /* Put slot last in the list the tier's policy gives it now (first:
  * back where it was taken from, as the next to go). */

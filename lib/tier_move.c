@@ -28,37 +28,28 @@ static void unstage(shemb_table *t, struct shemb__store *s)
 				  s->bytes ? s->bytes : 1);
 }
 
-static int load_cold(shemb_table *t, int64_t n, const int64_t *slots,
-		     const int64_t *rows)
+/* Through a staging buffer: rows read from the file, then copied into
+ * their slots (in), or slots copied out, then written to the file. */
+static int cold_move(shemb_table *t, int64_t n, const int64_t *slots,
+		     const int64_t *rows, bool in)
 {
 	shemb_ctx *ctx = t->ctx;
+	struct shemb__tier *tr = t->tier;
 	struct shemb__store s;
 	int rc = staging(t, n, &s);
 
-	for (int64_t i = 0; !rc && i < n; i++)
-		rc = shemb__cold_read(t, &t->tier->cold, rows[i],
-				      (char *)s.base + (size_t)i * s.stride);
-	if (!rc)
-		rc = ctx->mem->copy_records(ctx->be, &t->tier->dev, slots, &s,
-					    NULL, n);
-	if (s.base)
-		unstage(t, &s);
-	return rc;
-}
+	if (!rc && !in)
+		rc = ctx->mem->copy_records(ctx->be, &s, NULL, &tr->dev, slots,
+					    n);
+	for (int64_t i = 0; !rc && i < n; i++) {
+		char *rec = (char *)s.base + (size_t)i * s.stride;
 
-static int write_cold(shemb_table *t, int64_t n, const int64_t *slots,
-		      const int64_t *rows)
-{
-	shemb_ctx *ctx = t->ctx;
-	struct shemb__store s;
-	int rc = staging(t, n, &s);
-
-	if (!rc)
-		rc = ctx->mem->copy_records(ctx->be, &s, NULL, &t->tier->dev,
-					    slots, n);
-	for (int64_t i = 0; !rc && i < n; i++)
-		rc = shemb__cold_write(t, &t->tier->cold, rows[i],
-				       (char *)s.base + (size_t)i * s.stride);
+		rc = in ? shemb__cold_read(t, &tr->cold, rows[i], rec)
+			: shemb__cold_write(t, &tr->cold, rows[i], rec);
+	}
+	if (!rc && in)
+		rc = ctx->mem->copy_records(ctx->be, &tr->dev, slots, &s, NULL,
+					    n);
 	if (s.base)
 		unstage(t, &s);
 	return rc;
@@ -77,8 +68,7 @@ static int move(shemb_table *t, int64_t n, const int64_t *slots,
 	if (n == 0)
 		return 0;
 	if (tr->cold.fd >= 0)
-		rc = in ? load_cold(t, n, slots, rows)
-			: write_cold(t, n, slots, rows);
+		rc = cold_move(t, n, slots, rows, in);
 	else if (in)
 		rc = ctx->mem->copy_records(ctx->be, &tr->dev, slots,
 					    &t->store, rows, n);

@@ -1,98 +1,15 @@
 /*
- * tier_order.c - the device tier's row-to-slot index and eviction order.
+ * tier_order.c - the device tier's eviction order.
  *
- * Both are sized by the slots, not by the table, so a tier over a table of
- * billions of rows costs memory in proportion to what it caches, and
- * every operation on them is O(1) (the index: expected).
+ * Sized by the slots, not by the table, as the row-to-slot index is (a
+ * row map, lib/rowmap.h), so a tier over a table of billions of rows
+ * costs memory in proportion to what it caches; every operation is O(1).
  */
 #include "lib/tier_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/rowinit.h"
-
-/* ---- index ---- */
-
-int shemb__index_init(struct shemb__slot_index *ix, int32_t nslots)
-{
-	uint64_t cap = 16;
-
-	while (cap < 2 * (uint64_t)nslots)
-		cap *= 2;
-	ix->rows = malloc(cap * sizeof(*ix->rows));
-	ix->slots = malloc(cap * sizeof(*ix->slots));
-	ix->mask = cap - 1;
-	if (!ix->rows || !ix->slots)
-		return SHEMB_ENOMEM;
-	for (uint64_t i = 0; i < cap; i++)
-		ix->rows[i] = -1;
-	return 0;
-}
-
-void shemb__index_free(struct shemb__slot_index *ix)
-{
-	free(ix->rows);
-	free(ix->slots);
-}
-
-static uint64_t home(const struct shemb__slot_index *ix, int64_t row)
-{
-	return shemb__mix64((uint64_t)row) & ix->mask;
-}
-
-int32_t shemb__index_find(const struct shemb__slot_index *ix, int64_t row)
-{
-	for (uint64_t i = home(ix, row);; i = (i + 1) & ix->mask) {
-		if (ix->rows[i] == row)
-			return ix->slots[i];
-		if (ix->rows[i] < 0)
-			return -1;
-	}
-}
-
-void shemb__index_touch(const struct shemb__slot_index *ix, int64_t row)
-{
-	uint64_t i = home(ix, row);
-
-	__builtin_prefetch(&ix->rows[i]);
-	__builtin_prefetch(&ix->slots[i]);
-}
-
-void shemb__index_put(struct shemb__slot_index *ix, int64_t row, int32_t s)
-{
-	uint64_t i = home(ix, row);
-
-	while (ix->rows[i] >= 0 && ix->rows[i] != row)
-		i = (i + 1) & ix->mask;
-	ix->rows[i] = row;
-	ix->slots[i] = s;
-}
-
-/* Deleting moves back every later entry of the run that may sit there, so
- * lookups need no tombstones. */
-void shemb__index_del(struct shemb__slot_index *ix, int64_t row)
-{
-	uint64_t i = home(ix, row), j;
-
-	while (ix->rows[i] != row) {
-		if (ix->rows[i] < 0)
-			return;
-		i = (i + 1) & ix->mask;
-	}
-	for (j = (i + 1) & ix->mask; ix->rows[j] >= 0; j = (j + 1) & ix->mask) {
-		uint64_t h = home(ix, ix->rows[j]);
-
-		/* entry j may move to the hole i unless its home lies
-		 * cyclically in (i, j] */
-		if (((j - h) & ix->mask) >= ((j - i) & ix->mask)) {
-			ix->rows[i] = ix->rows[j];
-			ix->slots[i] = ix->slots[j];
-			i = j;
-		}
-	}
-	ix->rows[i] = -1;
-}
 
 /* ---- eviction lists ---- */
 
