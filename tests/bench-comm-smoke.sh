@@ -4,19 +4,7 @@
 # each a number or nan.  No timing is judged here.  OpenMPI is left out
 # when shemb-bench-mpi was not built or mpirun is missing.
 set -u
-: "${top_builddir:=.}"
-bench=$top_builddir/tools/shemb-bench
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-comm-smoke.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-
-fail()
-{
-	echo "FAIL: $*"
-	for f in "$tmp/out" "$tmp/err"; do
-		[ -s "$f" ] && { echo "--- $f"; cat "$f"; }
-	done
-	exit 1
-}
+. "$top_srcdir/tests/smoke.sh"
 
 mpi=--no-mpi
 if [ -x "$top_builddir/tools/shemb-bench-mpi" ] &&

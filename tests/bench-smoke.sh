@@ -3,39 +3,8 @@
 # run, check their own output, and print the lines scripts read.  No timing
 # is judged here.
 set -u
-: "${top_builddir:=.}"
-bench=$top_builddir/tools/shemb-bench
+. "$top_srcdir/tests/smoke.sh"
 train=$top_builddir/examples/zipf_train
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-smoke.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-
-fail()
-{
-	echo "FAIL: $*"
-	for f in "$tmp"/*.out "$tmp"/*.err; do
-		[ -s "$f" ] && { echo "--- $f"; cat "$f"; }
-	done
-	exit 1
-}
-
-# run NAME COMMAND...: stdout and stderr kept as $tmp/NAME.{out,err}
-run()
-{
-	name=$1
-	shift
-	echo "+ $*"
-	"$@" > "$tmp/$name.out" 2> "$tmp/$name.err" || fail "$* exited $?"
-}
-
-# need NAME RESULT: the line "result RESULT V" with V a positive number
-need()
-{
-	v=$(sed -n "s/^result $2 //p" "$tmp/$1.out")
-	awk -v v="$v" 'BEGIN {
-		exit !(v ~ /^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/ && v + 0 > 0)
-	}' || fail "$1: 'result $2' is '$v', not a positive number"
-	echo "  result $2 $v"
-}
 
 tiny="--rows 10000 --batch 64 --reps 2"
 

@@ -3,19 +3,7 @@
 # shm: it runs, reports every mode and ends with its six result lines,
 # each a number.  No timing is judged here.
 set -u
-: "${top_builddir:=.}"
-bench=$top_builddir/tools/shemb-bench
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-train-smoke.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-
-fail()
-{
-	echo "FAIL: $*"
-	for f in "$tmp/out" "$tmp/err"; do
-		[ -s "$f" ] && { echo "--- $f"; cat "$f"; }
-	done
-	exit 1
-}
+. "$top_srcdir/tests/smoke.sh"
 
 set -- train -n 2 --scale 200 --batch 64 --steps 2 --passes 1 --timeout 60
 echo "+ shemb-bench $*"

@@ -911,6 +911,24 @@ static void ahead_step(int step, bool announce)
 	free(s);
 }
 
+/* The tiers were used: rows came in, and changed rows went back. */
+static void check_tiers_moved_rows(void)
+{
+	uint64_t loads = 0, writebacks = 0;
+
+	for (int ci = 0; ci < ncases; ci++) {
+		struct shemb_table_stats s = { .size = sizeof(s) };
+
+		CHECK_RC(ctx, shemb_table_stats(cases[ci].t, &s));
+		loads += s.cache_misses;
+		writebacks += s.cache_writebacks;
+	}
+	if (!loads || !writebacks)
+		FAIL("the device tiers loaded %llu rows and wrote back %llu",
+		     (unsigned long long)loads,
+		     (unsigned long long)writebacks);
+}
+
 /* Rank 0 announces what the others prefetch: every rank fails. */
 static void mixed_ahead(int step)
 {
@@ -1043,10 +1061,12 @@ int main(int argc, char **argv)
 	make_tables();
 	read_initial();
 	check_exact_read();
-	for (int step = 0; cache_pct && step < ANNOUNCED && step < steps; step++)
-		ahead_step(step, true);
+	for (int s = 0; cache_pct && s < ANNOUNCED && s < steps; s++)
+		ahead_step(s, true);
 	for (int step = 0; step < steps; step++)
 		run_step(step, steps);
+	if (cache_pct)
+		check_tiers_moved_rows();
 	if (cache_pct && world > 1)
 		mixed_ahead(steps);
 	compare_tables(steps);

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -408,70 +409,48 @@ END_TEST
 
 /* ---- statistics, worked out by hand ---- */
 
-static void lookup_ids(shemb_ctx *ctx, shemb_table *t, int n,
-		       const int64_t *ids, bool train)
+enum ids_call { IDS_LOOKUP, IDS_TRAIN, IDS_PREFETCH, IDS_ANNOUNCE };
+
+/* n ids, one bag each (SUM, or POOL_NONE into out when out is given),
+ * through a lookup (and backward: IDS_TRAIN), a prefetch or an
+ * announcement; the call's return code. */
+static int call_ids(shemb_ctx *ctx, shemb_table *t, int n,
+		    const int64_t *ids, int call, float *out)
 {
 	struct tu_bags b;
 	int64_t len[16];
-	float out[16 * 16];
-	float *o = out;
-	struct shemb_bags s;
-
-	for (int i = 0; i < n; i++)
-		len[i] = 1;
-	tu_bags_from(&b, n, len, ids, NULL);
-	s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
-	ck_assert_msg(shemb_lookup(ctx, 1, &s, &o,
-				   train ? 0 : SHEMB_LOOKUP_NO_GRAD) == 0,
-		      "lookup: %s", shemb_ctx_last_error(ctx));
-	if (train) {
-		const float *g = out;
-
-		ck_assert_int_eq(shemb_backward(ctx, 1, &s, &g), 0);
-	}
-	tu_bags_free(&b);
-}
-
-/* One POOL_NONE lookup of n ids into out; its return code. */
-static int lookup_rows_none(shemb_ctx *ctx, shemb_table *t, int n,
-			    const int64_t *ids, float *out)
-{
-	struct tu_bags b;
-	int64_t len[16];
+	float buf[16 * 16];
+	float *o = out ? out : buf;
+	const float *g = o;
 	struct shemb_bags s;
 	int rc;
 
 	for (int i = 0; i < n; i++)
 		len[i] = 1;
 	tu_bags_from(&b, n, len, ids, NULL);
-	s = tu_bags_view(&b, t, SHEMB_POOL_NONE);
-	rc = shemb_lookup(ctx, 1, &s, &out, SHEMB_LOOKUP_NO_GRAD);
+	s = tu_bags_view(&b, t, out ? SHEMB_POOL_NONE : SHEMB_POOL_SUM);
+	if (call == IDS_PREFETCH)
+		rc = shemb_prefetch(ctx, 1, &s);
+	else if (call == IDS_ANNOUNCE)
+		rc = shemb_announce(ctx, 1, &s);
+	else
+		rc = shemb_lookup(ctx, 1, &s, &o,
+				  call == IDS_TRAIN ? 0 : SHEMB_LOOKUP_NO_GRAD);
+	if (!rc && call == IDS_TRAIN)
+		rc = shemb_backward(ctx, 1, &s, &g);
 	tu_bags_free(&b);
 	return rc;
 }
 
-static int lookup_quiet(shemb_ctx *ctx, shemb_table *t, int n,
-			const int64_t *ids)
-{
-	float out[16 * DIM];
-
-	return lookup_rows_none(ctx, t, n, ids, out);
-}
-
-static void prefetch_ids(shemb_ctx *ctx, shemb_table *t, int n,
-			 const int64_t *ids)
-{
-	struct tu_bags b;
-	int64_t len[16];
-	struct shemb_bags s;
-
-	for (int i = 0; i < n; i++)
-		len[i] = 1;
-	tu_bags_from(&b, n, len, ids, NULL);
-	s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
-	ck_assert_int_eq(shemb_prefetch(ctx, 1, &s), 0);
-	tu_bags_free(&b);
-}
+/* ... asserted to succeed, at the caller's line */
+#define lookup_ids(ctx, t, n, ids, train)                                    \
+	ck_assert_msg(call_ids(ctx, t, n, ids,                               \
+			       (train) ? IDS_TRAIN : IDS_LOOKUP, NULL) == 0, \
+		      "lookup: %s", shemb_ctx_last_error(ctx))
+#define prefetch_ids(ctx, t, n, ids)                                         \
+	ck_assert_int_eq(call_ids(ctx, t, n, ids, IDS_PREFETCH, NULL), 0)
+#define announce_ids(ctx, t, n, ids)                                         \
+	ck_assert_int_eq(call_ids(ctx, t, n, ids, IDS_ANNOUNCE, NULL), 0)
 
 static struct shemb_table_stats stats_of(shemb_table *t)
 {
@@ -561,21 +540,6 @@ START_TEST(lfu_keeps_the_frequent_row)
 	shemb_ctx_destroy(ctx);
 }
 END_TEST
-
-static void announce_ids(shemb_ctx *ctx, shemb_table *t, int n,
-			 const int64_t *ids)
-{
-	struct tu_bags b;
-	int64_t len[16];
-	struct shemb_bags s;
-
-	for (int i = 0; i < n; i++)
-		len[i] = 1;
-	tu_bags_from(&b, n, len, ids, NULL);
-	s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
-	ck_assert_int_eq(shemb_announce(ctx, 1, &s), 0);
-	tu_bags_free(&b);
-}
 
 /* A row an announced step needs stays, even against a more frequent
  * row; LFU (which ignores announcements) evicts it. */
@@ -1092,8 +1056,9 @@ START_TEST(concurrent_lookups_share_the_tier)
 }
 END_TEST
 
-/* A call needing most of the slots gets its turn among a stream of small
- * calls from other threads (the test ends only if it does). */
+/* A call needing most of the slots completes, with the right rows,
+ * among a stream of small calls from other threads (the order of the
+ * turns they take is checked by test_tier_turns). */
 struct stream {
 	shemb_ctx *ctx;
 	shemb_table *t;
@@ -1111,7 +1076,9 @@ static void *small_calls(void *arg)
 		int64_t ids[2] = { tu_rng_below(&r, ROWS),
 				   tu_rng_below(&r, ROWS) };
 
-		if (lookup_quiet(s->ctx, s->t, 2, ids))
+		float out[2 * DIM];
+
+		if (call_ids(s->ctx, s->t, 2, ids, IDS_LOOKUP, out))
 			s->bad++;
 	}
 	return NULL;
@@ -1135,10 +1102,10 @@ START_TEST(a_large_call_is_not_starved)
 
 		for (int k = 0; k < 14; k++)
 			ids[k] = (i * 14 + k) % ROWS;
-		ck_assert_int_eq(lookup_rows_none(p.ctx, p.tier, 14, ids, got),
-				 0);
-		ck_assert_int_eq(lookup_rows_none(p.ctx, p.host, 14, ids,
-						  want), 0);
+		ck_assert_int_eq(call_ids(p.ctx, p.tier, 14, ids, IDS_LOOKUP,
+					  got), 0);
+		ck_assert_int_eq(call_ids(p.ctx, p.host, 14, ids, IDS_LOOKUP,
+					  want), 0);
 		ck_assert_int_eq(memcmp(got, want, sizeof(got)), 0);
 	}
 	atomic_store(&stop, 1);
@@ -1147,6 +1114,44 @@ START_TEST(a_large_call_is_not_starved)
 		ck_assert_int_eq(s[k].bad, 0);
 	}
 	pair_close(&p);
+}
+END_TEST
+
+static int threads_now(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 2; /* . and .. */
+}
+
+/* With prefetch_thread set, the first prefetch starts one thread, which
+ * the context ends; without it, none. */
+START_TEST(prefetch_thread_is_the_contexts)
+{
+	const int64_t ids[] = { 3, 4 };
+
+	for (int on = 0; on < 2; on++) {
+		int before = threads_now();
+		shemb_ctx *ctx;
+		shemb_table *t;
+
+		prefetch_thread = on;
+		ctx = new_ctx();
+		t = cache_table(ctx, 4, SHEMB_CACHE_LRU);
+		ck_assert_int_eq(threads_now(), before + 1); /* the pool's */
+		prefetch_ids(ctx, t, 2, ids);
+		ck_assert_int_eq(threads_now(), before + 1 + on);
+		ck_assert_uint_eq(stats_of(t).cache_misses, 2);
+		shemb_table_destroy(t);
+		shemb_ctx_destroy(ctx);
+		ck_assert_int_eq(threads_now(), before);
+	}
+	prefetch_thread = 1;
 }
 END_TEST
 
@@ -1164,6 +1169,7 @@ static Suite *tier_suite(void)
 	tcase_add_test(tc, concurrent_lookups_share_the_tier);
 	tcase_add_test(tc, several_sets_of_one_table);
 	tcase_add_test(tc, a_large_call_is_not_starved);
+	tcase_add_test(tc, prefetch_thread_is_the_contexts);
 	suite_add_tcase(s, tc);
 	tcase_add_test(ts, lru_counts);
 	tcase_add_test(ts, lfu_keeps_the_frequent_row);

@@ -197,37 +197,27 @@ static void fill_defaults(struct cache_opts *o)
 		o->reps = o->quick ? 1 : 3;
 }
 
+static int cache_apply(void *o, int c, const char *arg)
+{
+	return apply_opt(o, c, arg);
+}
+
+static void cache_help(void)
+{
+	fputs("Usage: shemb-bench cache [options]\n\n", stdout);
+	fputs(bench_cache_usage, stdout);
+}
+
 static int parse(int argc, char **argv, struct cache_opts *o)
 {
-	int c, idx = 0;
-
 	*o = (struct cache_opts){ .rows = -1, .batches = -1, .batch = 4096,
 				  .pooling = 32, .dim = 16, .tput_dim = 128,
 				  .depth = 2, .window = 128, .threads = 2,
 				  .reps = -1,
 				  .zipf_s = 1.05, .seed = 1 };
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", cache_long, &idx)) != -1) {
-		if (c == 'h') {
-			fputs("Usage: shemb-bench cache [options]\n\n", stdout);
-			fputs(bench_cache_usage, stdout);
-			exit(0);
-		}
-		if (c == '?') {
-			fprintf(stderr, "Try 'shemb-bench --help'.\n");
-			return -1;
-		}
-		if (apply_opt(o, c, optarg)) {
-			fprintf(stderr, "shemb-bench: bad value '%s' for "
-				"--%s\n", optarg, cache_long[idx].name);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "shemb-bench: unexpected argument '%s'\n",
-			argv[optind]);
+	if (bench_parse_opts(argc, argv, cache_long, cache_apply, o,
+			     cache_help))
 		return -1;
-	}
 	fill_defaults(o);
 	if (!o->trace && o->batches * o->batch > INT32_MAX) {
 		fprintf(stderr, "shemb-bench: --batches x --batch must stay "

@@ -178,32 +178,24 @@ static bool comm_flag(struct comm_opts *o, int c, const char *arg)
 	return false;
 }
 
+static int comm_apply(void *opts, int c, const char *arg)
+{
+	struct comm_opts *o = opts;
+
+	return !comm_flag(o, c, arg) && comm_opt(o, c, arg);
+}
+
+static void comm_help(void)
+{
+	fputs("Usage: shemb-bench comm [options]\n\n", stdout);
+	fputs(bench_comm_usage, stdout);
+}
+
 static int comm_args(int argc, char **argv, struct comm_opts *o)
 {
-	int c, idx = 0;
-
 	comm_defaults(o);
-	while ((c = getopt_long(argc, argv, "h", comm_long, &idx)) != -1) {
-		if (c == 'h') {
-			fputs("Usage: shemb-bench comm [options]\n\n", stdout);
-			fputs(bench_comm_usage, stdout);
-			exit(0);
-		}
-		if (c == '?') {
-			fprintf(stderr, "Try 'shemb-bench --help'.\n");
-			return -1;
-		}
-		if (!comm_flag(o, c, optarg) && comm_opt(o, c, optarg)) {
-			fprintf(stderr, "shemb-bench: bad value '%s' for "
-				"--%s\n", optarg, comm_long[idx].name);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "shemb-bench: unexpected argument '%s'\n",
-			argv[optind]);
+	if (bench_parse_opts(argc, argv, comm_long, comm_apply, o, comm_help))
 		return -1;
-	}
 	if (o->raw_total % o->raw_msg) {
 		fprintf(stderr, "shemb-bench: --raw-total must be a multiple "
 			"of --raw-msg\n");

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "tools/bench_util.h"
 
+#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -518,4 +519,33 @@ void bench_busy_us(int us)
 
 	while (bench_now() < end)
 		;
+}
+
+int bench_parse_opts(int argc, char **argv, const struct option *lo,
+		     bench_apply_fn apply, void *opts, void (*help)(void))
+{
+	int c, idx = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", lo, &idx)) != -1) {
+		if (c == 'h') {
+			help();
+			exit(0);
+		}
+		if (c == '?') {
+			fprintf(stderr, "Try 'shemb-bench --help'.\n");
+			return -1;
+		}
+		if (apply(opts, c, optarg)) {
+			fprintf(stderr, "shemb-bench: bad value '%s' for "
+				"--%s\n", optarg, lo[idx].name);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "shemb-bench: unexpected argument '%s'\n",
+			argv[optind]);
+		return -1;
+	}
+	return 0;
 }

@@ -96,6 +96,15 @@ void bench_share(int64_t n, int tid, int nthreads, int64_t *lo, int64_t *hi);
 void *bench_alloc_big(struct bench_pool *pool, size_t bytes, bool thp);
 void bench_free_big(void *p, size_t bytes);
 
+/* A mode's options: getopt_long from argv[1] with -h and the mode's long
+ * options, each given to apply (which returns non-zero for a bad value);
+ * -h or --help calls help and exits 0.  -1, with a message, for an
+ * unknown option, a bad value or a stray argument. */
+struct option;
+typedef int (*bench_apply_fn)(void *opts, int c, const char *arg);
+int bench_parse_opts(int argc, char **argv, const struct option *lo,
+		     bench_apply_fn apply, void *opts, void (*help)(void));
+
 /* Keep this thread busy for us microseconds (a simulated computation). */
 void bench_busy_us(int us);
 

@@ -201,26 +201,21 @@ static int apply_opt(struct bench_opts *o, int c, const char *arg)
 	return rc;
 }
 
+static int lookup_apply(void *o, int c, const char *arg)
+{
+	return apply_opt(o, c, arg);
+}
+
+static void help(void)
+{
+	usage(stdout);
+}
+
 static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
-	int c, idx;
-
 	set_defaults(o);
-	while ((c = getopt_long(argc, argv, "h", long_opts, &idx)) != -1) {
-		if (c == 'h') {
-			usage(stdout);
-			exit(0);
-		}
-		if (c == '?') {
-			fprintf(stderr, "Try 'shemb-bench --help'.\n");
-			return -1;
-		}
-		if (apply_opt(o, c, optarg)) {
-			fprintf(stderr, "shemb-bench: bad value '%s' for "
-				"--%s\n", optarg, long_opts[idx].name);
-			return -1;
-		}
-	}
+	if (bench_parse_opts(argc, argv, long_opts, lookup_apply, o, help))
+		return -1;
 	if ((int64_t)o->pooling * o->batch > INT32_MAX) {
 		fprintf(stderr, "shemb-bench: --batch x --pooling-factor must "
 			"stay below 2^31 ids\n");
@@ -454,11 +449,6 @@ int main(int argc, char **argv)
 	argv[1] = (char *)"shemb-bench";
 	if (parse_args(argc - 1, argv + 1, &o))
 		return 2;
-	if (optind < argc - 1) {
-		fprintf(stderr, "shemb-bench: unexpected argument '%s'\n",
-			argv[optind + 1]);
-		return 2;
-	}
 	bench_progress_on = isatty(STDERR_FILENO);
 	if (!strcmp(mode, "lookup"))
 		return bench_lookup(&o) ? 1 : 0;
