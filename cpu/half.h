@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t shemb__f32_bits(float f)
+#include "lib/hd.h"
+
+SHEMB_HD static inline uint32_t shemb__f32_bits(float f)
 {
 	uint32_t u;
 
@@ -20,7 +22,7 @@ static inline uint32_t shemb__f32_bits(float f)
 	return u;
 }
 
-static inline float shemb__bits_f32(uint32_t u)
+SHEMB_HD static inline float shemb__bits_f32(uint32_t u)
 {
 	float f;
 
@@ -28,12 +30,12 @@ static inline float shemb__bits_f32(uint32_t u)
 	return f;
 }
 
-static inline float shemb__bf16_to_f32(uint16_t h)
+SHEMB_HD static inline float shemb__bf16_to_f32(uint16_t h)
 {
 	return shemb__bits_f32((uint32_t)h << 16);
 }
 
-static inline uint16_t shemb__f32_to_bf16(float f)
+SHEMB_HD static inline uint16_t shemb__f32_to_bf16(float f)
 {
 	uint32_t u = shemb__f32_bits(f);
 	uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
@@ -42,7 +44,7 @@ static inline uint16_t shemb__f32_to_bf16(float f)
 	return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
-static inline float shemb__f16_to_f32(uint16_t h)
+SHEMB_HD static inline float shemb__f16_to_f32(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
 	uint32_t exp = (h >> 10) & 0x1fu;
@@ -58,7 +60,8 @@ static inline float shemb__f16_to_f32(uint16_t h)
 }
 
 /* Round the integer m / 2^shift to nearest, ties to even. */
-static inline uint32_t shemb__round_shift(uint32_t m, unsigned shift)
+SHEMB_HD static inline uint32_t shemb__round_shift(uint32_t m,
+						   unsigned shift)
 {
 	uint32_t q = m >> shift;
 	uint32_t rem = m & ((1u << shift) - 1);
@@ -69,7 +72,7 @@ static inline uint32_t shemb__round_shift(uint32_t m, unsigned shift)
 	return q;
 }
 
-static inline uint16_t shemb__f32_to_f16(float f)
+SHEMB_HD static inline uint16_t shemb__f32_to_f16(float f)
 {
 	uint32_t u = shemb__f32_bits(f);
 	uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);

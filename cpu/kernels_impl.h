@@ -13,6 +13,7 @@
 #include "shemb.h"
 #include "cpu/half.h"
 #include "cpu/kernels.h"
+#include "lib/optmath.h"
 #include "lib/rowinit.h"
 #include "lib/shard.h"
 
@@ -238,10 +239,13 @@ static void add_grad(const struct shemb__update_job *job, int32_t p,
 	const struct shemb__bwd_set *set = set_of_bag(job, bag);
 	int64_t lb = bag - set->bag_base;
 	const float *restrict gr = set->grad + (size_t)lb * (size_t)dim;
-	float coef = set->weights ? set->weights[p - set->pos_base] : 1.0f;
+	float coef = shemb__share_coef(
+		set->pooling,
+		set->weights ? set->weights[p - set->pos_base] : 1.0f,
+		set->pooling == SHEMB_POOL_MEAN
+			? set->offsets[lb + 1] - set->offsets[lb]
+			: 1);
 
-	if (set->pooling == SHEMB_POOL_MEAN)
-		coef /= (float)(set->offsets[lb + 1] - set->offsets[lb]);
 	if (set->pooling == SHEMB_POOL_MAX) {
 		const int32_t *am = set->argmax + (size_t)lb * (size_t)dim;
 
@@ -256,88 +260,37 @@ static void add_grad(const struct shemb__update_job *job, int32_t p,
 	}
 }
 
-static void apply_sgd(const struct shemb__opt *o, float *restrict w,
-		      const float *restrict g, int dim)
-{
-	for (int c = 0; c < dim; c++)
-		w[c] -= o->lr * g[c];
-}
-
-static void apply_adagrad(const struct shemb__opt *o, float *restrict w,
-			  const float *restrict g, float *restrict s, int dim)
-{
-	for (int c = 0; c < dim; c++) {
-		s[c] += g[c] * g[c];
-		w[c] -= o->lr * g[c] / (sqrtf(s[c]) + o->eps);
-	}
-}
-
-/* sum: the row's sum of squares when the store holds a slice of it */
-static void apply_rowwise_adagrad(const struct shemb__opt *o,
-				  float *restrict w, const float *restrict g,
-				  float *restrict s, int dim, const float *sum)
-{
-	float total = 0.0f, step;
-
-	if (sum)
-		total = *sum;
-	else
-		for (int c = 0; c < dim; c++)
-			total += g[c] * g[c];
-	s[0] += total / (float)(o->full_dim ? o->full_dim : dim);
-	step = o->lr / (sqrtf(s[0]) + o->eps);
-	for (int c = 0; c < dim; c++)
-		w[c] -= step * g[c];
-}
-
-static void apply_adam(const struct shemb__opt *o, float *restrict w,
-		       const float *restrict g, float *restrict s, int dim)
-{
-	float *restrict m = s, *restrict v = s + dim;
-
-	for (int c = 0; c < dim; c++) {
-		m[c] = o->beta1 * m[c] + (1.0f - o->beta1) * g[c];
-		v[c] = o->beta2 * v[c] + (1.0f - o->beta2) * (g[c] * g[c]);
-		w[c] -= o->lr * (m[c] / o->bc1) /
-			(sqrtf(v[c] / o->bc2) + o->eps);
-	}
-}
-
-static void add_weight_decay(const struct shemb__opt *o, float *restrict w,
-			     float *restrict g, int dim)
-{
-	if (o->weight_decay != 0.0f && o->wd_mode == SHEMB_WD_L2)
-		for (int c = 0; c < dim; c++)
-			g[c] += o->weight_decay * w[c];
-}
-
 static void apply_opt(const struct shemb__opt *o, float *restrict w,
 		      float *restrict g, float *restrict s, int dim,
 		      const float *rowsum)
 {
-	if (o->weight_decay != 0.0f) {
-		if (o->wd_mode == SHEMB_WD_L2) {
-			for (int c = 0; c < dim; c++)
-				g[c] += o->weight_decay * w[c];
-		} else {
-			float k = o->lr * o->weight_decay;
-
-			for (int c = 0; c < dim; c++)
-				w[c] -= k * w[c];
-		}
-	}
+	for (int c = 0; c < dim; c++)
+		shemb__decay(o, &w[c], &g[c]);
 	switch (o->kind) {
 	case SHEMB_OPT_ADAGRAD:
-		apply_adagrad(o, w, g, s, dim);
+		for (int c = 0; c < dim; c++)
+			shemb__adagrad(o, &w[c], g[c], &s[c]);
 		break;
-	case SHEMB_OPT_ROWWISE_ADAGRAD:
-		apply_rowwise_adagrad(o, w, g, s, dim, rowsum);
+	case SHEMB_OPT_ROWWISE_ADAGRAD: {
+		float total = 0.0f, step;
+
+		if (rowsum)
+			total = *rowsum;
+		else
+			for (int c = 0; c < dim; c++)
+				total += g[c] * g[c];
+		step = shemb__rowwise_step(o, &s[0], total, dim);
+		for (int c = 0; c < dim; c++)
+			w[c] -= step * g[c];
 		break;
+	}
 	case SHEMB_OPT_ADAM:
-		apply_adam(o, w, g, s, dim);
+		for (int c = 0; c < dim; c++)
+			shemb__adam(o, &w[c], g[c], &s[c], &s[dim + c]);
 		break;
 	default:
-		apply_sgd(o, w, g, dim);
+		for (int c = 0; c < dim; c++)
+			shemb__sgd(o, &w[c], g[c]);
 		break;
 	}
 }
@@ -388,7 +341,9 @@ static void grad_squares(const struct shemb__update_job *job, int64_t u0,
 		for (int32_t k = job->seg[u]; k < job->seg[u + 1]; k++)
 			add_grad(job, job->pos[k], g, dim);
 		load_f32(s->dtype, rec, wbuf, dim);
-		add_weight_decay(&job->opt, wbuf, g, dim);
+		if (job->opt.wd_mode == SHEMB_WD_L2)
+			for (int c = 0; c < dim; c++)
+				shemb__decay(&job->opt, &wbuf[c], &g[c]);
 		for (int c = 0; c < dim; c++) {
 			float q = g[c] * g[c];
 

@@ -151,6 +151,25 @@ struct shemb_ctx_attr {
 				  * context, started at the first prefetch,
 				  * loads them while the caller goes on
 				  * (for hosts with cores to spare) */
+	int device;              /* enum shemb_device: where the kernels run
+				  * and device tiers live; default CPU */
+	int device_id;           /* SHEMB_DEVICE_CUDA: the CUDA device
+				  * ordinal; -1 (default): rank modulo the
+				  * devices this process sees */
+	void *stream;            /* SHEMB_DEVICE_CUDA: a cudaStream_t that
+				  * all the context's device work is ordered
+				  * on; NULL (default): a stream of the
+				  * context's own */
+};
+
+/* Where a context's kernels run. */
+enum shemb_device {
+	SHEMB_DEVICE_CPU = 0,  /* host memory and the CPU (default) */
+	SHEMB_DEVICE_CUDA = 1  /* an NVIDIA GPU: tables without a device
+				* tier live in device memory, device tiers
+				* (cache_rows) in device memory over host
+				* memory; SHEMB_ENODEV at create when the
+				* build or host has no usable GPU */
 };
 
 /* Fill attr with the installed library's defaults and set attr->size.
@@ -400,6 +419,17 @@ struct shemb_bags {
 	int64_t nids;           /* < 2^31 per table and call */
 	const int64_t *ids;     /* 0 <= id < rows */
 	const float *weights;   /* NULL, or one finite weight per id */
+	int mem;                /* enum shemb_mem: where offsets, ids,
+				 * weights and this set's output (lookup)
+				 * or gradient (backward) are; default
+				 * HOST */
+};
+
+/* Where a buffer of a call is. */
+enum shemb_mem {
+	SHEMB_MEM_HOST = 0,   /* host memory (default) */
+	SHEMB_MEM_DEVICE = 1  /* memory of the context's CUDA device
+			       * (a SHEMB_DEVICE_CUDA context on one rank) */
 };
 
 /* Fill bags with defaults and set bags->size (the sized form: see

@@ -1,20 +1,110 @@
 /*
  * backend.c - choose and open a context's memory backend.
  *
- * Only the CPU backend exists in this release; a CUDA one registers here
- * behind HAVE_CUDA.  SHEMB_ISA=generic|avx2|avx512 forces a CPU kernel
- * variant (for tests and benchmarks).
+ * The CPU backend, or with attr.device SHEMB_DEVICE_CUDA the CUDA one
+ * (gpu/, built behind HAVE_CUDA as the module shemb_cuda.so), which
+ * borrows the CPU backend for the host stores under its device tiers.  SHEMB_ISA=generic|avx2|avx512 forces
+ * a CPU kernel variant (for tests and benchmarks).
  */
 #include "lib/backend.h"
 
 #include <stdlib.h>
 
 #include "cpu/cpu.h"
+#ifdef HAVE_CUDA
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "cpu/convert.h"
+#include "gpu/gpu.h"
+#endif
+
+#ifdef HAVE_CUDA
+static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct shemb__gpu_plugin *plugin;
+
+static const struct shemb__gpu_host gpu_host = {
+	.size = sizeof(struct shemb__gpu_host),
+	.cpu_ops = &shemb__cpu_mem_ops,
+	.cpu_create = shemb__cpu_create,
+	.cpu_destroy = shemb__cpu_destroy,
+	.dtype_size = shemb__dtype_size,
+};
+
+/* The GPU module, loaded once and kept (CUDA does not unload cleanly):
+ * SHEMB_CUDA_PLUGIN, else the one installed with the library. */
+static const struct shemb__gpu_plugin *load_plugin(char *why, size_t len)
+{
+	const char *path = getenv("SHEMB_CUDA_PLUGIN");
+	const struct shemb__gpu_plugin *p;
+	void *h;
+
+	if (!path || !*path)
+		path = SHEMB_PLUGIN_DIR "/shemb_cuda.so";
+	pthread_mutex_lock(&plugin_lock);
+	p = plugin;
+	if (!p) {
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		p = h ? dlsym(h, SHEMB__GPU_PLUGIN_SYMBOL) : NULL;
+		if (!p || p->size < sizeof(*p))
+			snprintf(why, len, "cannot load the GPU backend %s: %s",
+				 path, h ? "not a shemb_cuda module"
+					 : dlerror());
+		if (p && p->size < sizeof(*p))
+			p = NULL;
+		plugin = p;
+	}
+	pthread_mutex_unlock(&plugin_lock);
+	return p;
+}
+
+/* device_id -1: rank modulo the devices this process sees, so the ranks
+ * of a host spread over its GPUs. */
+static int open_cuda(shemb_ctx *ctx, const char *isa)
+{
+	char why[512] = "";
+	const struct shemb__gpu_plugin *p = load_plugin(why, sizeof(why));
+	int dev = ctx->attr.device_id;
+	int rc;
+
+	if (!p)
+		return shemb__fail(NULL, SHEMB_ENODEV, "%s", why);
+	if (dev < 0) {
+		int n = p->count(why, sizeof(why));
+
+		if (n <= 0)
+			return shemb__fail(NULL, SHEMB_ENODEV, "no usable CUDA "
+					   "device: %s", why);
+		dev = ctx->attr.rank % n;
+	}
+	rc = p->create(&gpu_host, ctx->pool, isa, dev, ctx->attr.stream,
+		       &ctx->be, why, sizeof(why));
+	if (rc)
+		return shemb__fail(NULL, rc, "CUDA device %d: %s", dev, why);
+	ctx->attr.device_id = dev;
+	ctx->mem = p->ops;
+	ctx->device_rows = true;
+	return 0;
+}
+#else
+static int open_cuda(shemb_ctx *ctx, const char *isa)
+{
+	(void)ctx;
+	(void)isa;
+	return shemb__fail(NULL, SHEMB_ENODEV, "a CUDA device was asked for, "
+			   "but this library was built without CUDA");
+}
+#endif
 
 int shemb__backend_open(shemb_ctx *ctx)
 {
 	const char *isa = getenv("SHEMB_ISA");
-	int rc = shemb__cpu_create(ctx->pool, isa, &ctx->be);
+	int rc;
+
+	if (ctx->attr.device == SHEMB_DEVICE_CUDA)
+		return open_cuda(ctx, isa);
+	rc = shemb__cpu_create(ctx->pool, isa, &ctx->be);
 
 	if (rc == SHEMB_ENOTSUP)
 		return shemb__fail(NULL, rc,
@@ -31,6 +121,10 @@ void shemb__backend_close(shemb_ctx *ctx)
 {
 	if (ctx->mem == &shemb__cpu_mem_ops)
 		shemb__cpu_destroy(ctx->be);
+#ifdef HAVE_CUDA
+	else if (plugin && ctx->mem == plugin->ops)
+		plugin->destroy(ctx->be);
+#endif
 	ctx->be = NULL;
 	ctx->mem = NULL;
 }

@@ -248,6 +248,7 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 {
 	struct shemb__bwd_set *sets;
 	struct shemb__step st;
+	const float **hgrad;
 	uint64_t t0 = shemb__now_ns();
 	int rc;
 
@@ -256,6 +257,10 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	if (rc && !shemb__distributed(ctx))
 		return rc;
+	if (!rc)
+		rc = shemb__step_host_grads(&st, grad, &hgrad);
+	if (!rc)
+		grad = hgrad;
 	if (!rc)
 		rc = check_grads(&st, grad);
 	sets = calloc((size_t)n + 1, sizeof(*sets));

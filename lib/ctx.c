@@ -32,6 +32,8 @@ SHEMB_API void shemb_ctx_attr_init_size(struct shemb_ctx_attr *attr,
 		.rank = -1,
 		.world_size = 0,
 		.progress = SHEMB_PROGRESS_THREAD,
+		.device = SHEMB_DEVICE_CPU,
+		.device_id = -1,
 	};
 
 	shemb__init_sized(attr, size, &d, sizeof(d));
@@ -68,6 +70,12 @@ static int check_attr(struct shemb_ctx_attr *a)
 		return shemb__fail(NULL, SHEMB_EINVAL,
 				   "prefetch_thread %d is neither 0 nor 1",
 				   a->prefetch_thread);
+	if (a->device != SHEMB_DEVICE_CPU && a->device != SHEMB_DEVICE_CUDA)
+		return shemb__fail(NULL, SHEMB_EINVAL, "device %d is not an "
+				   "enum shemb_device value", a->device);
+	if (a->device_id < -1)
+		return shemb__fail(NULL, SHEMB_EINVAL, "device_id %d is below "
+				   "-1", a->device_id);
 	if (a->world_size < 0 || a->rank < -1)
 		return shemb__fail(NULL, SHEMB_EINVAL,
 				   "rank %d of world size %d is impossible",

@@ -37,6 +37,8 @@ struct shemb_ctx {
 	uint64_t serial;              /* tags this context's error details */
 	const struct shemb_mem_ops *mem;
 	void *be;                     /* the backend's own state */
+	bool device_rows;             /* tables without a device tier, and
+				       * device tiers, are device memory */
 	struct shemb__pool *pool;     /* threads for the core's own loops */
 	struct shemb__loader *loader; /* prefetch loads (tier_loader.c) */
 	uint64_t host_budget;         /* bytes of row storage allowed */

@@ -110,6 +110,7 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 				       : b->ids,
 			.weights = b->weights,
 			.out = out[grp->index[s]],
+			.out_mem = b->mem,
 			.argmax = ps && b->pooling == SHEMB_POOL_MAX
 					  ? plan->argmax + ps->argmax_off
 					  : NULL,

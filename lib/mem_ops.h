@@ -21,6 +21,7 @@ struct shemb__shard;
  */
 struct shemb__store {
 	void *base;
+	int on_device;       /* base is device memory (else host) */
 	size_t stride;
 	size_t bytes;
 	size_t state_off;
@@ -52,6 +53,7 @@ struct shemb__pool_job {
 	const int64_t *ids;
 	const float *weights;
 	float *out;
+	int out_mem;         /* enum shemb_mem: where out is */
 	int32_t *argmax;     /* MAX with a plan: [nbags][dim] positions */
 	int64_t pos_base;    /* plan position of ids[0] */
 };
@@ -134,6 +136,9 @@ struct shemb_mem_ops {
 	void (*scratch_free)(void *be, void *p, size_t bytes);
 	int (*synchronize)(void *be);
 	const char *(*describe)(void *be);
+	/* bytes of device memory at src into host memory at dst; NULL for a
+	 * backend without device memory */
+	int (*to_host)(void *be, void *dst, const void *src, size_t bytes);
 };
 
 #endif

@@ -104,6 +104,105 @@ static int check_totals(struct shemb__step *st)
 	return 0;
 }
 
+static int check_mem(struct shemb__step *st, const struct shemb_bags *b,
+		     int i)
+{
+	shemb_ctx *ctx = st->ctx;
+
+	if (b->mem == SHEMB_MEM_HOST)
+		return 0;
+	if (b->mem != SHEMB_MEM_DEVICE)
+		return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: mem %d is not "
+				   "an enum shemb_mem value", i, b->mem);
+	if (!ctx->mem->to_host)
+		return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: mem is "
+				   "DEVICE but the context runs on the CPU",
+				   i);
+	if (shemb__distributed(ctx))
+		return shemb__fail(ctx, SHEMB_ENOTSUP, "bags[%d]: mem DEVICE "
+				   "is for contexts of one rank", i);
+	return 0;
+}
+
+/* A host copy of n bytes of device memory at src, kept until step_end;
+ * *dst stays NULL when src is. */
+static int stage(struct shemb__step *st, const void *src, size_t n,
+		 const void **dst)
+{
+	shemb_ctx *ctx = st->ctx;
+	void *p;
+	int rc;
+
+	if (!src)
+		return 0;
+	p = malloc(n ? n : 1);
+	if (!p)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to stage %zu "
+				   "bytes of device input", n);
+	st->staged[st->nstaged++] = p;
+	rc = ctx->mem->to_host(ctx->be, p, src, n);
+	if (rc)
+		return shemb__fail(ctx, rc, "copying %zu bytes of device "
+				   "input failed: %s", n,
+				   ctx->mem->describe(ctx->be));
+	*dst = p;
+	return 0;
+}
+
+/* Device arrays of set i are read through host copies: checks, plans
+ * and tiers work on the host; the kernels still write the set's output
+ * to device memory (the pool job's out_mem). */
+static int stage_set(struct shemb__step *st, struct shemb_bags *b, int i)
+{
+	const void *p;
+	int rc = check_mem(st, b, i);
+
+	if (rc || b->mem == SHEMB_MEM_HOST)
+		return rc;
+	if (b->nbags < 0 || b->nids < 0 || b->nids > INT32_MAX)
+		return 0; /* left to check_set */
+	p = NULL;
+	rc = stage(st, b->offsets, ((size_t)b->nbags + 1) * sizeof(int64_t),
+		   &p);
+	b->offsets = p;
+	p = NULL;
+	if (!rc)
+		rc = stage(st, b->ids, (size_t)b->nids * sizeof(int64_t), &p);
+	b->ids = p;
+	p = NULL;
+	if (!rc)
+		rc = stage(st, b->weights, (size_t)b->nids * sizeof(float), &p);
+	b->weights = p;
+	return rc;
+}
+
+int shemb__step_host_grads(struct shemb__step *st, const float *const *grad,
+			   const float ***out)
+{
+	*out = (const float **)grad;
+	if (!grad || !st->nstaged)
+		return 0;
+	*out = calloc((size_t)st->n, sizeof(**out));
+	if (!*out)
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	st->staged[st->nstaged++] = *out;
+	for (int i = 0; i < st->n; i++) {
+		const struct shemb_bags *b = &st->bags[i];
+		size_t n = (size_t)shemb__set_rows(b) * (size_t)b->table->attr.dim;
+		const void *p = grad[i];
+		int rc;
+
+		if (b->mem == SHEMB_MEM_DEVICE && grad[i])
+			rc = stage(st, grad[i], n * sizeof(float), &p);
+		else
+			rc = 0;
+		if (rc)
+			return rc;
+		(*out)[i] = p;
+	}
+	return 0;
+}
+
 int shemb__step_begin(struct shemb__step *st, shemb_ctx *ctx, int n,
 		      const struct shemb_bags *bags)
 {
@@ -122,11 +221,15 @@ int shemb__step_begin(struct shemb__step *st, shemb_ctx *ctx, int n,
 	st->groups = calloc((size_t)n, sizeof(*st->groups));
 	st->set_ptrs = calloc((size_t)n, sizeof(*st->set_ptrs));
 	st->set_index = calloc((size_t)n, sizeof(*st->set_index));
-	if (!st->bags || !st->groups || !st->set_ptrs || !st->set_index) {
+	st->staged = calloc(4 * (size_t)n + 1, sizeof(*st->staged));
+	if (!st->bags || !st->groups || !st->set_ptrs || !st->set_index ||
+	    !st->staged) {
 		shemb__step_end(st);
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for %d sets", n);
 	}
 	rc = copy_sets(st, bags);
+	for (int i = 0; !rc && i < n; i++)
+		rc = stage_set(st, &st->bags[i], i);
 	for (int i = 0; !rc && i < n; i++)
 		rc = shemb__check_set(ctx, &st->bags[i], i);
 	if (!rc) {
@@ -148,6 +251,9 @@ void shemb__step_end(struct shemb__step *st)
 	free(st->groups);
 	free(st->set_ptrs);
 	free(st->set_index);
+	for (int i = 0; i < st->nstaged; i++)
+		free(st->staged[i]);
+	free(st->staged);
 	memset(st, 0, sizeof(*st));
 	st->ctx = ctx;
 }

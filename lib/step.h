@@ -28,6 +28,8 @@ struct shemb__step {
 					 * storage dtype whatever the wire
 					 * dtype; counts in no statistics),
 					 * prefetch or announcement */
+	void **staged;                  /* host copies of device input */
+	int nstaged;
 };
 
 /* Copy and group the caller's n bag sets; checks the structure of each
@@ -36,6 +38,12 @@ struct shemb__step {
 int shemb__step_begin(struct shemb__step *st, shemb_ctx *ctx, int n,
 		      const struct shemb_bags *bags);
 void shemb__step_end(struct shemb__step *st);
+
+/* The gradients of the step's sets as host memory: grad itself, or with
+ * SHEMB_MEM_DEVICE sets an array whose device buffers are host copies
+ * (freed by step_end). */
+int shemb__step_host_grads(struct shemb__step *st, const float *const *grad,
+			   const float ***out);
 
 /* Lock every table of the step: shared for lookups, else exclusive.
  * Tables are taken in serial order, so concurrent calls cannot deadlock. */

@@ -144,6 +144,40 @@ static void init_rows_lock(pthread_rwlock_t *lock)
 	pthread_rwlockattr_destroy(&a);
 }
 
+
+/* A table of a GPU context without a device tier: every row of this
+ * rank's part in device memory, counted in the device budget. */
+static int device_store(shemb_table *t, const struct shemb__init_spec *spec)
+{
+	shemb_ctx *ctx = t->ctx;
+	int rc;
+
+	t->store.on_device = 1;
+	if (shemb__budget_take(ctx->device_budget, &ctx->device_used,
+			       t->store.bytes))
+		return shemb__fail(ctx, SHEMB_ENOMEM, "table '%s' needs %zu "
+				   "bytes of device memory; device budget "
+				   "%llu, in use %llu", t->name,
+				   t->store.bytes,
+				   (unsigned long long)ctx->device_budget,
+				   (unsigned long long)atomic_load(
+					   &ctx->device_used));
+	if (t->store.bytes == 0)
+		return 0;
+	rc = ctx->mem->store_alloc(ctx->be, &t->store);
+	if (rc) {
+		atomic_fetch_sub(&ctx->device_used, t->store.bytes);
+		return shemb__fail(ctx, rc, "table '%s': cannot allocate %zu "
+				   "bytes of device memory: %s", t->name,
+				   t->store.bytes, ctx->mem->describe(ctx->be));
+	}
+	rc = ctx->mem->init_rows(ctx->be, &t->store, spec);
+	if (rc)
+		return shemb__fail(ctx, rc, "table '%s': initialising rows "
+				   "failed", t->name);
+	return 0;
+}
+
 static int alloc_rows(shemb_table *t)
 {
 	shemb_ctx *ctx = t->ctx;
@@ -153,6 +187,8 @@ static int alloc_rows(shemb_table *t)
 	layout(&t->store, &t->attr, &t->shard);
 	if (t->attr.cold_path)
 		return shemb__tier_create(t, &spec); /* rows in the file */
+	if (ctx->device_rows && !t->attr.cache_rows)
+		return device_store(t, &spec);
 	if (t->attr.host_mem_bytes && t->store.bytes > t->attr.host_mem_bytes)
 		return shemb__fail(ctx, SHEMB_ENOMEM,
 				   "table '%s' needs %zu bytes of host memory, "
@@ -325,7 +361,10 @@ static void table_free(shemb_table *t)
 	shemb__tier_destroy(t);
 	if (t->store.base) {
 		ctx->mem->store_free(ctx->be, &t->store);
-		shemb__ctx_release(ctx, t->store.bytes);
+		if (t->store.on_device)
+			atomic_fetch_sub(&ctx->device_used, t->store.bytes);
+		else
+			shemb__ctx_release(ctx, t->store.bytes);
 	}
 	if (t->accounted)
 		shemb__shard_account(ctx, &t->attr, &t->shard, false);

@@ -34,7 +34,7 @@ static int reserve(shemb_table *t, struct shemb__tier *tr)
 {
 	shemb_ctx *ctx = t->ctx;
 	uint64_t dev = (uint64_t)tr->nslots * t->store.stride;
-	uint64_t host = dev + (tr->policy != SHEMB_CACHE_LRU
+	uint64_t host = (ctx->device_rows ? 0 : dev) + (tr->policy != SHEMB_CACHE_LRU
 				       ? (uint64_t)t->store.rows * 4
 				       : 0);
 
@@ -71,6 +71,7 @@ static int make_tier(shemb_table *t, struct shemb__tier *tr,
 	tr->dev.rows = tr->nslots;
 	tr->dev.bytes = (size_t)tr->nslots * t->store.stride;
 	tr->dev.base = NULL;
+	tr->dev.on_device = ctx->device_rows;
 	if (alloc_arrays(tr, tr->nslots) ||
 	    (tr->policy != SHEMB_CACHE_LRU &&
 	     !(tr->freq = calloc((size_t)t->store.rows, sizeof(uint32_t)))))

@@ -1,0 +1,212 @@
+/*
+ * cuda.cu - the GPU backend's device context: device and stream, memory,
+ * copies, and the staging areas that carry a job's arrays up and its
+ * results back.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shemb.h"
+#include "gpu/cuda_int.h"
+
+int shemb__cuda_fail(struct shemb__cuda *c, cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return 0;
+	snprintf(c->err, sizeof(c->err), "%s: %s", what,
+		 cudaGetErrorString(e));
+	cudaGetLastError(); /* clear a non-sticky error */
+	return e == cudaErrorMemoryAllocation ? SHEMB_ENOMEM
+					      : SHEMB_EINTERNAL;
+}
+
+static void name_device(struct shemb__cuda *c)
+{
+	cudaDeviceProp p;
+
+	if (cudaGetDeviceProperties(&p, c->dev) == cudaSuccess)
+		snprintf(c->name, sizeof(c->name), "CUDA device %d (%s, sm_%d%d)",
+			 c->dev, p.name, p.major, p.minor);
+	else
+		snprintf(c->name, sizeof(c->name), "CUDA device %d", c->dev);
+}
+
+int shemb__cuda_open(int dev, void *stream, struct shemb__cuda **out,
+		     char *why, size_t len)
+{
+	struct shemb__cuda *c = (struct shemb__cuda *)calloc(1, sizeof(*c));
+	cudaError_t e;
+	int n = 0;
+
+	*out = NULL;
+	if (!c)
+		return SHEMB_ENOMEM;
+	e = cudaGetDeviceCount(&n);
+	if (e == cudaSuccess && dev >= n) {
+		snprintf(why, len, "no such device (this process sees %d)", n);
+		free(c);
+		return SHEMB_ENODEV;
+	}
+	if (e == cudaSuccess)
+		e = cudaSetDevice(dev);
+	if (e == cudaSuccess)
+		e = cudaFree(0); /* makes the context, so a bad driver shows */
+	if (e == cudaSuccess && !stream) {
+		e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+		c->own_stream = e == cudaSuccess;
+	} else {
+		c->stream = (cudaStream_t)stream;
+	}
+	if (e != cudaSuccess) {
+		snprintf(why, len, "%s", cudaGetErrorString(e));
+		free(c);
+		return SHEMB_ENODEV;
+	}
+	c->dev = dev;
+	pthread_mutex_init(&c->lock, NULL);
+	name_device(c);
+	*out = c;
+	return 0;
+}
+
+void shemb__cuda_close(struct shemb__cuda *c)
+{
+	if (!c)
+		return;
+	cudaSetDevice(c->dev);
+	cudaStreamSynchronize(c->stream);
+	cudaFree(c->scratch);
+	cudaFreeHost(c->pinned);
+	if (c->own_stream)
+		cudaStreamDestroy(c->stream);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+const char *shemb__cuda_describe(struct shemb__cuda *c)
+{
+	snprintf(c->desc, sizeof(c->desc), "%s%s%s", c->name,
+		 c->err[0] ? "; last CUDA error: " : "", c->err);
+	return c->desc;
+}
+
+int shemb__cuda_alloc(struct shemb__cuda *c, size_t bytes, void **p)
+{
+	cudaSetDevice(c->dev);
+	*p = NULL;
+	return shemb__cuda_fail(c, cudaMalloc(p, bytes ? bytes : 1),
+				"cudaMalloc");
+}
+
+void shemb__cuda_free(struct shemb__cuda *c, void *p)
+{
+	cudaSetDevice(c->dev);
+	cudaStreamSynchronize(c->stream);
+	cudaFree(p);
+}
+
+int shemb__cuda_copy(struct shemb__cuda *c, void *dst, const void *src,
+		     size_t n)
+{
+	cudaError_t e;
+
+	if (n == 0)
+		return 0;
+	cudaSetDevice(c->dev);
+	e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(c->stream);
+	return shemb__cuda_fail(c, e, "copy");
+}
+
+int shemb__cuda_sync(struct shemb__cuda *c)
+{
+	cudaSetDevice(c->dev);
+	return shemb__cuda_fail(c, cudaStreamSynchronize(c->stream),
+				"cudaStreamSynchronize");
+}
+
+int shemb__cuda_finish(struct shemb__cuda *c, const char *what)
+{
+	cudaError_t e = cudaGetLastError();
+
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(c->stream);
+	return shemb__cuda_fail(c, e, what);
+}
+
+size_t shemb__pack_put(struct shemb__pack *b, const void *src, size_t n)
+{
+	size_t off = (b->total + 255) & ~(size_t)255;
+
+	if (b->np == SHEMB__PACK_MAX)
+		abort(); /* a job has a fixed, small number of arrays */
+	b->p[b->np].src = src;
+	b->p[b->np].off = off;
+	b->p[b->np].n = n;
+	b->np++;
+	b->total = off + n;
+	return off;
+}
+
+/* Buffers grow by half again so that a slowly growing batch does not
+ * reallocate every call; the stream is idle here (every call ends
+ * synchronized), so the old ones can go at once. */
+static int grow(struct shemb__cuda *c, size_t need)
+{
+	size_t cap = need + need / 2 + 4096;
+	cudaError_t e;
+
+	if (need <= c->scratch_cap && need <= c->pinned_cap)
+		return 0;
+	cudaFree(c->scratch);
+	cudaFreeHost(c->pinned);
+	c->scratch = NULL;
+	c->pinned = NULL;
+	c->scratch_cap = c->pinned_cap = 0;
+	e = cudaMalloc((void **)&c->scratch, cap);
+	if (e == cudaSuccess)
+		e = cudaMallocHost((void **)&c->pinned, cap);
+	if (e != cudaSuccess)
+		return shemb__cuda_fail(c, e, "staging buffers");
+	c->scratch_cap = c->pinned_cap = cap;
+	return 0;
+}
+
+int shemb__pack_upload(struct shemb__cuda *c, const struct shemb__pack *b)
+{
+	size_t end = 0;
+	int rc = grow(c, b->total);
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < b->np; i++) {
+		if (!b->p[i].src || !b->p[i].n)
+			continue;
+		memcpy(c->pinned + b->p[i].off, b->p[i].src, b->p[i].n);
+		end = b->p[i].off + b->p[i].n;
+	}
+	if (end == 0)
+		return 0;
+	return shemb__cuda_fail(c, cudaMemcpyAsync(c->scratch, c->pinned, end,
+						   cudaMemcpyHostToDevice,
+						   c->stream),
+				"upload");
+}
+
+int shemb__pack_download(struct shemb__cuda *c, size_t off, size_t n,
+			 void *dst)
+{
+	cudaError_t e;
+
+	if (n == 0)
+		return 0;
+	e = cudaMemcpyAsync(c->pinned + off, c->scratch + off, n,
+			    cudaMemcpyDeviceToHost, c->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(c->stream);
+	if (e == cudaSuccess)
+		memcpy(dst, c->pinned + off, n);
+	return shemb__cuda_fail(c, e, "download");
+}
