@@ -425,6 +425,14 @@ static int to_host(void *p, void *dst, const void *src, size_t bytes)
 	return shemb__cuda_copy(be->cuda, dst, src, bytes);
 }
 
+static int check_bags(void *p, const struct shemb__pool_job *job,
+		      int64_t rows, int64_t bad[3])
+{
+	struct gpu *be = p;
+
+	return shemb__cuda_check(be->cuda, job, rows, bad);
+}
+
 const struct shemb_mem_ops shemb__gpu_mem_ops = {
 	.size = sizeof(struct shemb_mem_ops),
 	.name = "cuda",
@@ -444,4 +452,5 @@ const struct shemb_mem_ops shemb__gpu_mem_ops = {
 	.synchronize = synchronize,
 	.describe = describe,
 	.to_host = to_host,
+	.check_bags = check_bags,
 };

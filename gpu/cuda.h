@@ -35,7 +35,11 @@ int shemb__cuda_copy(struct shemb__cuda *c, void *dst, const void *src,
 		     size_t n);
 int shemb__cuda_sync(struct shemb__cuda *c);
 
-/* gather-pool from a device store (job->out in job->out_mem) */
+/* the checks of mem_ops.h's check_bags on a job's device arrays */
+int shemb__cuda_check(struct shemb__cuda *c, const struct shemb__pool_job *job,
+		      int64_t rows, int64_t bad[3]);
+/* gather-pool from a device store (job->out in job->out_mem, its other
+ * arrays in job->in_mem) */
 int shemb__cuda_pool(struct shemb__cuda *c, const struct shemb__pool_job *job);
 /* squares NULL: apply job to its device store; else the squared
  * gradients the update would use, into host squares (mem_ops.h) */

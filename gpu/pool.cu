@@ -164,6 +164,64 @@ static void launch(const pool_args &a, int dtype, cudaStream_t s)
 		launch_typed<uint16_t>(a, dtype, s);
 }
 
+/* atomicMin of the first bad index of each kind: CSR offsets, ids out
+ * of range, non-finite weights. */
+__global__ static void check_kernel(const int64_t *offsets, int64_t nbags,
+				    const int64_t *ids, int64_t nids,
+				    const float *weights, int64_t rows,
+				    unsigned long long *bad)
+{
+	int64_t n = nbags + 1 > nids ? nbags + 1 : nids;
+
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	     i < n; i += (int64_t)gridDim.x * blockDim.x) {
+		if (i <= nbags) {
+			int64_t o = offsets[i];
+			bool ok = i == 0 ? o == 0 : o >= offsets[i - 1];
+
+			if (!ok || (i == nbags ? o != nids : o > nids))
+				atomicMin(&bad[0], (unsigned long long)i);
+		}
+		if (i < nids) {
+			if (ids[i] < 0 || ids[i] >= rows)
+				atomicMin(&bad[1], (unsigned long long)i);
+			if (weights && !isfinite(weights[i]))
+				atomicMin(&bad[2], (unsigned long long)i);
+		}
+	}
+}
+
+int shemb__cuda_check(struct shemb__cuda *c, const struct shemb__pool_job *job,
+		      int64_t rows, int64_t bad[3])
+{
+	shemb__cuda_guard g(c);
+	struct shemb__pack b = {};
+	unsigned long long got[3];
+	size_t o = shemb__pack_put(&b, NULL, sizeof(got));
+	unsigned long long *d;
+	int64_t n = job->nbags + 1 > job->nids ? job->nbags + 1 : job->nids;
+	unsigned grid = shemb__blocks(n, 256);
+	int rc = shemb__pack_upload(c, &b);
+
+	if (rc)
+		return rc;
+	d = (unsigned long long *)shemb__dev_at(c, o);
+	rc = shemb__cuda_fail(c, cudaMemsetAsync(d, 0xff, sizeof(got),
+						 c->stream),
+			      "cudaMemsetAsync");
+	if (rc)
+		return rc;
+	check_kernel<<<grid < 4096 ? grid : 4096, 256, 0, c->stream>>>(
+		job->offsets, job->nbags, job->ids, job->nids, job->weights,
+		rows, d);
+	rc = shemb__cuda_finish(c, "input check kernel");
+	if (!rc)
+		rc = shemb__pack_download(c, o, sizeof(got), got);
+	for (int k = 0; k < 3; k++)
+		bad[k] = got[k] == ~0ull ? -1 : (int64_t)got[k];
+	return rc;
+}
+
 int shemb__cuda_pool(struct shemb__cuda *c, const struct shemb__pool_job *job)
 {
 	shemb__cuda_guard g(c);
@@ -175,6 +233,7 @@ int shemb__cuda_pool(struct shemb__cuda *c, const struct shemb__pool_job *job)
 						      (size_t)s->dim * 4
 					    : 0;
 	const bool dev_out = job->out_mem == SHEMB_MEM_DEVICE;
+	const bool dev_in = job->in_mem == SHEMB_MEM_DEVICE;
 	struct shemb__pack b = {};
 	size_t o_off, o_ids, o_w = 0, o_out = 0, o_am = 0;
 	pool_args a = {};
@@ -182,10 +241,12 @@ int shemb__cuda_pool(struct shemb__cuda *c, const struct shemb__pool_job *job)
 
 	if (nrows == 0)
 		return 0;
-	o_off = none ? 0 : shemb__pack_put(&b, job->offsets,
-					   ((size_t)job->nbags + 1) * 8);
-	o_ids = shemb__pack_put(&b, job->ids, (size_t)job->nids * 8);
-	if (job->weights)
+	o_off = none || dev_in ? 0
+			       : shemb__pack_put(&b, job->offsets,
+						 ((size_t)job->nbags + 1) * 8);
+	o_ids = dev_in ? 0
+		       : shemb__pack_put(&b, job->ids, (size_t)job->nids * 8);
+	if (job->weights && !dev_in)
 		o_w = shemb__pack_put(&b, job->weights, (size_t)job->nids * 4);
 	if (!dev_out)
 		o_out = shemb__pack_put(&b, NULL, out_bytes);
@@ -199,9 +260,17 @@ int shemb__cuda_pool(struct shemb__cuda *c, const struct shemb__pool_job *job)
 	a.dim = s->dim;
 	a.pooling = job->pooling;
 	a.nbags = nrows;
-	a.offsets = none ? NULL : (const int64_t *)shemb__dev_at(c, o_off);
-	a.ids = (const int64_t *)shemb__dev_at(c, o_ids);
-	a.weights = job->weights ? (const float *)shemb__dev_at(c, o_w) : NULL;
+	if (dev_in) {
+		a.offsets = job->offsets;
+		a.ids = job->ids;
+		a.weights = job->weights;
+	} else {
+		a.offsets = none ? NULL
+				 : (const int64_t *)shemb__dev_at(c, o_off);
+		a.ids = (const int64_t *)shemb__dev_at(c, o_ids);
+		a.weights = job->weights ? (const float *)shemb__dev_at(c, o_w)
+					 : NULL;
+	}
 	a.out = dev_out ? job->out : (float *)shemb__dev_at(c, o_out);
 	a.argmax = am_bytes ? (int32_t *)shemb__dev_at(c, o_am) : NULL;
 	a.pos_base = job->pos_base;

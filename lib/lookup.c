@@ -7,6 +7,7 @@
  */
 #include "lib/internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "lib/dist.h"
@@ -111,6 +112,8 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 			.weights = b->weights,
 			.out = out[grp->index[s]],
 			.out_mem = b->mem,
+			.in_mem = st->direct ? SHEMB_MEM_DEVICE
+					     : SHEMB_MEM_HOST,
 			.argmax = ps && b->pooling == SHEMB_POOL_MAX
 					  ? plan->argmax + ps->argmax_off
 					  : NULL,
@@ -298,6 +301,107 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	return rc;
 }
 
+/*
+ * An inference lookup of device bag sets on one rank, of tables whose
+ * rows are all in device memory, reads the sets in place: the backend
+ * checks them (the kernels would otherwise need host copies of every
+ * id), then pools them.
+ */
+static bool device_direct(shemb_ctx *ctx, int n,
+			  const struct shemb_bags *bags, unsigned flags)
+{
+	size_t stride = bags ? bags->size : 0;
+
+	if (!(flags & SHEMB_LOOKUP_NO_GRAD) || n <= 0 || !ctx->mem->check_bags ||
+	    shemb__distributed(ctx) ||
+	    stride < offsetof(struct shemb_bags, mem) + sizeof(int))
+		return false;
+	for (int i = 0; i < n; i++) {
+		const struct shemb_bags *b =
+			(const void *)((const char *)bags + (size_t)i * stride);
+		const shemb_table *t = b->table;
+
+		if (b->size != stride || b->mem != SHEMB_MEM_DEVICE || !t ||
+		    t->ctx != ctx || t->tier || !t->store.on_device)
+			return false;
+	}
+	return true;
+}
+
+static int bad_device_set(struct shemb__step *st, int i, const int64_t *bad)
+{
+	const struct shemb_bags *b = &st->bags[i];
+	shemb_ctx *ctx = st->ctx;
+	int64_t id = 0;
+
+	if (bad[0] >= 0)
+		return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: offsets[%lld] "
+				   "breaks the CSR form (offsets start at 0, "
+				   "never decrease and end at nids %lld)", i,
+				   (long long)bad[0], (long long)b->nids);
+	if (bad[1] >= 0) {
+		ctx->mem->to_host(ctx->be, &id, b->ids + bad[1], sizeof(id));
+		return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d] (table '%s') "
+				   "ids[%lld]: id %lld outside [0, %lld)", i,
+				   b->table->name, (long long)bad[1],
+				   (long long)id,
+				   (long long)b->table->attr.rows);
+	}
+	return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: weights[%lld] is "
+			   "not finite", i, (long long)bad[2]);
+}
+
+static int check_device_sets(struct shemb__step *st)
+{
+	for (int i = 0; i < st->n; i++) {
+		const struct shemb_bags *b = &st->bags[i];
+		struct shemb__pool_job job = {
+			.store = &b->table->store,
+			.pooling = b->pooling,
+			.nbags = b->nbags,
+			.nids = b->nids,
+			.offsets = b->offsets,
+			.ids = b->ids,
+			.weights = b->weights,
+			.in_mem = SHEMB_MEM_DEVICE,
+		};
+		int64_t bad[3];
+		int rc = st->ctx->mem->check_bags(st->ctx->be, &job,
+						  b->table->attr.rows, bad);
+
+		if (rc)
+			return shemb__fail(st->ctx, rc, "bags[%d]: checking "
+					   "device input failed: %s", i,
+					   st->ctx->mem->describe(st->ctx->be));
+		if (bad[0] >= 0 || bad[1] >= 0 || bad[2] >= 0)
+			return bad_device_set(st, i, bad);
+	}
+	return 0;
+}
+
+static int lookup_direct(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+			 float *const *out)
+{
+	struct shemb__step st;
+	int rc = shemb__step_begin_direct(&st, ctx, n, bags);
+
+	if (!rc)
+		rc = check_outputs(&st, out);
+	if (rc) {
+		shemb__step_end(&st);
+		return rc;
+	}
+	st.kind = SHEMB__DIST_LOOKUP;
+	shemb__step_lock(&st, false);
+	rc = check_device_sets(&st);
+	for (int g = 0; !rc && g < st.ngroups; g++)
+		rc = shemb__pool_group(&st, &st.groups[g], NULL, out,
+				       &st.groups[g].table->store, NULL);
+	shemb__step_unlock(&st);
+	shemb__step_end(&st);
+	return rc;
+}
+
 SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
 			   const struct shemb_bags *bags, float *const *out,
 			   unsigned flags)
@@ -311,6 +415,8 @@ SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
 	if (flags & ~SHEMB_LOOKUP_NO_GRAD)
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "unknown lookup flags 0x%x", flags);
+	if (device_direct(ctx, n, bags, flags))
+		return lookup_direct(ctx, n, bags, out);
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	if (rc && !shemb__distributed(ctx))
 		return rc;

@@ -54,6 +54,7 @@ struct shemb__pool_job {
 	const float *weights;
 	float *out;
 	int out_mem;         /* enum shemb_mem: where out is */
+	int in_mem;          /* ... and offsets, ids and weights */
 	int32_t *argmax;     /* MAX with a plan: [nbags][dim] positions */
 	int64_t pos_base;    /* plan position of ids[0] */
 };
@@ -139,6 +140,13 @@ struct shemb_mem_ops {
 	/* bytes of device memory at src into host memory at dst; NULL for a
 	 * backend without device memory */
 	int (*to_host)(void *be, void *dst, const void *src, size_t bytes);
+	/* the checks of shemb_lookup's input for a job whose offsets, ids
+	 * and weights are device memory: bad[0] the first offsets index
+	 * that breaks the CSR form, bad[1] the first position of an id
+	 * outside [0, rows), bad[2] the first non-finite weight; -1 where
+	 * there is none.  NULL without device memory. */
+	int (*check_bags)(void *be, const struct shemb__pool_job *job,
+			  int64_t rows, int64_t bad[3]);
 };
 
 #endif

@@ -203,8 +203,23 @@ int shemb__step_host_grads(struct shemb__step *st, const float *const *grad,
 	return 0;
 }
 
+static int begin(struct shemb__step *st, shemb_ctx *ctx, int n,
+		 const struct shemb_bags *bags, bool direct);
+
 int shemb__step_begin(struct shemb__step *st, shemb_ctx *ctx, int n,
 		      const struct shemb_bags *bags)
+{
+	return begin(st, ctx, n, bags, false);
+}
+
+int shemb__step_begin_direct(struct shemb__step *st, shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags)
+{
+	return begin(st, ctx, n, bags, true);
+}
+
+static int begin(struct shemb__step *st, shemb_ctx *ctx, int n,
+		 const struct shemb_bags *bags, bool direct)
 {
 	int rc;
 
@@ -227,11 +242,13 @@ int shemb__step_begin(struct shemb__step *st, shemb_ctx *ctx, int n,
 		shemb__step_end(st);
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for %d sets", n);
 	}
+	st->direct = direct;
 	rc = copy_sets(st, bags);
-	for (int i = 0; !rc && i < n; i++)
+	for (int i = 0; !rc && !direct && i < n; i++)
 		rc = stage_set(st, &st->bags[i], i);
 	for (int i = 0; !rc && i < n; i++)
-		rc = shemb__check_set(ctx, &st->bags[i], i);
+		rc = direct ? shemb__check_header(ctx, &st->bags[i], i)
+			    : shemb__check_set(ctx, &st->bags[i], i);
 	if (!rc) {
 		group_sets(st);
 		rc = check_totals(st);

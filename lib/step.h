@@ -30,6 +30,8 @@ struct shemb__step {
 					 * prefetch or announcement */
 	void **staged;                  /* host copies of device input */
 	int nstaged;
+	bool direct;                    /* device input used in place (the
+					 * backend checks it) */
 };
 
 /* Copy and group the caller's n bag sets; checks the structure of each
@@ -38,6 +40,10 @@ struct shemb__step {
 int shemb__step_begin(struct shemb__step *st, shemb_ctx *ctx, int n,
 		      const struct shemb_bags *bags);
 void shemb__step_end(struct shemb__step *st);
+/* ... of SHEMB_MEM_DEVICE sets read in place: only the sets' headers are
+ * checked here (lookup.c has the backend check the arrays). */
+int shemb__step_begin_direct(struct shemb__step *st, shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags);
 
 /* The gradients of the step's sets as host memory: grad itself, or with
  * SHEMB_MEM_DEVICE sets an array whose device buffers are host copies
@@ -72,6 +78,7 @@ int shemb__prefetch_rows(const struct shemb__step *st, shemb_table *t,
 
 /* validate.c */
 int shemb__check_set(shemb_ctx *ctx, const struct shemb_bags *b, int i);
+int shemb__check_header(shemb_ctx *ctx, const struct shemb_bags *b, int i);
 int shemb__check_rows_out(shemb_ctx *ctx, const struct shemb_bags *b, int i,
 			  const void *buf, const char *what);
 int shemb__check_grad(shemb_ctx *ctx, const struct shemb_bags *b, int i,

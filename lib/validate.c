@@ -34,7 +34,7 @@ static int64_t bag_of_position(const struct shemb_bags *b, int64_t k)
 	return lo;
 }
 
-static int check_header(shemb_ctx *ctx, const struct shemb_bags *b, int i)
+int shemb__check_header(shemb_ctx *ctx, const struct shemb_bags *b, int i)
 {
 	const shemb_table *t = b->table;
 
@@ -205,7 +205,7 @@ static int check_values(shemb_ctx *ctx, const struct shemb_bags *b, int i)
 
 int shemb__check_set(shemb_ctx *ctx, const struct shemb_bags *b, int i)
 {
-	int rc = check_header(ctx, b, i);
+	int rc = shemb__check_header(ctx, b, i);
 
 	if (!rc)
 		rc = check_offsets(ctx, b, i);

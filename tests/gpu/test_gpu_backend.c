@@ -1,0 +1,393 @@
+/*
+ * test_gpu_backend.c - the CUDA backend against the CPU backend on the
+ * same inputs: twin tables (one per backend) go through the same random
+ * lookups (every pooling, weighted or not), backward steps (every
+ * optimizer, both weight decay modes), row writes and reads, in every
+ * storage dtype, at a row width that takes vector loads and one that does
+ * not, resident in device memory or through a small device tier under
+ * eviction pressure; outputs and final rows must be bitwise equal.  Then
+ * the same with bag sets, outputs and gradients in device memory.
+ * Without a usable GPU it says why and skips (exit 77).
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shemb.h"
+
+#define ROWS 300
+#define SETS 4
+#define STEPS 5
+
+static int failures;
+
+#define CHECK(cond, ...)                                                      \
+	do {                                                                  \
+		if (!(cond)) {                                                \
+			failures++;                                           \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
+			printf(__VA_ARGS__);                                  \
+			printf("\n");                                         \
+		}                                                             \
+	} while (0)
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static float rndf(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24);
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+struct set {
+	int pooling;
+	int64_t nbags, nids;
+	int64_t *offsets, *ids;
+	float *weights;
+};
+
+static void random_set(struct set *s, int pooling)
+{
+	s->pooling = pooling;
+	s->nbags = 1 + (int64_t)(rnd() % 6);
+	s->offsets = xmalloc(((size_t)s->nbags + 1) * sizeof(int64_t));
+	s->offsets[0] = 0;
+	for (int64_t b = 0; b < s->nbags; b++)
+		s->offsets[b + 1] = s->offsets[b] + (int64_t)(rnd() % 4);
+	s->nids = s->offsets[s->nbags];
+	s->ids = xmalloc((size_t)s->nids * sizeof(int64_t));
+	for (int64_t i = 0; i < s->nids; i++)
+		s->ids[i] = (int64_t)(rnd() % ROWS);
+	s->weights = NULL;
+	if (rnd() % 2) {
+		s->weights = xmalloc((size_t)s->nids * sizeof(float));
+		for (int64_t i = 0; i < s->nids; i++)
+			s->weights[i] = rndf(-1.5f, 1.5f);
+	}
+}
+
+static void free_set(struct set *s)
+{
+	free(s->offsets);
+	free(s->ids);
+	free(s->weights);
+}
+
+static int64_t out_rows(const struct set *s)
+{
+	return s->pooling == SHEMB_POOL_NONE ? s->nids : s->nbags;
+}
+
+static struct shemb_bags view(const struct set *s, shemb_table *t)
+{
+	struct shemb_bags b;
+
+	shemb_bags_init(&b);
+	b.table = t;
+	b.pooling = s->pooling;
+	b.nbags = s->nbags;
+	b.nids = s->nids;
+	b.offsets = s->offsets;
+	b.ids = s->ids;
+	b.weights = s->weights;
+	return b;
+}
+
+struct config {
+	int dtype, optimizer, dim, wd_mode;
+	int64_t cache_rows;
+};
+
+static shemb_table *twin(shemb_ctx *ctx, const struct config *c)
+{
+	struct shemb_table_attr a;
+	shemb_table *t = NULL;
+
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = c->dim;
+	a.dtype = c->dtype;
+	a.optimizer = c->optimizer;
+	a.lr = 0.05f;
+	a.weight_decay = 0.01f;
+	a.weight_decay_mode = c->wd_mode;
+	a.initial_accumulator = 0.1f;
+	a.cache_rows = c->cache_rows;
+	a.seed = 7;
+	if (shemb_table_create(ctx, &a, &t))
+		printf("table_create: %s\n", shemb_ctx_last_error(ctx));
+	return t;
+}
+
+static int same_bits(const float *a, const float *b, size_t n)
+{
+	return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+static float *read_all(shemb_table *t, int dim)
+{
+	int64_t *ids = xmalloc(ROWS * sizeof(int64_t));
+	float *rows = xmalloc((size_t)ROWS * (size_t)dim * sizeof(float));
+
+	for (int64_t i = 0; i < ROWS; i++)
+		ids[i] = i;
+	if (shemb_table_read_rows(t, ROWS, ids, rows, SHEMB_F32))
+		memset(rows, 0xff, (size_t)ROWS * (size_t)dim * sizeof(float));
+	free(ids);
+	return rows;
+}
+
+/* One step on both twins: lookup, compare, backward with the same
+ * gradients. */
+static void step(shemb_ctx *cg, shemb_table *tg, shemb_ctx *cc,
+		 shemb_table *tc, int dim, const char *what)
+{
+	struct set s[SETS];
+	struct shemb_bags bg[SETS], bc[SETS];
+	float *og[SETS], *oc[SETS], *grad[SETS];
+	int rg, rc;
+
+	for (int i = 0; i < SETS; i++) {
+		random_set(&s[i], i % 4);
+		bg[i] = view(&s[i], tg);
+		bc[i] = view(&s[i], tc);
+		size_t n = (size_t)out_rows(&s[i]) * (size_t)dim;
+		og[i] = xmalloc(n * sizeof(float));
+		oc[i] = xmalloc(n * sizeof(float));
+		grad[i] = xmalloc(n * sizeof(float));
+		for (size_t k = 0; k < n; k++)
+			grad[i][k] = rndf(-1.0f, 1.0f);
+	}
+	rg = shemb_lookup(cg, SETS, bg, og, 0);
+	rc = shemb_lookup(cc, SETS, bc, oc, 0);
+	CHECK(rg == 0 && rc == 0, "%s: lookup %d / %d: %s", what, rg, rc,
+	      shemb_ctx_last_error(cg));
+	for (int i = 0; i < SETS; i++)
+		CHECK(same_bits(og[i], oc[i],
+				(size_t)out_rows(&s[i]) * (size_t)dim),
+		      "%s: set %d (pooling %d) lookup differs", what, i,
+		      s[i].pooling);
+	rg = shemb_backward(cg, SETS, bg, (const float *const *)grad);
+	rc = shemb_backward(cc, SETS, bc, (const float *const *)grad);
+	CHECK(rg == 0 && rc == 0, "%s: backward %d / %d: %s", what, rg, rc,
+	      shemb_ctx_last_error(cg));
+	for (int i = 0; i < SETS; i++) {
+		free_set(&s[i]);
+		free(og[i]);
+		free(oc[i]);
+		free(grad[i]);
+	}
+}
+
+/* Rows written (some twice in one call: the last wins) with their state
+ * reset, on both. */
+static void write_some(shemb_table *tg, shemb_table *tc, int dim,
+		       const char *what)
+{
+	int64_t ids[9];
+	float *v = xmalloc(9 * (size_t)dim * sizeof(float));
+
+	for (int i = 0; i < 9; i++)
+		ids[i] = (int64_t)(rnd() % ROWS);
+	ids[8] = ids[2];
+	for (int k = 0; k < 9 * dim; k++)
+		v[k] = rndf(-2.0f, 2.0f);
+	CHECK(shemb_table_write_rows(tg, 9, ids, v, SHEMB_F32,
+				     SHEMB_WRITE_RESET_STATE) == 0 &&
+		      shemb_table_write_rows(tc, 9, ids, v, SHEMB_F32,
+					     SHEMB_WRITE_RESET_STATE) == 0,
+	      "%s: write_rows failed", what);
+	free(v);
+}
+
+static void run_config(shemb_ctx *cg, shemb_ctx *cc, const struct config *c)
+{
+	char what[128];
+	shemb_table *tg = twin(cg, c), *tc = twin(cc, c);
+	float *rg, *rc;
+
+	snprintf(what, sizeof(what), "dtype %d opt %d dim %d wd %d cache %lld",
+		 c->dtype, c->optimizer, c->dim, c->wd_mode,
+		 (long long)c->cache_rows);
+	if (!tg || !tc) {
+		CHECK(0, "%s: tables not made", what);
+		return;
+	}
+	for (int k = 0; k < STEPS; k++) {
+		step(cg, tg, cc, tc, c->dim, what);
+		if (k == 2)
+			write_some(tg, tc, c->dim, what);
+	}
+	rg = read_all(tg, c->dim);
+	rc = read_all(tc, c->dim);
+	CHECK(same_bits(rg, rc, (size_t)ROWS * (size_t)c->dim),
+	      "%s: rows differ after training", what);
+	free(rg);
+	free(rc);
+	shemb_table_destroy(tg);
+	shemb_table_destroy(tc);
+}
+
+static void *to_device(const void *p, size_t n)
+{
+	void *d = NULL;
+
+	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess ||
+	    (n && cudaMemcpy(d, p, n, cudaMemcpyHostToDevice) != cudaSuccess))
+		abort();
+	return d;
+}
+
+/* An inference lookup reads device sets in place (the backend checks
+ * them): the same rows as the host path, and bad ids or offsets in
+ * device memory refused with the position named. */
+static void device_inference(shemb_ctx *cg, struct shemb_bags *bg, float *dout,
+			     const float *want, size_t n, int64_t nids)
+{
+	float *got = xmalloc(n * sizeof(float));
+	int64_t bad = ROWS + 5, keep;
+	int64_t *ids = (int64_t *)bg->ids, *off = (int64_t *)bg->offsets;
+
+	cudaMemset(dout, 0, n * sizeof(float));
+	CHECK(shemb_lookup(cg, 1, bg, &dout, SHEMB_LOOKUP_NO_GRAD) == 0,
+	      "device inference: %s", shemb_ctx_last_error(cg));
+	cudaMemcpy(got, dout, n * sizeof(float), cudaMemcpyDeviceToHost);
+	CHECK(same_bits(got, want, n), "device inference: lookup differs");
+	if (nids > 0) {
+		cudaMemcpy(&keep, ids + nids - 1, 8, cudaMemcpyDeviceToHost);
+		cudaMemcpy(ids + nids - 1, &bad, 8, cudaMemcpyHostToDevice);
+		CHECK(shemb_lookup(cg, 1, bg, &dout, SHEMB_LOOKUP_NO_GRAD) ==
+				      SHEMB_EINVAL &&
+			      strstr(shemb_ctx_last_error(cg), "305"),
+		      "device inference: a bad id: %s",
+		      shemb_ctx_last_error(cg));
+		cudaMemcpy(ids + nids - 1, &keep, 8, cudaMemcpyHostToDevice);
+	}
+	cudaMemcpy(&keep, off, 8, cudaMemcpyDeviceToHost);
+	bad = 1;
+	cudaMemcpy(off, &bad, 8, cudaMemcpyHostToDevice);
+	CHECK(shemb_lookup(cg, 1, bg, &dout, SHEMB_LOOKUP_NO_GRAD) ==
+			      SHEMB_EINVAL &&
+		      strstr(shemb_ctx_last_error(cg), "offsets[0]"),
+	      "device inference: bad offsets: %s", shemb_ctx_last_error(cg));
+	cudaMemcpy(off, &keep, 8, cudaMemcpyHostToDevice);
+	free(got);
+}
+
+/* Bag sets, outputs and gradients in device memory against host ones. */
+static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
+{
+	struct config c = { SHEMB_F32, SHEMB_OPT_ADAGRAD, 64, SHEMB_WD_L2, 0 };
+	shemb_table *tg = twin(cg, &c), *tc = twin(cc, &c);
+	struct set s;
+	struct shemb_bags bg, bc;
+	float *og, *oc, *grad, *dout, *dgrad, *rg, *rc;
+	size_t n;
+
+	random_set(&s, SHEMB_POOL_SUM);
+	n = (size_t)s.nbags * 64;
+	oc = xmalloc(n * sizeof(float));
+	og = xmalloc(n * sizeof(float));
+	grad = xmalloc(n * sizeof(float));
+	for (size_t k = 0; k < n; k++)
+		grad[k] = rndf(-1.0f, 1.0f);
+	bc = view(&s, tc);
+	bg = view(&s, tg);
+	bg.mem = SHEMB_MEM_DEVICE;
+	bg.offsets = to_device(s.offsets, ((size_t)s.nbags + 1) * 8);
+	bg.ids = to_device(s.ids, (size_t)s.nids * 8);
+	bg.weights = s.weights ? to_device(s.weights, (size_t)s.nids * 4)
+			       : NULL;
+	dout = to_device(og, n * sizeof(float));
+	dgrad = to_device(grad, n * sizeof(float));
+	CHECK(shemb_lookup(cg, 1, &bg, &dout, 0) == 0 &&
+		      shemb_lookup(cc, 1, &bc, &oc, 0) == 0,
+	      "device buffers: lookup: %s", shemb_ctx_last_error(cg));
+	cudaMemcpy(og, dout, n * sizeof(float), cudaMemcpyDeviceToHost);
+	CHECK(same_bits(og, oc, n), "device buffers: lookup differs");
+	device_inference(cg, &bg, dout, oc, n, s.nids);
+	CHECK(shemb_backward(cg, 1, &bg, (const float *const *)&dgrad) == 0 &&
+		      shemb_backward(cc, 1, &bc,
+				     (const float *const *)&grad) == 0,
+	      "device buffers: backward: %s", shemb_ctx_last_error(cg));
+	rg = read_all(tg, 64);
+	rc = read_all(tc, 64);
+	CHECK(same_bits(rg, rc, (size_t)ROWS * 64),
+	      "device buffers: rows differ after the backward");
+	cudaFree((void *)bg.offsets);
+	cudaFree((void *)bg.ids);
+	cudaFree((void *)bg.weights);
+	cudaFree(dout);
+	cudaFree(dgrad);
+	free(rg);
+	free(rc);
+	free(og);
+	free(oc);
+	free(grad);
+	free_set(&s);
+	shemb_table_destroy(tg);
+	shemb_table_destroy(tc);
+}
+
+static int make_ctx(int device, shemb_ctx **ctx)
+{
+	struct shemb_ctx_attr a;
+
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 2;
+	a.device = device;
+	return shemb_ctx_create(&a, ctx);
+}
+
+int main(void)
+{
+	static const int dtypes[] = { SHEMB_F32, SHEMB_F16, SHEMB_BF16 };
+	static const int dims[] = { 64, 13 };
+	shemb_ctx *cg, *cc;
+	int rc = make_ctx(SHEMB_DEVICE_CUDA, &cg);
+
+	if (rc == SHEMB_ENODEV) {
+		printf("skipped: %s\n", shemb_ctx_last_error(NULL));
+		return 77;
+	}
+	if (rc || make_ctx(SHEMB_DEVICE_CPU, &cc)) {
+		printf("FAIL: contexts: %s\n", shemb_ctx_last_error(NULL));
+		return 1;
+	}
+	rng_state = 12345;
+	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++)
+		for (int opt = SHEMB_OPT_SGD; opt <= SHEMB_OPT_ADAM; opt++)
+			for (size_t w = 0; w < 2; w++)
+				for (int tier = 0; tier < 2; tier++) {
+					struct config c = {
+						dtypes[d], opt, dims[w],
+						(opt + (int)w) % 2,
+						tier ? 64 : 0
+					};
+
+					run_config(cg, cc, &c);
+				}
+	device_buffers(cg, cc);
+	shemb_ctx_destroy(cg);
+	shemb_ctx_destroy(cc);
+	printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
+	return failures ? 1 : 0;
+}
