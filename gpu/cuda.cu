@@ -37,12 +37,14 @@ int shemb__cuda_open(int dev, void *stream, struct shemb__cuda **out,
 {
 	struct shemb__cuda *c = (struct shemb__cuda *)calloc(1, sizeof(*c));
 	cudaError_t e;
-	int n = 0;
+	int n = 0, caller;
 
 	*out = NULL;
 	if (!c)
 		return SHEMB_ENOMEM;
 	e = cudaGetDeviceCount(&n);
+	if (cudaGetDevice(&caller) != cudaSuccess)
+		caller = -1;
 	if (e == cudaSuccess && dev >= n) {
 		snprintf(why, len, "no such device (this process sees %d)", n);
 		free(c);
@@ -58,6 +60,8 @@ int shemb__cuda_open(int dev, void *stream, struct shemb__cuda **out,
 	} else {
 		c->stream = (cudaStream_t)stream;
 	}
+	if (caller >= 0 && caller != dev)
+		cudaSetDevice(caller);
 	if (e != cudaSuccess) {
 		snprintf(why, len, "%s", cudaGetErrorString(e));
 		free(c);
@@ -74,12 +78,15 @@ void shemb__cuda_close(struct shemb__cuda *c)
 {
 	if (!c)
 		return;
-	cudaSetDevice(c->dev);
-	cudaStreamSynchronize(c->stream);
-	cudaFree(c->scratch);
-	cudaFreeHost(c->pinned);
-	if (c->own_stream)
-		cudaStreamDestroy(c->stream);
+	{
+		shemb__cuda_guard g(c);
+
+		cudaStreamSynchronize(c->stream);
+		cudaFree(c->scratch);
+		cudaFreeHost(c->pinned);
+		if (c->own_stream)
+			cudaStreamDestroy(c->stream);
+	}
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -93,7 +100,8 @@ const char *shemb__cuda_describe(struct shemb__cuda *c)
 
 int shemb__cuda_alloc(struct shemb__cuda *c, size_t bytes, void **p)
 {
-	cudaSetDevice(c->dev);
+	shemb__cuda_guard g(c);
+
 	*p = NULL;
 	return shemb__cuda_fail(c, cudaMalloc(p, bytes ? bytes : 1),
 				"cudaMalloc");
@@ -101,7 +109,8 @@ int shemb__cuda_alloc(struct shemb__cuda *c, size_t bytes, void **p)
 
 void shemb__cuda_free(struct shemb__cuda *c, void *p)
 {
-	cudaSetDevice(c->dev);
+	shemb__cuda_guard g(c);
+
 	cudaStreamSynchronize(c->stream);
 	cudaFree(p);
 }
@@ -109,11 +118,11 @@ void shemb__cuda_free(struct shemb__cuda *c, void *p)
 int shemb__cuda_copy(struct shemb__cuda *c, void *dst, const void *src,
 		     size_t n)
 {
+	shemb__cuda_guard g(c);
 	cudaError_t e;
 
 	if (n == 0)
 		return 0;
-	cudaSetDevice(c->dev);
 	e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->stream);
 	if (e == cudaSuccess)
 		e = cudaStreamSynchronize(c->stream);
@@ -122,7 +131,8 @@ int shemb__cuda_copy(struct shemb__cuda *c, void *dst, const void *src,
 
 int shemb__cuda_sync(struct shemb__cuda *c)
 {
-	cudaSetDevice(c->dev);
+	shemb__cuda_guard g(c);
+
 	return shemb__cuda_fail(c, cudaStreamSynchronize(c->stream),
 				"cudaStreamSynchronize");
 }

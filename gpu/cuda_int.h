@@ -55,17 +55,25 @@ int shemb__pack_download(struct shemb__cuda *c, size_t off, size_t n,
 /* The kernel just launched, then the stream: 0 or the error. */
 int shemb__cuda_finish(struct shemb__cuda *c, const char *what);
 
-/* Holds the context for one call: its buffers, on its device. */
+/* Holds the context for one call: its buffers, on its device; the
+ * calling thread's current device is given back at the end, so the
+ * library never changes the host's choice. */
 struct shemb__cuda_guard {
 	struct shemb__cuda *c;
+	int caller_dev;
 
 	explicit shemb__cuda_guard(struct shemb__cuda *cc) : c(cc)
 	{
 		pthread_mutex_lock(&c->lock);
-		cudaSetDevice(c->dev);
+		if (cudaGetDevice(&caller_dev) != cudaSuccess)
+			caller_dev = -1;
+		if (caller_dev != c->dev)
+			cudaSetDevice(c->dev);
 	}
 	~shemb__cuda_guard()
 	{
+		if (caller_dev >= 0 && caller_dev != c->dev)
+			cudaSetDevice(caller_dev);
 		pthread_mutex_unlock(&c->lock);
 	}
 };

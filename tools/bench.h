@@ -78,5 +78,7 @@ int bench_backward(const struct bench_opts *o);
  * name. */
 extern const char bench_cache_usage[];
 int bench_cache(int argc, char **argv);
+extern const char bench_gpu_usage[];
+int bench_gpu(int argc, char **argv);
 
 #endif

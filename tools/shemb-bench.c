@@ -39,6 +39,9 @@ static const char usage_text[] =
 "            lookahead with prefetch on id traces next to Belady's\n"
 "            optimum, and lookups with the tier against all rows resident\n"
 "            (options below)\n"
+"  gpu       pooled lookups on a CUDA device (bags and output in device\n"
+"            memory) against a device-to-device copy of the same bytes\n"
+"            and PyTorch's embedding_bag (options below)\n"
 "\n"
 "Options of lookup and backward:\n"
 "  --rows N            rows of the table (default 4194304)\n"
@@ -74,6 +77,8 @@ static void usage(FILE *f)
 	fputs(bench_train_usage, f);
 	fputc('\n', f);
 	fputs(bench_cache_usage, f);
+	fputc('\n', f);
+	fputs(bench_gpu_usage, f);
 }
 
 /* ---- options ---- */
@@ -427,6 +432,10 @@ int main(int argc, char **argv)
 		argv[1] = (char *)"shemb-bench";
 		return bench_cache(argc - 1, argv + 1);
 	}
+	if (!strcmp(mode, "gpu")) {
+		argv[1] = (char *)"shemb-bench";
+		return bench_gpu(argc - 1, argv + 1);
+	}
 	if (!strcmp(mode, "train") || !strcmp(mode, "train-rank")) {
 		argv[1] = (char *)"shemb-bench";
 		if (!strcmp(mode, "train"))
@@ -455,6 +464,6 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "backward"))
 		return bench_backward(&o) ? 1 : 0;
 	fprintf(stderr, "shemb-bench: unknown mode '%s' (lookup, "
-		"backward, comm, train or cache; see --help)\n", mode);
+		"backward, comm, train, cache or gpu; see --help)\n", mode);
 	return 2;
 }

@@ -4,9 +4,10 @@
 # oneDNN or Check), run the GPU tests, and print what they say.  Bounded
 # in time; exits non-zero when a GPU test fails or none could run.
 #
-# This release's GPU tests are the device probe and a kernel's round trip
-# (tests/gpu/test_gpu_probe); the GPU backend and shemb-bench gpu are
-# not in it yet.
+# The GPU tests: the device probe and a kernel's round trip
+# (test_gpu_probe), and the CUDA backend against the CPU one, bit for bit
+# (test_gpu_backend); then shemb-bench gpu (lookups against a
+# device-to-device copy and PyTorch's embedding_bag).
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/device-check.XXXXXX")
@@ -26,10 +27,21 @@ fi
 sed -n '/will be built with/,$p' "$work/configure.log"
 timeout "$limit" make -j"$(nproc)" >"$work/make.log" 2>&1 ||
 	{ tail -n 40 "$work/make.log"; exit 2; }
-timeout "$limit" make tests/gpu/test_gpu_probe >>"$work/make.log" 2>&1 ||
+tests="tests/gpu/test_gpu_probe tests/gpu/test_gpu_backend"
+top_builddir=$PWD; export top_builddir
+timeout "$limit" make $tests >>"$work/make.log" 2>&1 ||
 	{ tail -n 40 "$work/make.log"; exit 2; }
-echo "=== tests/gpu/test_gpu_probe"
+SHEMB_CUDA_PLUGIN=$PWD/.libs/shemb_cuda.so
+export SHEMB_CUDA_PLUGIN
 rc=0
-timeout 60 ./tests/gpu/test_gpu_probe || rc=$?
-[ "$rc" -eq 77 ] && echo "device-check: no usable GPU here"
+for t in $tests; do
+	echo "=== $t"
+	r=0
+	timeout 120 "./$t" || r=$?
+	[ "$r" -eq 77 ] && echo "device-check: no usable GPU here"
+	[ "$rc" -ne 0 ] || rc=$r
+done
+[ "$rc" -eq 0 ] || exit "$rc"
+echo "=== shemb-bench gpu"
+timeout 240 ./tools/shemb-bench gpu ${DEVICE_CHECK_BENCH_ARGS:-} || rc=$?
 exit "$rc"

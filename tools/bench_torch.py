@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""PyTorch's embedding_bag on a CUDA device, for shemb-bench gpu.
+
+Reads the bags shemb-bench wrote (raw little-endian int64 offsets with
+nbags + 1 entries, and ids), builds a table of the same shape and storage
+dtype, runs torch.nn.functional.embedding_bag (mode sum) on them a number
+of times and prints the median time of one call in milliseconds as
+"torch_ms <value>".  Exits 77 without torch or a CUDA device.
+"""
+import argparse
+import statistics
+import sys
+import time
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rows", type=int, required=True)
+    p.add_argument("--dim", type=int, required=True)
+    p.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
+    p.add_argument("--offsets", required=True)
+    p.add_argument("--ids", required=True)
+    p.add_argument("--reps", type=int, default=20)
+    a = p.parse_args()
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        print("torch: not installed")
+        return 77
+    if not torch.cuda.is_available():
+        print("torch: no CUDA device")
+        return 77
+    dev = torch.device("cuda")
+    dtype = {"f32": torch.float32, "f16": torch.float16,
+             "bf16": torch.bfloat16}[a.dtype]
+    offsets = torch.from_file(a.offsets, dtype=torch.int64,
+                              size=_count(a.offsets)).to(dev)
+    ids = torch.from_file(a.ids, dtype=torch.int64,
+                          size=_count(a.ids)).to(dev)
+    weight = torch.empty(a.rows, a.dim, dtype=dtype, device=dev)
+    weight.uniform_(-0.01, 0.01)
+    times = []
+    for r in range(a.reps + 1):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        F.embedding_bag(ids, weight, offsets, mode="sum",
+                        include_last_offset=True)
+        torch.cuda.synchronize()
+        if r:
+            times.append(time.perf_counter() - t0)
+    print("torch_ms %.6f" % (statistics.median(times) * 1e3))
+    return 0
+
+
+def _count(path):
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        return f.tell() // 8
+
+
+if __name__ == "__main__":
+    sys.exit(main())
