@@ -418,11 +418,19 @@ static const char *describe(void *p)
 	return be->desc;
 }
 
-static int to_host(void *p, void *dst, const void *src, size_t bytes)
+static int transfer(void *p, void *dst, const void *src, size_t bytes)
 {
 	struct gpu *be = p;
 
 	return shemb__cuda_copy(be->cuda, dst, src, bytes);
+}
+
+static int mem_of(void *p, const void *ptr)
+{
+	struct gpu *be = p;
+
+	return shemb__cuda_is_device(be->cuda, ptr) ? SHEMB_MEM_DEVICE
+						    : SHEMB_MEM_HOST;
 }
 
 static int check_bags(void *p, const struct shemb__pool_job *job,
@@ -432,6 +440,17 @@ static int check_bags(void *p, const struct shemb__pool_job *job,
 
 	return shemb__cuda_check(be->cuda, job, rows, bad);
 }
+
+#ifdef HAVE_NCCL
+int shemb__gpu_nccl_open(void *p, int nranks, int rank, const void *id,
+			 int timeout_ms, void **comm, char *why, size_t len)
+{
+	struct gpu *be = p;
+
+	return shemb__nccl_open(be->cuda, nranks, rank, id, timeout_ms, comm,
+				why, len);
+}
+#endif
 
 const struct shemb_mem_ops shemb__gpu_mem_ops = {
 	.size = sizeof(struct shemb_mem_ops),
@@ -451,6 +470,7 @@ const struct shemb_mem_ops shemb__gpu_mem_ops = {
 	.scratch_free = scratch_free,
 	.synchronize = synchronize,
 	.describe = describe,
-	.to_host = to_host,
+	.transfer = transfer,
+	.mem_of = mem_of,
 	.check_bags = check_bags,
 };

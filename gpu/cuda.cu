@@ -137,6 +137,19 @@ int shemb__cuda_sync(struct shemb__cuda *c)
 				"cudaStreamSynchronize");
 }
 
+int shemb__cuda_is_device(struct shemb__cuda *c, const void *p)
+{
+	cudaPointerAttributes a;
+
+	(void)c;
+	if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return a.type == cudaMemoryTypeDevice ||
+	       a.type == cudaMemoryTypeManaged;
+}
+
 int shemb__cuda_finish(struct shemb__cuda *c, const char *what)
 {
 	cudaError_t e = cudaGetLastError();

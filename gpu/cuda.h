@@ -34,6 +34,8 @@ void shemb__cuda_free(struct shemb__cuda *c, void *p);
 int shemb__cuda_copy(struct shemb__cuda *c, void *dst, const void *src,
 		     size_t n);
 int shemb__cuda_sync(struct shemb__cuda *c);
+/* whether p is device (or managed) memory */
+int shemb__cuda_is_device(struct shemb__cuda *c, const void *p);
 
 /* the checks of mem_ops.h's check_bags on a job's device arrays */
 int shemb__cuda_check(struct shemb__cuda *c, const struct shemb__pool_job *job,
@@ -67,6 +69,14 @@ int shemb__cuda_rows_out(struct shemb__cuda *c, const struct shemb__store *s,
 int shemb__cuda_rows_in(struct shemb__cuda *c, struct shemb__store *s,
 			int64_t n, const int64_t *ids, const void *host,
 			const float *reset_state);
+
+/* NCCL (nccl.cu, in a module built with it): see gpu.h */
+struct shemb_comm_ops;
+extern const struct shemb_comm_ops shemb__nccl_ops;
+int shemb__nccl_unique_id(void *id, size_t len, char *why, size_t wlen);
+int shemb__nccl_open(struct shemb__cuda *c, int nranks, int rank,
+		     const void *id, int timeout_ms, void **comm, char *why,
+		     size_t len);
 
 #ifdef __cplusplus
 }

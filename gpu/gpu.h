@@ -26,6 +26,7 @@ int shemb__gpu_selftest(int dev, int n, const float *in, float *out,
 
 struct shemb__pool;
 struct shemb_mem_ops;
+struct shemb_comm_ops;
 
 /* What the library lends the GPU backend: its CPU backend, for host
  * stores and host-side work. */
@@ -66,7 +67,16 @@ struct shemb__gpu_plugin {
 		      void *stream, void **be, char *why, size_t len);
 	void (*destroy)(void *be);
 	const struct shemb_mem_ops *ops;
+	/* NCCL between GPU ranks (NULL in a module built without it): an
+	 * id of SHEMB__NCCL_ID_BYTES from one rank, then every rank opens
+	 * the communicator with it (collective), ordered on be's stream */
+	int (*nccl_id)(void *id, size_t len, char *why, size_t wlen);
+	int (*nccl_open)(void *be, int nranks, int rank, const void *id,
+			 int timeout_ms, void **comm, char *why, size_t len);
+	const struct shemb_comm_ops *nccl_ops;
 };
+
+#define SHEMB__NCCL_ID_BYTES 128
 
 #ifdef __cplusplus
 }

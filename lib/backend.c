@@ -18,6 +18,7 @@
 
 #include "cpu/convert.h"
 #include "gpu/gpu.h"
+#include "lib/comm.h"
 #endif
 
 #ifdef HAVE_CUDA
@@ -87,7 +88,78 @@ static int open_cuda(shemb_ctx *ctx, const char *isa)
 	ctx->device_rows = true;
 	return 0;
 }
+/* Rank 0's NCCL id, and whether it has one, as every rank sees it. */
+struct nccl_hello {
+	int32_t ok;
+	char id[SHEMB__NCCL_ID_BYTES];
+};
+
+static int share_nccl_id(shemb_ctx *ctx, struct nccl_hello *h, char *why,
+			 size_t len)
+{
+	int n = ctx->attr.world_size;
+	struct nccl_hello *all = calloc((size_t)n, sizeof(*all));
+	size_t *counts = calloc((size_t)n, sizeof(size_t));
+	size_t *displs = calloc((size_t)n, sizeof(size_t));
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV };
+	int rc = SHEMB_ENOMEM;
+
+	if (all && counts && displs) {
+		for (int r = 0; r < n; r++) {
+			counts[r] = sizeof(*h);
+			displs[r] = (size_t)r * sizeof(*h);
+		}
+		c.sendbuf = h;
+		c.sendcount = sizeof(*h);
+		c.recvbuf = all;
+		c.recvcounts = counts;
+		c.rdispls = displs;
+		rc = shemb__coll_run(ctx, &c);
+	}
+	if (!rc)
+		*h = all[0];
+	else
+		snprintf(why, len, "sharing the NCCL id failed");
+	free(all);
+	free(counts);
+	free(displs);
+	return rc;
+}
+
+int shemb__backend_open_dev_comm(shemb_ctx *ctx)
+{
+	struct nccl_hello h = { 0 };
+	char why[256] = "";
+	int rc;
+
+	if (!plugin || ctx->mem != plugin->ops || !plugin->nccl_open)
+		return 0;
+	if (ctx->attr.rank == 0)
+		h.ok = plugin->nccl_id(h.id, sizeof(h.id), why,
+				       sizeof(why)) == 0;
+	if (ctx->attr.world_size > 1 &&
+	    share_nccl_id(ctx, &h, why, sizeof(why)))
+		return shemb__fail(NULL, SHEMB_EPEER, "%s", why);
+	if (!h.ok) {
+		shemb__log(ctx, SHEMB_LOG_WARN, "no NCCL id (%s): collectives "
+			   "on device buffers go through host memory", why);
+		return 0;
+	}
+	rc = plugin->nccl_open(ctx->be, ctx->attr.world_size, ctx->attr.rank,
+			       h.id, ctx->attr.timeout_ms, &ctx->dev_comm, why,
+			       sizeof(why));
+	if (rc)
+		return shemb__fail(NULL, rc, "NCCL communicator: %s", why);
+	ctx->dev_comm_ops = plugin->nccl_ops;
+	return 0;
+}
 #else
+int shemb__backend_open_dev_comm(shemb_ctx *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
 static int open_cuda(shemb_ctx *ctx, const char *isa)
 {
 	(void)ctx;

@@ -15,7 +15,11 @@
 
 struct shemb_request {
 	shemb_ctx *ctx;
-	struct shemb__op *op;
+	const struct shemb_comm_ops *ops; /* the communicator running it */
+	void *comm;
+	struct shemb__op *op;           /* NULL: done when it was started
+					 * (device buffers through host
+					 * memory), successfully */
 	struct shemb_request *prev, *next;
 	bool reported;
 };
@@ -48,7 +52,8 @@ static void unlink_request(shemb_request *r)
 
 static void release(shemb_request *r)
 {
-	r->ctx->comm_ops->release(r->ctx->comm, r->op);
+	if (r->op)
+		r->ops->release(r->comm, r->op);
 	free(r);
 }
 
@@ -80,7 +85,7 @@ SHEMB_API int shemb_wait(shemb_request *r)
 	if (r->reported)
 		return shemb__fail(r->ctx, SHEMB_ESTATE, "this request already "
 				   "reported its status");
-	rc = r->ctx->comm_ops->wait(r->ctx->comm, r->op, why, sizeof(why));
+	rc = r->op ? r->ops->wait(r->comm, r->op, why, sizeof(why)) : 0;
 	return report(r, rc, why);
 }
 
@@ -95,7 +100,8 @@ SHEMB_API int shemb_test(shemb_request *r, int *done)
 	if (r->reported)
 		return shemb__fail(r->ctx, SHEMB_ESTATE, "this request already "
 				   "reported its status");
-	rc = r->ctx->comm_ops->test(r->ctx->comm, r->op, &d, why, sizeof(why));
+	d = 1;
+	rc = r->op ? r->ops->test(r->comm, r->op, &d, why, sizeof(why)) : 0;
 	*done = d;
 	return d ? report(r, rc, why) : 0;
 }
@@ -108,25 +114,39 @@ SHEMB_API void shemb_request_free(shemb_request *r)
 	release(r);
 }
 
-/* Start c; with req NULL, wait for it too. */
-static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
-		  shemb_request **req)
+static shemb_request *new_request(shemb_ctx *ctx,
+				   const struct shemb_comm_ops *ops, void *comm)
 {
 	shemb_request *r = calloc(1, sizeof(*r));
+
+	if (!r) {
+		shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a request");
+		return NULL;
+	}
+	r->ctx = ctx;
+	r->ops = ops;
+	r->comm = comm;
+	return r;
+}
+
+/* Start c on a communicator; with req NULL, wait for it too. */
+static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
+		     void *comm, const struct shemb__coll *c,
+		     shemb_request **req)
+{
+	shemb_request *r = new_request(ctx, ops, comm);
 	char why[256] = "";
 	int rc;
 
 	if (!r)
-		return shemb__fail(ctx, SHEMB_ENOMEM,
-				   "no memory for a request");
-	r->ctx = ctx;
-	rc = ctx->comm_ops->start(ctx->comm, c, &r->op, why, sizeof(why));
+		return SHEMB_ENOMEM;
+	rc = ops->start(comm, c, &r->op, why, sizeof(why));
 	if (rc) {
 		free(r);
 		return shemb__fail(ctx, rc, "%s", why);
 	}
 	if (!req) {
-		rc = ctx->comm_ops->wait(ctx->comm, r->op, why, sizeof(why));
+		rc = ops->wait(comm, r->op, why, sizeof(why));
 		release(r);
 		return rc ? shemb__fail(ctx, rc, "%s", why) : 0;
 	}
@@ -137,7 +157,122 @@ static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
 
 int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c)
 {
-	return launch(ctx, c, NULL);
+	return launch_on(ctx, ctx->comm_ops, ctx->comm, c, NULL);
+}
+
+/* ---- device buffers ---- */
+
+/* The end of the furthest non-empty piece. */
+static size_t extent(const size_t *counts, const size_t *displs, int n)
+{
+	size_t end = 0;
+
+	for (int j = 0; j < n; j++)
+		if (counts[j] && displs[j] + counts[j] > end)
+			end = displs[j] + counts[j];
+	return end;
+}
+
+static size_t send_bytes(const shemb_ctx *ctx, const struct shemb__coll *c)
+{
+	if (c->kind == SHEMB__ALLTOALLV)
+		return extent(c->sendcounts, c->sdispls, ctx->attr.world_size);
+	if (c->kind == SHEMB__ALLGATHERV)
+		return c->sendcount;
+	return c->count * shemb__reduce_elem_size(c->dtype);
+}
+
+static size_t recv_bytes(const shemb_ctx *ctx, const struct shemb__coll *c)
+{
+	if (c->kind == SHEMB__ALLREDUCE)
+		return send_bytes(ctx, c);
+	return extent(c->recvcounts, c->rdispls, ctx->attr.world_size);
+}
+
+/* enum shemb_mem of c's buffers, or -1 (recorded) when they differ. */
+static int buffers_mem(shemb_ctx *ctx, const struct shemb__coll *c)
+{
+	static const char *const names[] = { "host", "device" };
+	int s, r;
+
+	if (!ctx->mem->mem_of || c->kind == SHEMB__BARRIER)
+		return SHEMB_MEM_HOST;
+	s = send_bytes(ctx, c) ? ctx->mem->mem_of(ctx->be, c->sendbuf) : -1;
+	r = recv_bytes(ctx, c) ? ctx->mem->mem_of(ctx->be, c->recvbuf) : -1;
+	if (s >= 0 && r >= 0 && s != r) {
+		shemb__fail(ctx, SHEMB_EINVAL, "the send buffer is %s memory "
+			    "and the receive buffer %s memory: both must be "
+			    "one or the other", names[s], names[r]);
+		return -1;
+	}
+	return s >= 0 ? s : r >= 0 ? r : SHEMB_MEM_HOST;
+}
+
+/* Received pieces (or the whole result) from host to device memory. */
+static int copy_back(shemb_ctx *ctx, const struct shemb__coll *c,
+		     const char *host)
+{
+	int rc = 0;
+
+	if (c->kind == SHEMB__ALLREDUCE)
+		return ctx->mem->transfer(ctx->be, c->recvbuf, host,
+					  recv_bytes(ctx, c));
+	for (int j = 0; !rc && j < ctx->attr.world_size; j++)
+		if (c->recvcounts[j])
+			rc = ctx->mem->transfer(ctx->be,
+						(char *)c->recvbuf +
+							c->rdispls[j],
+						host + c->rdispls[j],
+						c->recvcounts[j]);
+	return rc;
+}
+
+/* Device buffers without a device communicator: through host copies,
+ * done before the call returns (its request, if any, is complete). */
+static int staged(shemb_ctx *ctx, const struct shemb__coll *c,
+		  shemb_request **req)
+{
+	size_t sb = send_bytes(ctx, c), rb = recv_bytes(ctx, c);
+	bool in_place = c->sendbuf == c->recvbuf;
+	char *hs = malloc(sb ? sb : 1), *hr = in_place ? hs : malloc(rb + 1);
+	struct shemb__coll h = *c;
+	int rc = hs && hr ? 0 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory "
+					     "to stage %zu bytes", sb + rb);
+
+	if (!rc && sb)
+		rc = ctx->mem->transfer(ctx->be, hs, c->sendbuf, sb);
+	h.sendbuf = hs;
+	h.recvbuf = hr;
+	if (!rc)
+		rc = shemb__coll_run(ctx, &h);
+	if (!rc)
+		rc = copy_back(ctx, c, hr);
+	if (!rc && req) {
+		*req = new_request(ctx, ctx->comm_ops, ctx->comm);
+		if (*req)
+			link_request(ctx, *req);
+		else
+			rc = SHEMB_ENOMEM;
+	}
+	if (hr != hs)
+		free(hr);
+	free(hs);
+	return rc;
+}
+
+/* Start c on the communicator of its buffers' memory. */
+static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
+		  shemb_request **req)
+{
+	int mem = buffers_mem(ctx, c);
+
+	if (mem < 0)
+		return SHEMB_EINVAL;
+	if (mem == SHEMB_MEM_HOST)
+		return launch_on(ctx, ctx->comm_ops, ctx->comm, c, req);
+	if (!ctx->dev_comm_ops)
+		return staged(ctx, c, req);
+	return launch_on(ctx, ctx->dev_comm_ops, ctx->dev_comm, c, req);
 }
 
 /* ---- argument checks ---- */
@@ -218,6 +353,9 @@ static int check_ctx(shemb_ctx *ctx)
 	if (!ctx)
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
 	rc = ctx->comm_ops->async_error(ctx->comm, why, sizeof(why));
+	if (!rc && ctx->dev_comm_ops)
+		rc = ctx->dev_comm_ops->async_error(ctx->dev_comm, why,
+						    sizeof(why));
 	return rc ? shemb__fail(ctx, rc, "%s", why) : 0;
 }
 

@@ -99,6 +99,10 @@ void shemb__comm_close(shemb_ctx *ctx)
 	if (!ctx->comm_ops)
 		return;
 	shemb__requests_free_all(ctx);
+	if (ctx->dev_comm_ops)
+		ctx->dev_comm_ops->destroy(ctx->dev_comm);
+	ctx->dev_comm_ops = NULL;
+	ctx->dev_comm = NULL;
 	ctx->comm_ops->destroy(ctx->comm);
 	ctx->comm_ops = NULL;
 	ctx->comm = NULL;

@@ -109,6 +109,8 @@ static int ctx_init(shemb_ctx *ctx)
 	rc = shemb__backend_open(ctx);
 	if (!rc)
 		rc = shemb__comm_open(ctx);
+	if (!rc)
+		rc = shemb__backend_open_dev_comm(ctx);
 	return rc;
 }
 

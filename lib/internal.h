@@ -48,6 +48,8 @@ struct shemb_ctx {
 
 	const struct shemb_comm_ops *comm_ops; /* self, or libfabric */
 	void *comm;
+	const struct shemb_comm_ops *dev_comm_ops; /* NCCL for device */
+	void *dev_comm;                            /* buffers, or NULL */
 	char root[256];               /* effective root and provider, for */
 	char provider[64];            /* shemb_ctx_get_attr */
 

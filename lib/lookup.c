@@ -340,7 +340,7 @@ static int bad_device_set(struct shemb__step *st, int i, const int64_t *bad)
 				   "never decrease and end at nids %lld)", i,
 				   (long long)bad[0], (long long)b->nids);
 	if (bad[1] >= 0) {
-		ctx->mem->to_host(ctx->be, &id, b->ids + bad[1], sizeof(id));
+		ctx->mem->transfer(ctx->be, &id, b->ids + bad[1], sizeof(id));
 		return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d] (table '%s') "
 				   "ids[%lld]: id %lld outside [0, %lld)", i,
 				   b->table->name, (long long)bad[1],

@@ -137,9 +137,11 @@ struct shemb_mem_ops {
 	void (*scratch_free)(void *be, void *p, size_t bytes);
 	int (*synchronize)(void *be);
 	const char *(*describe)(void *be);
-	/* bytes of device memory at src into host memory at dst; NULL for a
-	 * backend without device memory */
-	int (*to_host)(void *be, void *dst, const void *src, size_t bytes);
+	/* bytes from src to dst, either or both of them device memory;
+	 * NULL for a backend without device memory */
+	int (*transfer)(void *be, void *dst, const void *src, size_t bytes);
+	/* enum shemb_mem: where p is (NULL: always host) */
+	int (*mem_of)(void *be, const void *p);
 	/* the checks of shemb_lookup's input for a job whose offsets, ids
 	 * and weights are device memory: bad[0] the first offsets index
 	 * that breaks the CSR form, bad[1] the first position of an id

@@ -114,7 +114,7 @@ static int check_mem(struct shemb__step *st, const struct shemb_bags *b,
 	if (b->mem != SHEMB_MEM_DEVICE)
 		return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: mem %d is not "
 				   "an enum shemb_mem value", i, b->mem);
-	if (!ctx->mem->to_host)
+	if (!ctx->mem->transfer)
 		return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: mem is "
 				   "DEVICE but the context runs on the CPU",
 				   i);
@@ -140,7 +140,7 @@ static int stage(struct shemb__step *st, const void *src, size_t n,
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to stage %zu "
 				   "bytes of device input", n);
 	st->staged[st->nstaged++] = p;
-	rc = ctx->mem->to_host(ctx->be, p, src, n);
+	rc = ctx->mem->transfer(ctx->be, p, src, n);
 	if (rc)
 		return shemb__fail(ctx, rc, "copying %zu bytes of device "
 				   "input failed: %s", n,
