@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cpu/convert.h"
 #include "gpu/gpu.h"
@@ -128,12 +129,14 @@ static int share_nccl_id(shemb_ctx *ctx, struct nccl_hello *h, char *why,
 
 int shemb__backend_open_dev_comm(shemb_ctx *ctx)
 {
+	const char *env = getenv("SHEMB_NCCL");
 	struct nccl_hello h = { 0 };
 	char why[256] = "";
 	int rc;
 
-	if (!plugin || ctx->mem != plugin->ops || !plugin->nccl_open)
-		return 0;
+	if (!plugin || ctx->mem != plugin->ops || !plugin->nccl_open ||
+	    (env && !strcmp(env, "0")))
+		return 0; /* device buffers go through host memory */
 	if (ctx->attr.rank == 0)
 		h.ok = plugin->nccl_id(h.id, sizeof(h.id), why,
 				       sizeof(why)) == 0;

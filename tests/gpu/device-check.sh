@@ -27,7 +27,7 @@ fi
 sed -n '/will be built with/,$p' "$work/configure.log"
 timeout "$limit" make -j"$(nproc)" >"$work/make.log" 2>&1 ||
 	{ tail -n 40 "$work/make.log"; exit 2; }
-tests="tests/gpu/test_gpu_probe tests/gpu/test_gpu_backend"
+tests="tests/gpu/test_gpu_probe tests/gpu/test_gpu_backend tests/gpu/test_gpu_coll"
 top_builddir=$PWD; export top_builddir
 timeout "$limit" make $tests >>"$work/make.log" 2>&1 ||
 	{ tail -n 40 "$work/make.log"; exit 2; }

@@ -1,0 +1,143 @@
+/*
+ * test_gpu_coll.c - collectives of a one-rank GPU context on device
+ * buffers, through NCCL and (SHEMB_NCCL=0) through host copies:
+ * alltoallv and allgatherv move the bytes to where the counts say and
+ * leave the gaps between pieces alone, allreduce of every dtype and
+ * both ops (in place too) gives the input back, requests complete once,
+ * and a send buffer in device memory with a receive buffer in host
+ * memory is refused.  Skips (77) without a usable GPU.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shemb.h"
+
+#define N 4096
+
+static int failures;
+
+#define CHECK(cond, ...)                                                      \
+	do {                                                                  \
+		if (!(cond)) {                                                \
+			failures++;                                           \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
+			printf(__VA_ARGS__);                                  \
+			printf("\n");                                         \
+		}                                                             \
+	} while (0)
+
+static void *dev(size_t n)
+{
+	void *p = NULL;
+
+	if (cudaMalloc(&p, n))
+		abort();
+	return p;
+}
+
+static void moves(shemb_ctx *ctx, const char *how)
+{
+	unsigned char in[N], out[N];
+	unsigned char *din = dev(N), *dout = dev(N);
+	size_t sc = 1000, sd = 17, rd = 300, zero = 0, cnt = 1000;
+	shemb_request *req = NULL;
+	int done = 0;
+
+	for (int i = 0; i < N; i++)
+		in[i] = (unsigned char)(i * 7 + 3);
+	memset(out, 0xab, N);
+	cudaMemcpy(din, in, N, cudaMemcpyHostToDevice);
+	cudaMemcpy(dout, out, N, cudaMemcpyHostToDevice);
+	CHECK(shemb_alltoallv(ctx, din, &sc, &sd, dout, &sc, &rd, &req) == 0,
+	      "%s alltoallv: %s", how, shemb_ctx_last_error(ctx));
+	CHECK(req && shemb_wait(req) == 0, "%s alltoallv wait", how);
+	CHECK(shemb_test(req, &done) == SHEMB_ESTATE,
+	      "%s: a request reports once", how);
+	shemb_request_free(req);
+	cudaMemcpy(out, dout, N, cudaMemcpyDeviceToHost);
+	for (int i = 0; i < N; i++) {
+		unsigned char want = i >= 300 && i < 1300 ? in[i - 300 + 17]
+							  : 0xab;
+
+		if (out[i] != want) {
+			CHECK(0, "%s alltoallv: byte %d is %d, not %d", how, i,
+			      out[i], want);
+			break;
+		}
+	}
+	CHECK(shemb_allgatherv(ctx, din, cnt, dout, &cnt, &zero, NULL) == 0,
+	      "%s allgatherv: %s", how, shemb_ctx_last_error(ctx));
+	cudaMemcpy(out, dout, N, cudaMemcpyDeviceToHost);
+	CHECK(memcmp(out, in, cnt) == 0, "%s allgatherv differs", how);
+	CHECK(shemb_alltoallv(ctx, din, &sc, &sd, out, &sc, &rd, NULL) ==
+		      SHEMB_EINVAL,
+	      "%s: device send, host receive must be refused", how);
+	cudaFree(din);
+	cudaFree(dout);
+}
+
+static void reductions(shemb_ctx *ctx, const char *how)
+{
+	static const int dtypes[] = { SHEMB_F32, SHEMB_F16, SHEMB_BF16,
+				      SHEMB_F64, SHEMB_I64 };
+	static const size_t sizes[] = { 4, 2, 2, 8, 8 };
+	unsigned char in[N], out[N];
+	void *din = dev(N), *dout = dev(N);
+
+	for (int i = 0; i < N; i++)
+		in[i] = (unsigned char)(i % 61); /* finite in every dtype */
+	cudaMemcpy(din, in, N, cudaMemcpyHostToDevice);
+	for (int d = 0; d < 5; d++)
+		for (int op = SHEMB_REDUCE_SUM; op <= SHEMB_REDUCE_MAX; op++) {
+			size_t count = N / sizes[d];
+
+			CHECK(shemb_allreduce(ctx, din, dout, count, dtypes[d],
+					      op, NULL) == 0,
+			      "%s allreduce: %s", how,
+			      shemb_ctx_last_error(ctx));
+			cudaMemcpy(out, dout, N, cudaMemcpyDeviceToHost);
+			CHECK(memcmp(out, in, N) == 0,
+			      "%s allreduce dtype %d op %d: one rank's sum "
+			      "is not its input", how, dtypes[d], op);
+		}
+	CHECK(shemb_allreduce(ctx, din, din, N / 4, SHEMB_F32,
+			      SHEMB_REDUCE_SUM, NULL) == 0,
+	      "%s in-place allreduce", how);
+	cudaMemcpy(out, din, N, cudaMemcpyDeviceToHost);
+	CHECK(memcmp(out, in, N) == 0, "%s in-place allreduce differs", how);
+	cudaFree(din);
+	cudaFree(dout);
+}
+
+int main(void)
+{
+	static const char *const how[] = { "nccl", "staged" };
+	struct shemb_ctx_attr a;
+
+	for (int k = 0; k < 2; k++) {
+		shemb_ctx *ctx;
+		int rc;
+
+		if (k == 1)
+			setenv("SHEMB_NCCL", "0", 1);
+		shemb_ctx_attr_init(&a);
+		a.device = SHEMB_DEVICE_CUDA;
+		rc = shemb_ctx_create(&a, &ctx);
+		if (rc == SHEMB_ENODEV) {
+			printf("skipped: %s\n", shemb_ctx_last_error(NULL));
+			return 77;
+		}
+		if (rc) {
+			printf("FAIL: context: %s\n",
+			       shemb_ctx_last_error(NULL));
+			return 1;
+		}
+		moves(ctx, how[k]);
+		reductions(ctx, how[k]);
+		shemb_ctx_destroy(ctx);
+	}
+	printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
+	return failures ? 1 : 0;
+}
