@@ -1,10 +1,10 @@
 /*
  * backend.c - struct shemb_mem_ops for a CUDA device.  Stores marked
  * on_device (tables without a device tier, and device tiers) live in
- * device memory and run the kernels of the .cu files of gpu/; host stores (the rows
- * under a device tier, staging) and all host-side work (scratch memory,
- * conversions, coalescing host gradients) go to a CPU backend kept
- * inside.
+ * device memory and run the kernels of the .cu files; host stores (the
+ * rows under a device tier, staging) and all host-side work (scratch
+ * memory, conversions, coalescing host gradients) go to the library's
+ * CPU backend, lent to this one.
  */
 #include "config.h"
 
@@ -128,7 +128,8 @@ static int init_rows(void *p, struct shemb__store *s,
 			rc = shemb__cuda_copy(be->cuda,
 					      (char *)s->base +
 						      (size_t)r * s->stride,
-					      h.base, (size_t)h.rows * s->stride);
+					      h.base,
+					      (size_t)h.rows * s->stride);
 	}
 	if (h.base) {
 		h.rows = block;
@@ -429,8 +430,17 @@ static int mem_of(void *p, const void *ptr)
 {
 	struct gpu *be = p;
 
-	return shemb__cuda_is_device(be->cuda, ptr) ? SHEMB_MEM_DEVICE
-						    : SHEMB_MEM_HOST;
+	static const int mem[] = { SHEMB_MEM_HOST, SHEMB_MEM_DEVICE,
+				   SHEMB__MEM_OTHER_DEVICE };
+
+	return mem[shemb__cuda_is_device(be->cuda, ptr)];
+}
+
+int shemb__gpu_uuid(void *p, unsigned char uuid[16])
+{
+	struct gpu *be = p;
+
+	return shemb__cuda_uuid(be->cuda, uuid);
 }
 
 static int check_bags(void *p, const struct shemb__pool_job *job,

@@ -26,10 +26,26 @@ static void name_device(struct shemb__cuda *c)
 	cudaDeviceProp p;
 
 	if (cudaGetDeviceProperties(&p, c->dev) == cudaSuccess)
-		snprintf(c->name, sizeof(c->name), "CUDA device %d (%s, sm_%d%d)",
-			 c->dev, p.name, p.major, p.minor);
+		snprintf(c->name, sizeof(c->name), "CUDA device %d (%.256s, "
+			 "sm_%d%d)", c->dev, p.name, p.major, p.minor);
 	else
 		snprintf(c->name, sizeof(c->name), "CUDA device %d", c->dev);
+}
+
+static void find_ctx_calls(struct shemb__cuda *c)
+{
+	void *get = NULL, *set = NULL;
+
+	if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000,
+					     cudaEnableDefault, NULL) ||
+	    cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000,
+					     cudaEnableDefault, NULL) ||
+	    !get || !set) {
+		cudaGetLastError();
+		return;
+	}
+	c->ctx_get = (int (*)(void **))get;
+	c->ctx_set = (int (*)(void *))set;
 }
 
 int shemb__cuda_open(int dev, void *stream, struct shemb__cuda **out,
@@ -37,37 +53,37 @@ int shemb__cuda_open(int dev, void *stream, struct shemb__cuda **out,
 {
 	struct shemb__cuda *c = (struct shemb__cuda *)calloc(1, sizeof(*c));
 	cudaError_t e;
-	int n = 0, caller;
+	int n = 0;
 
 	*out = NULL;
 	if (!c)
 		return SHEMB_ENOMEM;
 	e = cudaGetDeviceCount(&n);
-	if (cudaGetDevice(&caller) != cudaSuccess)
-		caller = -1;
 	if (e == cudaSuccess && dev >= n) {
 		snprintf(why, len, "no such device (this process sees %d)", n);
 		free(c);
 		return SHEMB_ENODEV;
 	}
+	c->dev = dev;
 	if (e == cudaSuccess)
-		e = cudaSetDevice(dev);
-	if (e == cudaSuccess)
+		find_ctx_calls(c);
+	if (e == cudaSuccess) {
+		shemb__cuda_device_guard g(c);
+
 		e = cudaFree(0); /* makes the context, so a bad driver shows */
-	if (e == cudaSuccess && !stream) {
-		e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
-		c->own_stream = e == cudaSuccess;
-	} else {
-		c->stream = (cudaStream_t)stream;
+		if (e == cudaSuccess && !stream) {
+			e = cudaStreamCreateWithFlags(&c->stream,
+						      cudaStreamNonBlocking);
+			c->own_stream = e == cudaSuccess;
+		}
 	}
-	if (caller >= 0 && caller != dev)
-		cudaSetDevice(caller);
 	if (e != cudaSuccess) {
 		snprintf(why, len, "%s", cudaGetErrorString(e));
 		free(c);
 		return SHEMB_ENODEV;
 	}
-	c->dev = dev;
+	if (!c->own_stream)
+		c->stream = (cudaStream_t)stream;
 	pthread_mutex_init(&c->lock, NULL);
 	name_device(c);
 	*out = c;
@@ -137,17 +153,29 @@ int shemb__cuda_sync(struct shemb__cuda *c)
 				"cudaStreamSynchronize");
 }
 
+int shemb__cuda_uuid(struct shemb__cuda *c, unsigned char uuid[16])
+{
+	cudaDeviceProp p;
+
+	if (cudaGetDeviceProperties(&p, c->dev) != cudaSuccess) {
+		cudaGetLastError();
+		return -1;
+	}
+	memcpy(uuid, &p.uuid, 16);
+	return 0;
+}
+
 int shemb__cuda_is_device(struct shemb__cuda *c, const void *p)
 {
 	cudaPointerAttributes a;
 
-	(void)c;
 	if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
 		cudaGetLastError();
 		return 0;
 	}
-	return a.type == cudaMemoryTypeDevice ||
-	       a.type == cudaMemoryTypeManaged;
+	if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+		return 0;
+	return a.type == cudaMemoryTypeManaged || a.device == c->dev ? 1 : 2;
 }
 
 int shemb__cuda_finish(struct shemb__cuda *c, const char *what)
@@ -163,8 +191,23 @@ size_t shemb__pack_put(struct shemb__pack *b, const void *src, size_t n)
 {
 	size_t off = (b->total + 255) & ~(size_t)255;
 
-	if (b->np == SHEMB__PACK_MAX)
-		abort(); /* a job has a fixed, small number of arrays */
+	if (b->np == b->cap) {
+		int cap = 2 * b->cap;
+		struct shemb__pack_piece *p;
+
+		p = (struct shemb__pack_piece *)malloc((size_t)cap *
+						       sizeof(*p));
+
+		if (!p) {
+			b->failed = true;
+			return 0;
+		}
+		memcpy(p, b->p, (size_t)b->np * sizeof(*p));
+		if (b->p != b->small)
+			free(b->p);
+		b->p = p;
+		b->cap = cap;
+	}
 	b->p[b->np].src = src;
 	b->p[b->np].off = off;
 	b->p[b->np].n = n;
@@ -200,7 +243,7 @@ static int grow(struct shemb__cuda *c, size_t need)
 int shemb__pack_upload(struct shemb__cuda *c, const struct shemb__pack *b)
 {
 	size_t end = 0;
-	int rc = grow(c, b->total);
+	int rc = b->failed ? SHEMB_ENOMEM : grow(c, b->total);
 
 	if (rc)
 		return rc;

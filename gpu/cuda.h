@@ -1,6 +1,6 @@
 /*
- * cuda.h - the device side of the GPU backend, as C functions: the .cu files of gpu/
- * implement them with the CUDA runtime, gpu/backend.c builds struct
+ * cuda.h - the device side of the GPU backend, as C functions: the .cu
+ * files implement them with the CUDA runtime, gpu/backend.c builds struct
  * shemb_mem_ops on them.  Every call runs on the context's stream and
  * returns when its work is done (it synchronizes that stream, never the
  * device).  Job arrays are host memory unless a job says otherwise.
@@ -34,8 +34,11 @@ void shemb__cuda_free(struct shemb__cuda *c, void *p);
 int shemb__cuda_copy(struct shemb__cuda *c, void *dst, const void *src,
 		     size_t n);
 int shemb__cuda_sync(struct shemb__cuda *c);
-/* whether p is device (or managed) memory */
+/* 1 when p is memory of the context's device (or managed), 2 of another
+ * device, 0 host memory */
 int shemb__cuda_is_device(struct shemb__cuda *c, const void *p);
+/* the device's UUID; -1 when unknown */
+int shemb__cuda_uuid(struct shemb__cuda *c, unsigned char uuid[16]);
 
 /* the checks of mem_ops.h's check_bags on a job's device arrays */
 int shemb__cuda_check(struct shemb__cuda *c, const struct shemb__pool_job *job,

@@ -1,5 +1,5 @@
 /*
- * cuda_int.h - what the the .cu files of gpu/ files share: the device context, its
+ * cuda_int.h - what the .cu files of gpu/ share: the device context, its
  * staging buffers, and packing a job's host arrays into one upload.
  */
 #ifndef SHEMB_GPU_CUDA_INT_H
@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "gpu/cuda.h"
 
@@ -19,25 +20,39 @@ struct shemb__cuda {
 	size_t pinned_cap;
 	char *scratch;          /* device staging for job arrays */
 	size_t scratch_cap;
-	char name[160];
-	char desc[448];
+	char name[320];
+	char desc[640];
 	char err[256];
+	int (*ctx_get)(void **ctx);     /* cuCtxGetCurrent, or NULL */
+	int (*ctx_set)(void *ctx);      /* cuCtxSetCurrent */
 };
 
 /* Records e and returns SHEMB_ENOMEM or SHEMB_EINTERNAL (0 for success). */
 int shemb__cuda_fail(struct shemb__cuda *c, cudaError_t e, const char *what);
 
-#define SHEMB__PACK_MAX 32
+struct shemb__pack_piece {
+	const void *src;          /* host input, or NULL for an output */
+	size_t off, n;
+};
 
 /* A job's arrays laid out in one staging area: inputs are copied to the
- * device in one transfer, outputs read back after the kernel. */
+ * device in one transfer, outputs read back after the kernel.  A job
+ * has a few arrays per bag set, and any number of sets. */
 struct shemb__pack {
-	struct {
-		const void *src;  /* host input, or NULL for an output */
-		size_t off, n;
-	} p[SHEMB__PACK_MAX];
-	int np;
-	size_t total;
+	struct shemb__pack_piece small[8];
+	struct shemb__pack_piece *p = small;
+	int np = 0, cap = 8;
+	bool failed = false;      /* no memory for a piece: upload fails */
+	size_t total = 0;
+
+	shemb__pack() {}
+	shemb__pack(const shemb__pack &) = delete;
+	shemb__pack &operator=(const shemb__pack &) = delete;
+	~shemb__pack()
+	{
+		if (p != small)
+			free(p);
+	}
 };
 
 /* Room for n bytes (from src, if an input); its offset in the area. */
@@ -55,26 +70,50 @@ int shemb__pack_download(struct shemb__cuda *c, size_t off, size_t n,
 /* The kernel just launched, then the stream: 0 or the error. */
 int shemb__cuda_finish(struct shemb__cuda *c, const char *what);
 
-/* Holds the context for one call: its buffers, on its device; the
- * calling thread's current device is given back at the end, so the
- * library never changes the host's choice. */
-struct shemb__cuda_guard {
+/* On the context's device for one call, the thread's current context
+ * given back at the end (through the driver's cuCtxGetCurrent and
+ * cuCtxSetCurrent, so that "none" is given back as such: restoring a
+ * device through the runtime would make a context on it), so the
+ * library never changes the host's. */
+struct shemb__cuda_device_guard {
 	struct shemb__cuda *c;
-	int caller_dev;
+	void *saved = NULL;
+	bool restore = false;
 
-	explicit shemb__cuda_guard(struct shemb__cuda *cc) : c(cc)
+	explicit shemb__cuda_device_guard(struct shemb__cuda *cc) : c(cc)
 	{
-		pthread_mutex_lock(&c->lock);
-		if (cudaGetDevice(&caller_dev) != cudaSuccess)
-			caller_dev = -1;
-		if (caller_dev != c->dev)
-			cudaSetDevice(c->dev);
+		restore = c->ctx_get && c->ctx_get(&saved) == 0;
+		cudaSetDevice(c->dev);
 	}
-	~shemb__cuda_guard()
+	~shemb__cuda_device_guard()
 	{
-		if (caller_dev >= 0 && caller_dev != c->dev)
-			cudaSetDevice(caller_dev);
-		pthread_mutex_unlock(&c->lock);
+		if (restore)
+			c->ctx_set(saved);
+	}
+};
+
+struct shemb__cuda_lock {
+	pthread_mutex_t *m;
+
+	explicit shemb__cuda_lock(pthread_mutex_t *mm) : m(mm)
+	{
+		pthread_mutex_lock(m);
+	}
+	~shemb__cuda_lock()
+	{
+		pthread_mutex_unlock(m);
+	}
+};
+
+/* ... and the only call using the context's staging buffers (members
+ * are made in this order and undone in the reverse). */
+struct shemb__cuda_guard {
+	shemb__cuda_lock held;
+	shemb__cuda_device_guard dev;
+
+	explicit shemb__cuda_guard(struct shemb__cuda *c)
+		: held(&c->lock), dev(c)
+	{
 	}
 };
 

@@ -74,6 +74,9 @@ struct shemb__gpu_plugin {
 	int (*nccl_open)(void *be, int nranks, int rank, const void *id,
 			 int timeout_ms, void **comm, char *why, size_t len);
 	const struct shemb_comm_ops *nccl_ops;
+	/* the 16-byte UUID of be's device (NCCL wants one rank per
+	 * device); -1 when unknown */
+	int (*device_uuid)(void *be, unsigned char uuid[16]);
 };
 
 #define SHEMB__NCCL_ID_BYTES 128

@@ -1,10 +1,15 @@
 /*
  * nccl.cu - collectives on device buffers between the GPU ranks of a
  * context, over NCCL, as a struct shemb_comm_ops: alltoallv and
- * allgatherv as grouped ncclSend / ncclRecv, allreduce as ncclAllReduce,
- * all on the context's stream.  A collective's end is an event on that
- * stream; waiting polls it against the context's timeout and aborts the
- * communicator when a peer stops answering, so no call hangs.
+ * allgatherv as grouped ncclSend / ncclRecv, allreduce as ncclAllReduce.
+ *
+ * The communicator is non-blocking, so that neither its setup nor a
+ * collective's start can wait longer than the context's timeout.  Its
+ * collectives run on a stream of their own, after the work already on
+ * the context's stream (an event joins them), so a peer that stops
+ * answering holds up collectives only, never lookups; a collective's end
+ * is an event that waits poll against the timeout, and a communicator
+ * that fails or times out is aborted: everything on it then fails.
  */
 #include <nccl.h>
 #include <stdio.h>
@@ -20,16 +25,33 @@
 struct nccl {
 	struct shemb__cuda *c;
 	ncclComm_t comm;
+	cudaStream_t stream;      /* the collectives' own */
+	cudaEvent_t joined;       /* context stream -> collective stream */
+	pthread_mutex_t lock;     /* starts, and the state below */
 	int nranks, rank, timeout_ms;
-	int broken;               /* a sticky failure: every later call */
+	int broken;               /* sticky: every later call fails so */
 	char broken_why[160];
 	char desc[96];
 };
 
 struct shemb__op {
 	cudaEvent_t done;
-	int status;
 };
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void pause_us(long us)
+{
+	struct timespec t = { 0, us * 1000 };
+
+	nanosleep(&t, NULL);
+}
 
 int shemb__nccl_unique_id(void *id, size_t len, char *why, size_t wlen)
 {
@@ -45,46 +67,90 @@ int shemb__nccl_unique_id(void *id, size_t len, char *why, size_t wlen)
 	return 0;
 }
 
+/* Until the communicator's pending work is in place (a non-blocking
+ * call answered ncclInProgress), at most until end. */
+static ncclResult_t settle(ncclComm_t comm, ncclResult_t r, double end)
+{
+	while (r == ncclInProgress) {
+		if (now_ms() > end)
+			return ncclInProgress;
+		pause_us(200);
+		if (ncclCommGetAsyncError(comm, &r) != ncclSuccess)
+			return ncclInternalError;
+	}
+	return r;
+}
+
+static int open_comm(struct nccl *n, const void *id, char *why, size_t len)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclUniqueId u;
+	ncclResult_t r;
+
+	cfg.blocking = 0;
+	memcpy(&u, id, sizeof(u));
+	r = ncclCommInitRankConfig(&n->comm, n->nranks, u, n->rank, &cfg);
+	r = settle(n->comm, r, now_ms() + n->timeout_ms);
+	if (r == ncclSuccess)
+		return 0;
+	snprintf(why, len, "NCCL communicator of %d ranks: %s", n->nranks,
+		 r == ncclInProgress ? "not ready within the timeout"
+				     : ncclGetErrorString(r));
+	if (n->comm)
+		ncclCommAbort(n->comm);
+	n->comm = NULL;
+	return r == ncclInProgress ? SHEMB_ETIMEDOUT : SHEMB_EINTERNAL;
+}
+
 int shemb__nccl_open(struct shemb__cuda *c, int nranks, int rank,
 		     const void *id, int timeout_ms, void **out, char *why,
 		     size_t len)
 {
 	struct nccl *n = (struct nccl *)calloc(1, sizeof(*n));
-	ncclUniqueId u;
-	ncclResult_t r;
-	int v = 0;
+	shemb__cuda_device_guard g(c);
+	int rc, v = 0;
 
 	if (!n)
 		return SHEMB_ENOMEM;
-	memcpy(&u, id, sizeof(u));
-	{
-		shemb__cuda_guard g(c);
-
-		r = ncclCommInitRank(&n->comm, nranks, u, rank);
-	}
-	if (r != ncclSuccess) {
-		snprintf(why, len, "ncclCommInitRank: %s",
-			 ncclGetErrorString(r));
-		free(n);
-		return SHEMB_EINTERNAL;
-	}
-	ncclGetVersion(&v);
 	n->c = c;
 	n->nranks = nranks;
 	n->rank = rank;
 	n->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
+	if (cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking) ||
+	    cudaEventCreateWithFlags(&n->joined, cudaEventDisableTiming)) {
+		snprintf(why, len, "a stream for NCCL: %s",
+			 cudaGetErrorString(cudaGetLastError()));
+		rc = SHEMB_EINTERNAL;
+	} else {
+		rc = open_comm(n, id, why, len);
+	}
+	if (rc) {
+		if (n->joined)
+			cudaEventDestroy(n->joined);
+		if (n->stream)
+			cudaStreamDestroy(n->stream);
+		free(n);
+		return rc;
+	}
+	pthread_mutex_init(&n->lock, NULL);
+	ncclGetVersion(&v);
 	snprintf(n->desc, sizeof(n->desc), "nccl %d.%d.%d, %d ranks",
 		 v / 10000, v / 100 % 100, v % 100, nranks);
 	*out = n;
 	return 0;
 }
 
-static int nccl_fail(struct nccl *n, ncclResult_t r, const char *what,
-		     char *why, size_t len)
+/* A failed communicator is aborted once and fails everything after;
+ * called with n->lock held. */
+static int break_comm(struct nccl *n, int rc, const char *why)
 {
-	snprintf(why, len, "%s: %s", what, ncclGetErrorString(r));
-	return r == ncclSystemError || r == ncclRemoteError ? SHEMB_EPEER
-							     : SHEMB_EINTERNAL;
+	if (!n->broken) {
+		n->broken = rc;
+		snprintf(n->broken_why, sizeof(n->broken_why), "%s", why);
+		ncclCommAbort(n->comm);
+		n->comm = NULL;
+	}
+	return n->broken;
 }
 
 static ncclDataType_t nccl_type(int dtype)
@@ -107,22 +173,20 @@ static ncclDataType_t nccl_type(int dtype)
  * piece is one send or receive; peers with nothing cost nothing. */
 static ncclResult_t exchange(struct nccl *n, const struct shemb__coll *k)
 {
-	cudaStream_t s = n->c->stream;
 	ncclResult_t r = ncclGroupStart();
 
 	for (int p = 0; r == ncclSuccess && p < n->nranks; p++) {
-		size_t sc = k->kind == SHEMB__ALLTOALLV ? k->sendcounts[p]
-							: k->sendcount;
+		bool a2a = k->kind == SHEMB__ALLTOALLV;
+		size_t sc = a2a ? k->sendcounts[p] : k->sendcount;
 		const char *sb = (const char *)k->sendbuf +
-				 (k->kind == SHEMB__ALLTOALLV ? k->sdispls[p]
-							      : 0);
+				 (a2a ? k->sdispls[p] : 0);
 
 		if (sc)
-			r = ncclSend(sb, sc, ncclInt8, p, n->comm, s);
+			r = ncclSend(sb, sc, ncclInt8, p, n->comm, n->stream);
 		if (r == ncclSuccess && k->recvcounts[p])
 			r = ncclRecv((char *)k->recvbuf + k->rdispls[p],
 				     k->recvcounts[p], ncclInt8, p, n->comm,
-				     s);
+				     n->stream);
 	}
 	if (r == ncclSuccess)
 		return ncclGroupEnd();
@@ -130,100 +194,114 @@ static ncclResult_t exchange(struct nccl *n, const struct shemb__coll *k)
 	return r;
 }
 
-static int nccl_start(void *comm, const struct shemb__coll *k,
-		      struct shemb__op **out, char *why, size_t len)
+static ncclResult_t enqueue(struct nccl *n, const struct shemb__coll *k)
 {
-	struct nccl *n = (struct nccl *)comm;
-	shemb__cuda_guard g(n->c);
-	struct shemb__op *op;
+	ncclResult_t r;
+
+	if (k->kind == SHEMB__ALLREDUCE)
+		r = ncclAllReduce(k->sendbuf, k->recvbuf, k->count,
+				  nccl_type(k->dtype),
+				  k->op == SHEMB_REDUCE_MAX ? ncclMax : ncclSum,
+				  n->comm, n->stream);
+	else
+		r = exchange(n, k);
+	return settle(n->comm, r, now_ms() + n->timeout_ms);
+}
+
+static int start_locked(struct nccl *n, const struct shemb__coll *k,
+			struct shemb__op *op, char *why, size_t len)
+{
 	ncclResult_t r;
 
 	if (n->broken) {
 		snprintf(why, len, "%s", n->broken_why);
 		return n->broken;
 	}
-	op = (struct shemb__op *)calloc(1, sizeof(*op));
-	if (!op)
-		return SHEMB_ENOMEM;
-	if (k->kind == SHEMB__ALLREDUCE)
-		r = ncclAllReduce(k->sendbuf, k->recvbuf, k->count,
-				  nccl_type(k->dtype),
-				  k->op == SHEMB_REDUCE_MAX ? ncclMax : ncclSum,
-				  n->comm, n->c->stream);
-	else
-		r = exchange(n, k);
-	if (r != ncclSuccess) {
-		free(op);
-		return nccl_fail(n, r, "NCCL collective", why, len);
-	}
-	if (cudaEventCreateWithFlags(&op->done, cudaEventDisableTiming) ||
-	    cudaEventRecord(op->done, n->c->stream)) {
-		free(op);
-		snprintf(why, len, "cudaEventRecord failed");
+	/* the buffers are written by work already on the context's stream */
+	if (cudaEventRecord(n->joined, n->c->stream) ||
+	    cudaStreamWaitEvent(n->stream, n->joined, 0)) {
+		snprintf(why, len, "joining the streams: %s",
+			 cudaGetErrorString(cudaGetLastError()));
 		return SHEMB_EINTERNAL;
 	}
-	*out = op;
+	r = enqueue(n, k);
+	if (r != ncclSuccess) {
+		snprintf(why, len, "NCCL collective: %s",
+			 r == ncclInProgress ? "not started within the timeout"
+					     : ncclGetErrorString(r));
+		return break_comm(n, r == ncclInProgress ? SHEMB_ETIMEDOUT
+							 : SHEMB_EPEER,
+				  why);
+	}
+	if (cudaEventRecord(op->done, n->stream)) {
+		snprintf(why, len, "cudaEventRecord: %s",
+			 cudaGetErrorString(cudaGetLastError()));
+		return SHEMB_EINTERNAL;
+	}
 	return 0;
 }
 
-/* A failed communicator is aborted once and fails everything after. */
-static int break_comm(struct nccl *n, int rc, const char *why)
+static int nccl_start(void *comm, const struct shemb__coll *k,
+		      struct shemb__op **out, char *why, size_t len)
 {
-	if (!n->broken) {
-		n->broken = rc;
-		snprintf(n->broken_why, sizeof(n->broken_why), "%s", why);
-		ncclCommAbort(n->comm);
-		n->comm = NULL;
+	struct nccl *n = (struct nccl *)comm;
+	shemb__cuda_device_guard g(n->c);
+	struct shemb__op *op = (struct shemb__op *)calloc(1, sizeof(*op));
+	int rc;
+
+	if (!op)
+		return SHEMB_ENOMEM;
+	if (cudaEventCreateWithFlags(&op->done, cudaEventDisableTiming)) {
+		free(op);
+		snprintf(why, len, "cudaEventCreate failed");
+		return SHEMB_EINTERNAL;
 	}
-	return n->broken;
+	pthread_mutex_lock(&n->lock);
+	rc = start_locked(n, k, op, why, len);
+	pthread_mutex_unlock(&n->lock);
+	if (rc) {
+		cudaEventDestroy(op->done);
+		free(op);
+		return rc;
+	}
+	*out = op;
+	return 0;
 }
 
 static int nccl_test(void *comm, struct shemb__op *op, int *done, char *why,
 		     size_t len)
 {
 	struct nccl *n = (struct nccl *)comm;
-	shemb__cuda_guard g(n->c);
+	shemb__cuda_device_guard g(n->c);
 	ncclResult_t async = ncclSuccess;
 	cudaError_t e;
+	int rc = 0;
 
-	*done = 0;
+	*done = 1;
+	pthread_mutex_lock(&n->lock);
 	if (n->broken) {
-		*done = 1;
 		snprintf(why, len, "%s", n->broken_why);
-		return n->broken;
-	}
-	e = cudaEventQuery(op->done);
-	if (e == cudaSuccess) {
-		*done = 1;
-		return 0;
-	}
-	if (e != cudaErrorNotReady) {
-		*done = 1;
+		rc = n->broken;
+	} else if ((e = cudaEventQuery(op->done)) == cudaSuccess) {
+		rc = 0;
+	} else if (e != cudaErrorNotReady) {
 		snprintf(why, len, "collective: %s", cudaGetErrorString(e));
-		return break_comm(n, SHEMB_EINTERNAL, why);
+		rc = break_comm(n, SHEMB_EINTERNAL, why);
+	} else if (ncclCommGetAsyncError(n->comm, &async) == ncclSuccess &&
+		   async != ncclSuccess && async != ncclInProgress) {
+		snprintf(why, len, "NCCL: %s", ncclGetErrorString(async));
+		rc = break_comm(n, SHEMB_EPEER, why);
+	} else {
+		*done = 0;
 	}
-	ncclCommGetAsyncError(n->comm, &async);
-	if (async != ncclSuccess && async != ncclInProgress) {
-		*done = 1;
-		nccl_fail(n, async, "NCCL", why, len);
-		return break_comm(n, SHEMB_EPEER, why);
-	}
-	return 0;
-}
-
-static double now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+	pthread_mutex_unlock(&n->lock);
+	return rc;
 }
 
 static int nccl_wait(void *comm, struct shemb__op *op, char *why, size_t len)
 {
 	struct nccl *n = (struct nccl *)comm;
 	double end = now_ms() + n->timeout_ms;
-	struct timespec pause = { 0, 20000 };
 	int done = 0, rc;
 
 	for (;;) {
@@ -231,18 +309,21 @@ static int nccl_wait(void *comm, struct shemb__op *op, char *why, size_t len)
 		if (done)
 			return rc;
 		if (now_ms() > end) {
-			snprintf(why, len, "an NCCL collective made no progress "
-				 "in %d ms", n->timeout_ms);
-			return break_comm(n, SHEMB_ETIMEDOUT, why);
+			snprintf(why, len, "an NCCL collective made no "
+				 "progress in %d ms", n->timeout_ms);
+			pthread_mutex_lock(&n->lock);
+			rc = break_comm(n, SHEMB_ETIMEDOUT, why);
+			pthread_mutex_unlock(&n->lock);
+			return rc;
 		}
-		nanosleep(&pause, NULL);
+		pause_us(20);
 	}
 }
 
 static void nccl_release(void *comm, struct shemb__op *op)
 {
 	struct nccl *n = (struct nccl *)comm;
-	shemb__cuda_guard g(n->c);
+	shemb__cuda_device_guard g(n->c);
 
 	if (!op)
 		return;
@@ -253,10 +334,14 @@ static void nccl_release(void *comm, struct shemb__op *op)
 static int nccl_async_error(void *comm, char *msg, size_t len)
 {
 	struct nccl *n = (struct nccl *)comm;
+	int rc;
 
-	if (n->broken)
+	pthread_mutex_lock(&n->lock);
+	rc = n->broken;
+	if (rc)
 		snprintf(msg, len, "%s", n->broken_why);
-	return n->broken;
+	pthread_mutex_unlock(&n->lock);
+	return rc;
 }
 
 static const char *nccl_describe(void *comm)
@@ -264,18 +349,30 @@ static const char *nccl_describe(void *comm)
 	return ((struct nccl *)comm)->desc;
 }
 
+/* Collectives still running get the timeout to finish; then the
+ * communicator is destroyed, or aborted if they did not. */
 static void nccl_destroy(void *comm)
 {
 	struct nccl *n = (struct nccl *)comm;
+	double end;
 
 	if (!n)
 		return;
-	if (n->comm) {
-		shemb__cuda_guard g(n->c);
+	{
+		shemb__cuda_device_guard g(n->c);
 
-		cudaStreamSynchronize(n->c->stream);
-		ncclCommDestroy(n->comm);
+		end = now_ms() + n->timeout_ms;
+		while (n->comm && now_ms() < end &&
+		       cudaStreamQuery(n->stream) == cudaErrorNotReady)
+			pause_us(200);
+		if (n->comm && cudaStreamQuery(n->stream) == cudaSuccess)
+			ncclCommDestroy(n->comm);
+		else if (n->comm)
+			ncclCommAbort(n->comm);
+		cudaEventDestroy(n->joined);
+		cudaStreamDestroy(n->stream);
 	}
+	pthread_mutex_destroy(&n->lock);
 	free(n);
 }
 

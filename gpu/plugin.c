@@ -7,6 +7,7 @@
 #include "gpu/cuda.h"
 #include "gpu/gpu.h"
 
+int shemb__gpu_uuid(void *be, unsigned char uuid[16]);
 #ifdef HAVE_NCCL
 int shemb__gpu_nccl_open(void *be, int nranks, int rank, const void *id,
 			 int timeout_ms, void **comm, char *why, size_t len);
@@ -19,6 +20,7 @@ const struct shemb__gpu_plugin shemb__gpu_plugin = {
 	.create = shemb__gpu_backend_create,
 	.destroy = shemb__gpu_backend_destroy,
 	.ops = &shemb__gpu_mem_ops,
+	.device_uuid = shemb__gpu_uuid,
 #ifdef HAVE_NCCL
 	.nccl_id = shemb__nccl_unique_id,
 	.nccl_open = shemb__gpu_nccl_open,

@@ -150,10 +150,12 @@ static void launch_typed(const pool_args &a, int dtype, cudaStream_t s)
 	unsigned grid = shemb__blocks(a.nbags, WARPS_PER_BLOCK);
 	bool vec = a.dim % 4 == 0 && a.stride % (4 * sizeof(T)) == 0;
 
+	const unsigned threads = 32 * WARPS_PER_BLOCK;
+
 	if (vec)
-		pool_kernel<T, 4><<<grid, 32 * WARPS_PER_BLOCK, 0, s>>>(a, dtype);
+		pool_kernel<T, 4><<<grid, threads, 0, s>>>(a, dtype);
 	else
-		pool_kernel<T, 1><<<grid, 32 * WARPS_PER_BLOCK, 0, s>>>(a, dtype);
+		pool_kernel<T, 1><<<grid, threads, 0, s>>>(a, dtype);
 }
 
 static void launch(const pool_args &a, int dtype, cudaStream_t s)
@@ -195,14 +197,20 @@ int shemb__cuda_check(struct shemb__cuda *c, const struct shemb__pool_job *job,
 		      int64_t rows, int64_t bad[3])
 {
 	shemb__cuda_guard g(c);
-	struct shemb__pack b = {};
+	struct shemb__pack b;
 	unsigned long long got[3];
 	size_t o = shemb__pack_put(&b, NULL, sizeof(got));
 	unsigned long long *d;
 	int64_t n = job->nbags + 1 > job->nids ? job->nbags + 1 : job->nids;
 	unsigned grid = shemb__blocks(n, 256);
-	int rc = shemb__pack_upload(c, &b);
+	int rc;
 
+	bad[0] = bad[1] = bad[2] = -1;
+	if (!job->offsets) { /* no bags: only an empty set is right */
+		bad[0] = job->nids ? 0 : -1;
+		return 0;
+	}
+	rc = shemb__pack_upload(c, &b);
 	if (rc)
 		return rc;
 	d = (unsigned long long *)shemb__dev_at(c, o);
@@ -234,7 +242,7 @@ int shemb__cuda_pool(struct shemb__cuda *c, const struct shemb__pool_job *job)
 					    : 0;
 	const bool dev_out = job->out_mem == SHEMB_MEM_DEVICE;
 	const bool dev_in = job->in_mem == SHEMB_MEM_DEVICE;
-	struct shemb__pack b = {};
+	struct shemb__pack b;
 	size_t o_off, o_ids, o_w = 0, o_out = 0, o_am = 0;
 	pool_args a = {};
 	int rc;

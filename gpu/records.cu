@@ -59,7 +59,7 @@ static int move_host(struct shemb__cuda *c, const struct shemb__store *s,
 		     const int64_t *at, int64_t n, void *host, size_t bytes,
 		     bool out, const float *reset)
 {
-	struct shemb__pack b = {};
+	struct shemb__pack b;
 	size_t o_at = 0, o_data, o_reset = 0;
 	size_t total = (size_t)n * bytes;
 	char *d;
@@ -166,7 +166,7 @@ int shemb__cuda_records_dd(struct shemb__cuda *c, struct shemb__store *dst,
 			   const int64_t *src_at, int64_t n)
 {
 	shemb__cuda_guard g(c);
-	struct shemb__pack b = {};
+	struct shemb__pack b;
 	size_t o_d = 0, o_s = 0;
 	int rc;
 

@@ -160,11 +160,12 @@ __global__ static void update_kernel(update_args a)
 			a.squares[u] = ordered_squares(sg, a.dim);
 		return;
 	}
-	if (a.opt.kind == SHEMB_OPT_ROWWISE_ADAGRAD && threadIdx.x == 0)
-		step = shemb__rowwise_step(&a.opt, &state[0],
-					   a.rowsum ? a.rowsum[u]
-						    : ordered_squares(sg, a.dim),
-					   a.dim);
+	if (a.opt.kind == SHEMB_OPT_ROWWISE_ADAGRAD && threadIdx.x == 0) {
+		float total = a.rowsum ? a.rowsum[u]
+				       : ordered_squares(sg, a.dim);
+
+		step = shemb__rowwise_step(&a.opt, &state[0], total, a.dim);
+	}
 	__syncthreads();
 	for (int c = threadIdx.x; c < a.dim; c += blockDim.x) {
 		float w = sw[c];
@@ -188,8 +189,9 @@ static int64_t positions(const struct shemb__update_job *job)
 
 static int64_t set_ids(const struct shemb__bwd_set *s)
 {
-	return s->pooling == SHEMB_POOL_NONE ? s->nbags
-					     : s->offsets[s->nbags];
+	if (s->pooling == SHEMB_POOL_NONE)
+		return s->nbags;
+	return s->nbags && s->offsets ? s->offsets[s->nbags] : 0;
 }
 
 struct set_offs {
@@ -203,10 +205,11 @@ static void put_sets(struct shemb__pack *b, const struct shemb__update_job *job,
 		const struct shemb__bwd_set *s = &job->sets[i];
 		size_t rows = (size_t)s->nbags * (size_t)dim;
 
-		so[i].off = s->pooling == SHEMB_POOL_NONE
+		size_t nofs = ((size_t)s->nbags + 1) * 8;
+
+		so[i].off = s->pooling == SHEMB_POOL_NONE || !s->offsets
 				    ? 0
-				    : shemb__pack_put(b, s->offsets,
-						      ((size_t)s->nbags + 1) * 8);
+				    : shemb__pack_put(b, s->offsets, nofs);
 		so[i].w = s->weights ? shemb__pack_put(b, s->weights,
 						       (size_t)set_ids(s) * 4)
 				     : 0;
@@ -226,7 +229,7 @@ static void fill_sets(struct shemb__cuda *c,
 		out[i].pooling = s->pooling;
 		out[i].bag_base = s->bag_base;
 		out[i].pos_base = s->pos_base;
-		out[i].offsets = s->pooling == SHEMB_POOL_NONE
+		out[i].offsets = s->pooling == SHEMB_POOL_NONE || !s->offsets
 					 ? NULL
 					 : (const int64_t *)shemb__dev_at(
 						   c, so[i].off);
@@ -266,7 +269,7 @@ int shemb__cuda_update(struct shemb__cuda *c,
 	size_t sq_bytes = squares ? (size_t)job->nunique * 4 *
 					    (per_column ? (size_t)s->dim : 1)
 				  : 0;
-	struct shemb__pack b = {}, room = {};
+	struct shemb__pack b, room;
 	struct set_offs *so;
 	set_dev *sets;
 	size_t o[5], o_sets, o_sq = 0;

@@ -3,8 +3,9 @@
  *
  * The CPU backend, or with attr.device SHEMB_DEVICE_CUDA the CUDA one
  * (gpu/, built behind HAVE_CUDA as the module shemb_cuda.so), which
- * borrows the CPU backend for the host stores under its device tiers.  SHEMB_ISA=generic|avx2|avx512 forces
- * a CPU kernel variant (for tests and benchmarks).
+ * borrows the CPU backend for the host stores under its device tiers.
+ * SHEMB_ISA=generic|avx2|avx512 forces a CPU kernel variant (for tests
+ * and benchmarks).
  */
 #include "lib/backend.h"
 
@@ -51,10 +52,12 @@ static const struct shemb__gpu_plugin *load_plugin(char *why, size_t len)
 		p = h ? dlsym(h, SHEMB__GPU_PLUGIN_SYMBOL) : NULL;
 		if (!p || p->size < sizeof(*p))
 			snprintf(why, len, "cannot load the GPU backend %s: %s",
-				 path, h ? "not a shemb_cuda module"
-					 : dlerror());
+				 path, h ? "not a shemb_cuda module of this "
+					   "library" : dlerror());
 		if (p && p->size < sizeof(*p))
 			p = NULL;
+		if (h && !p)
+			dlclose(h);
 		plugin = p;
 	}
 	pthread_mutex_unlock(&plugin_lock);
@@ -89,41 +92,73 @@ static int open_cuda(shemb_ctx *ctx, const char *isa)
 	ctx->device_rows = true;
 	return 0;
 }
-/* Rank 0's NCCL id, and whether it has one, as every rank sees it. */
+/* What each rank tells the others before NCCL: rank 0 its id (and
+ * whether it has one), every rank its device. */
 struct nccl_hello {
 	int32_t ok;
+	unsigned char uuid[16];
 	char id[SHEMB__NCCL_ID_BYTES];
 };
 
-static int share_nccl_id(shemb_ctx *ctx, struct nccl_hello *h, char *why,
-			 size_t len)
+/* Every rank's hello into all[world_size]. */
+static int gather_hellos(shemb_ctx *ctx, const struct nccl_hello *mine,
+			 struct nccl_hello *all)
 {
 	int n = ctx->attr.world_size;
-	struct nccl_hello *all = calloc((size_t)n, sizeof(*all));
 	size_t *counts = calloc((size_t)n, sizeof(size_t));
 	size_t *displs = calloc((size_t)n, sizeof(size_t));
 	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV };
 	int rc = SHEMB_ENOMEM;
 
-	if (all && counts && displs) {
+	if (counts && displs) {
 		for (int r = 0; r < n; r++) {
-			counts[r] = sizeof(*h);
-			displs[r] = (size_t)r * sizeof(*h);
+			counts[r] = sizeof(*mine);
+			displs[r] = (size_t)r * sizeof(*mine);
 		}
-		c.sendbuf = h;
-		c.sendcount = sizeof(*h);
+		c.sendbuf = mine;
+		c.sendcount = sizeof(*mine);
 		c.recvbuf = all;
 		c.recvcounts = counts;
 		c.rdispls = displs;
 		rc = shemb__coll_run(ctx, &c);
 	}
-	if (!rc)
-		*h = all[0];
-	else
-		snprintf(why, len, "sharing the NCCL id failed");
-	free(all);
 	free(counts);
 	free(displs);
+	return rc;
+}
+
+/* NCCL takes one rank per device: ranks sharing one (a test on a
+ * one-GPU host) go through host memory instead, all of them, since
+ * every rank sees the same hellos. */
+static bool devices_shared(const struct nccl_hello *all, int n)
+{
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++)
+			if (!memcmp(all[i].uuid, all[j].uuid,
+				    sizeof(all[i].uuid)))
+				return true;
+	return false;
+}
+
+/* Rank 0's hello as every rank sees it, with ok cleared when NCCL must
+ * not be used. */
+static int share_nccl_id(shemb_ctx *ctx, struct nccl_hello *h, char *why,
+			 size_t len)
+{
+	int n = ctx->attr.world_size;
+	struct nccl_hello *all = calloc((size_t)n, sizeof(*all));
+	int rc = all ? gather_hellos(ctx, h, all) : SHEMB_ENOMEM;
+
+	if (rc) {
+		snprintf(why, len, "sharing the NCCL id failed");
+	} else {
+		*h = all[0];
+		if (devices_shared(all, n)) {
+			h->ok = 0;
+			snprintf(why, len, "ranks share a device");
+		}
+	}
+	free(all);
 	return rc;
 }
 
@@ -137,6 +172,8 @@ int shemb__backend_open_dev_comm(shemb_ctx *ctx)
 	if (!plugin || ctx->mem != plugin->ops || !plugin->nccl_open ||
 	    (env && !strcmp(env, "0")))
 		return 0; /* device buffers go through host memory */
+	if (plugin->device_uuid(ctx->be, h.uuid))
+		memset(h.uuid, 0, sizeof(h.uuid));
 	if (ctx->attr.rank == 0)
 		h.ok = plugin->nccl_id(h.id, sizeof(h.id), why,
 				       sizeof(why)) == 0;
@@ -144,8 +181,8 @@ int shemb__backend_open_dev_comm(shemb_ctx *ctx)
 	    share_nccl_id(ctx, &h, why, sizeof(why)))
 		return shemb__fail(NULL, SHEMB_EPEER, "%s", why);
 	if (!h.ok) {
-		shemb__log(ctx, SHEMB_LOG_WARN, "no NCCL id (%s): collectives "
-			   "on device buffers go through host memory", why);
+		shemb__log(ctx, SHEMB_LOG_INFO, "no NCCL (%s): collectives on "
+			   "device buffers go through host memory", why);
 		return 0;
 	}
 	rc = plugin->nccl_open(ctx->be, ctx->attr.world_size, ctx->attr.rank,

@@ -192,13 +192,21 @@ static size_t recv_bytes(const shemb_ctx *ctx, const struct shemb__coll *c)
 /* enum shemb_mem of c's buffers, or -1 (recorded) when they differ. */
 static int buffers_mem(shemb_ctx *ctx, const struct shemb__coll *c)
 {
-	static const char *const names[] = { "host", "device" };
+	static const char *const names[] = { "host", "device",
+					     "another device's" };
 	int s, r;
 
 	if (!ctx->mem->mem_of || c->kind == SHEMB__BARRIER)
 		return SHEMB_MEM_HOST;
-	s = send_bytes(ctx, c) ? ctx->mem->mem_of(ctx->be, c->sendbuf) : -1;
-	r = recv_bytes(ctx, c) ? ctx->mem->mem_of(ctx->be, c->recvbuf) : -1;
+	/* a buffer decides even when this rank moves no bytes through it,
+	 * so that every rank takes the same transport */
+	s = c->sendbuf ? ctx->mem->mem_of(ctx->be, c->sendbuf) : -1;
+	r = c->recvbuf ? ctx->mem->mem_of(ctx->be, c->recvbuf) : -1;
+	if (s == SHEMB__MEM_OTHER_DEVICE || r == SHEMB__MEM_OTHER_DEVICE) {
+		shemb__fail(ctx, SHEMB_EINVAL, "a buffer is memory of another "
+			    "device than the context's");
+		return -1;
+	}
 	if (s >= 0 && r >= 0 && s != r) {
 		shemb__fail(ctx, SHEMB_EINVAL, "the send buffer is %s memory "
 			    "and the receive buffer %s memory: both must be "
@@ -227,6 +235,24 @@ static int copy_back(shemb_ctx *ctx, const struct shemb__coll *c,
 	return rc;
 }
 
+/* Host copies of a collective's buffers; one allocation, so that after
+ * a failed collective (whose transfers may still write into it) the
+ * context can keep it until it is destroyed. */
+struct shemb__staging {
+	struct shemb__staging *next;
+	char data[];
+};
+
+void shemb__staging_free_all(shemb_ctx *ctx)
+{
+	while (ctx->staging) {
+		struct shemb__staging *s = ctx->staging;
+
+		ctx->staging = s->next;
+		free(s);
+	}
+}
+
 /* Device buffers without a device communicator: through host copies,
  * done before the call returns (its request, if any, is complete). */
 static int staged(shemb_ctx *ctx, const struct shemb__coll *c,
@@ -234,19 +260,29 @@ static int staged(shemb_ctx *ctx, const struct shemb__coll *c,
 {
 	size_t sb = send_bytes(ctx, c), rb = recv_bytes(ctx, c);
 	bool in_place = c->sendbuf == c->recvbuf;
-	char *hs = malloc(sb ? sb : 1), *hr = in_place ? hs : malloc(rb + 1);
+	struct shemb__staging *st = malloc(sizeof(*st) + sb +
+					   (in_place ? 0 : rb) + 1);
 	struct shemb__coll h = *c;
-	int rc = hs && hr ? 0 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory "
-					     "to stage %zu bytes", sb + rb);
+	int rc;
 
-	if (!rc && sb)
-		rc = ctx->mem->transfer(ctx->be, hs, c->sendbuf, sb);
-	h.sendbuf = hs;
-	h.recvbuf = hr;
-	if (!rc)
+	if (!st)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to stage %zu "
+				   "bytes", sb + rb);
+	h.sendbuf = st->data;
+	h.recvbuf = in_place ? st->data : st->data + sb;
+	rc = sb ? ctx->mem->transfer(ctx->be, st->data, c->sendbuf, sb) : 0;
+	if (!rc) {
 		rc = shemb__coll_run(ctx, &h);
-	if (!rc)
-		rc = copy_back(ctx, c, hr);
+		if (rc) {
+			/* the transport may still write into it */
+			pthread_mutex_lock(&ctx->lock);
+			st->next = ctx->staging;
+			ctx->staging = st;
+			pthread_mutex_unlock(&ctx->lock);
+			return rc;
+		}
+		rc = copy_back(ctx, c, h.recvbuf);
+	}
 	if (!rc && req) {
 		*req = new_request(ctx, ctx->comm_ops, ctx->comm);
 		if (*req)
@@ -254,9 +290,7 @@ static int staged(shemb_ctx *ctx, const struct shemb__coll *c,
 		else
 			rc = SHEMB_ENOMEM;
 	}
-	if (hr != hs)
-		free(hr);
-	free(hs);
+	free(st);
 	return rc;
 }
 

@@ -106,4 +106,5 @@ void shemb__comm_close(shemb_ctx *ctx)
 	ctx->comm_ops->destroy(ctx->comm);
 	ctx->comm_ops = NULL;
 	ctx->comm = NULL;
+	shemb__staging_free_all(ctx);
 }

@@ -56,6 +56,8 @@ struct shemb_ctx {
 	pthread_mutex_t lock;         /* guards the fields below */
 	struct shemb_table *tables;   /* doubly linked, newest first */
 	struct shemb_request *requests; /* not yet released */
+	struct shemb__staging *staging; /* host copies of failed device
+					 * collectives, kept until destroy */
 	int64_t next_table_id;
 	uint64_t next_table_serial;
 	uint64_t *rank_bytes;         /* world > 1: table bytes each rank
@@ -80,6 +82,7 @@ struct shemb__stats {
 
 struct shemb__plan;
 struct shemb__tier;
+struct shemb__staging;
 
 struct shemb_table {
 	shemb_ctx *ctx;
@@ -129,6 +132,8 @@ SHEMB__HIDDEN void shemb__requests_free_all(shemb_ctx *ctx);
 struct shemb__coll;
 /* Run a collective to its end; the detail of a failure is recorded. */
 SHEMB__HIDDEN int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c);
+/* collectives.c: frees what failed collectives left (context destroy) */
+SHEMB__HIDDEN void shemb__staging_free_all(shemb_ctx *ctx);
 
 /* ident.c: rank and world size from the attrs or the environment */
 SHEMB__HIDDEN int shemb__resolve_identity(struct shemb_ctx_attr *a);

@@ -242,10 +242,14 @@ static int check_outputs(struct shemb__step *st, float *const *out)
 {
 	if (st->n > 0 && !out)
 		return shemb__fail(st->ctx, SHEMB_EINVAL, "out is NULL");
-	for (int i = 0; i < st->n; i++)
+	for (int i = 0; i < st->n; i++) {
 		if (shemb__check_rows_out(st->ctx, &st->bags[i], i, out[i],
 					  "out"))
 			return SHEMB_EINVAL;
+		if (st->bags[i].mem == SHEMB_MEM_DEVICE &&
+		    shemb__check_device_ptr(st->ctx, out[i], i, "out"))
+			return SHEMB_EINVAL;
+	}
 	return 0;
 }
 
@@ -312,8 +316,8 @@ static bool device_direct(shemb_ctx *ctx, int n,
 {
 	size_t stride = bags ? bags->size : 0;
 
-	if (!(flags & SHEMB_LOOKUP_NO_GRAD) || n <= 0 || !ctx->mem->check_bags ||
-	    shemb__distributed(ctx) ||
+	if (!(flags & SHEMB_LOOKUP_NO_GRAD) || n <= 0 ||
+	    !ctx->mem->check_bags || shemb__distributed(ctx) ||
 	    stride < offsetof(struct shemb_bags, mem) + sizeof(int))
 		return false;
 	for (int i = 0; i < n; i++) {

@@ -14,6 +14,8 @@
 
 struct shemb__shard;
 
+#define SHEMB__MEM_OTHER_DEVICE 2 /* beside enum shemb_mem's values */
+
 /*
  * A table's rows on one backend.  Record r starts at base + r * stride and
  * holds dim values of dtype, then (at state_off) nstate floats of optimizer
@@ -140,7 +142,8 @@ struct shemb_mem_ops {
 	/* bytes from src to dst, either or both of them device memory;
 	 * NULL for a backend without device memory */
 	int (*transfer)(void *be, void *dst, const void *src, size_t bytes);
-	/* enum shemb_mem: where p is (NULL: always host) */
+	/* enum shemb_mem: where p is, or SHEMB__MEM_OTHER_DEVICE for
+	 * memory of a device not the backend's (NULL: always host) */
 	int (*mem_of)(void *be, const void *p);
 	/* the checks of shemb_lookup's input for a job whose offsets, ids
 	 * and weights are device memory: bad[0] the first offsets index

@@ -104,6 +104,19 @@ static int check_totals(struct shemb__step *st)
 	return 0;
 }
 
+/* A device set's buffers must be the context's device memory: a
+ * kernel reading host memory would fault and take the device context
+ * down with it. */
+int shemb__check_device_ptr(shemb_ctx *ctx, const void *p, int i,
+			    const char *what)
+{
+	if (!p || ctx->mem->mem_of(ctx->be, p) == SHEMB_MEM_DEVICE)
+		return 0;
+	return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: mem is DEVICE but "
+			   "%s is not memory of the context's device", i,
+			   what);
+}
+
 static int check_mem(struct shemb__step *st, const struct shemb_bags *b,
 		     int i)
 {
@@ -121,6 +134,10 @@ static int check_mem(struct shemb__step *st, const struct shemb_bags *b,
 	if (shemb__distributed(ctx))
 		return shemb__fail(ctx, SHEMB_ENOTSUP, "bags[%d]: mem DEVICE "
 				   "is for contexts of one rank", i);
+	if (shemb__check_device_ptr(ctx, b->offsets, i, "offsets") ||
+	    shemb__check_device_ptr(ctx, b->ids, i, "ids") ||
+	    shemb__check_device_ptr(ctx, b->weights, i, "weights"))
+		return SHEMB_EINVAL;
 	return 0;
 }
 
@@ -188,12 +205,17 @@ int shemb__step_host_grads(struct shemb__step *st, const float *const *grad,
 	st->staged[st->nstaged++] = *out;
 	for (int i = 0; i < st->n; i++) {
 		const struct shemb_bags *b = &st->bags[i];
-		size_t n = (size_t)shemb__set_rows(b) * (size_t)b->table->attr.dim;
+		size_t n = (size_t)shemb__set_rows(b) *
+			   (size_t)b->table->attr.dim;
 		const void *p = grad[i];
 		int rc;
 
 		if (b->mem == SHEMB_MEM_DEVICE && grad[i])
-			rc = stage(st, grad[i], n * sizeof(float), &p);
+			rc = shemb__check_device_ptr(st->ctx, grad[i], i,
+						     "its gradient")
+				     ? SHEMB_EINVAL
+				     : stage(st, grad[i], n * sizeof(float),
+					     &p);
 		else
 			rc = 0;
 		if (rc)
@@ -246,6 +268,8 @@ static int begin(struct shemb__step *st, shemb_ctx *ctx, int n,
 	rc = copy_sets(st, bags);
 	for (int i = 0; !rc && !direct && i < n; i++)
 		rc = stage_set(st, &st->bags[i], i);
+	for (int i = 0; !rc && direct && i < n; i++)
+		rc = check_mem(st, &st->bags[i], i);
 	for (int i = 0; !rc && i < n; i++)
 		rc = direct ? shemb__check_header(ctx, &st->bags[i], i)
 			    : shemb__check_set(ctx, &st->bags[i], i);

@@ -79,6 +79,10 @@ int shemb__prefetch_rows(const struct shemb__step *st, shemb_table *t,
 /* validate.c */
 int shemb__check_set(shemb_ctx *ctx, const struct shemb_bags *b, int i);
 int shemb__check_header(shemb_ctx *ctx, const struct shemb_bags *b, int i);
+/* step.c: p (of a SHEMB_MEM_DEVICE set i) is the context's device memory,
+ * or SHEMB_EINVAL recorded */
+int shemb__check_device_ptr(shemb_ctx *ctx, const void *p, int i,
+			    const char *what);
 int shemb__check_rows_out(shemb_ctx *ctx, const struct shemb_bags *b, int i,
 			  const void *buf, const char *what);
 int shemb__check_grad(shemb_ctx *ctx, const struct shemb_bags *b, int i,

@@ -139,8 +139,8 @@ static int make_batches(const struct gpu_opts *o, struct gpu_batch *b)
 		for (int64_t i = 0; i <= o->batch; i++)
 			b[k].offsets[i] = i * o->pooling;
 		for (int64_t i = 0; i < nids; i++)
-			b[k].ids[i] = (int64_t)bench_rng_below(&r,
-							       (uint64_t)o->rows);
+			b[k].ids[i] = (int64_t)bench_rng_below(
+				&r, (uint64_t)o->rows);
 		b[k].d_offsets = device_copy(b[k].offsets,
 					     ((size_t)o->batch + 1) * 8);
 		b[k].d_ids = device_copy(b[k].ids, (size_t)nids * 8);

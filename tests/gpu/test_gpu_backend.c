@@ -17,7 +17,7 @@
 #include "shemb.h"
 
 #define ROWS 300
-#define SETS 4
+#define MAX_SETS 16
 #define STEPS 5
 
 static int failures;
@@ -64,9 +64,18 @@ struct set {
 	float *weights;
 };
 
+/* One set in eight is empty, with NULL offsets (and, weighted, a weight
+ * array of nothing), which the library accepts. */
 static void random_set(struct set *s, int pooling)
 {
 	s->pooling = pooling;
+	if (rnd() % 8 == 0) {
+		s->nbags = s->nids = 0;
+		s->offsets = NULL;
+		s->ids = NULL;
+		s->weights = rnd() % 2 ? xmalloc(sizeof(float)) : NULL;
+		return;
+	}
 	s->nbags = 1 + (int64_t)(rnd() % 6);
 	s->offsets = xmalloc(((size_t)s->nbags + 1) * sizeof(int64_t));
 	s->offsets[0] = 0;
@@ -114,6 +123,7 @@ static struct shemb_bags view(const struct set *s, shemb_table *t)
 struct config {
 	int dtype, optimizer, dim, wd_mode;
 	int64_t cache_rows;
+	int nsets;
 };
 
 static shemb_table *twin(shemb_ctx *ctx, const struct config *c)
@@ -142,15 +152,19 @@ static int same_bits(const float *a, const float *b, size_t n)
 	return memcmp(a, b, n * sizeof(float)) == 0;
 }
 
-static float *read_all(shemb_table *t, int dim)
+/* Failed reads leave a different mark on each twin (mark), so two
+ * failures never compare equal. */
+static float *read_all(shemb_table *t, int dim, int mark)
 {
 	int64_t *ids = xmalloc(ROWS * sizeof(int64_t));
 	float *rows = xmalloc((size_t)ROWS * (size_t)dim * sizeof(float));
 
 	for (int64_t i = 0; i < ROWS; i++)
 		ids[i] = i;
-	if (shemb_table_read_rows(t, ROWS, ids, rows, SHEMB_F32))
-		memset(rows, 0xff, (size_t)ROWS * (size_t)dim * sizeof(float));
+	if (shemb_table_read_rows(t, ROWS, ids, rows, SHEMB_F32)) {
+		CHECK(0, "read_rows: %s", shemb_ctx_last_error(NULL));
+		memset(rows, mark, (size_t)ROWS * (size_t)dim * sizeof(float));
+	}
 	free(ids);
 	return rows;
 }
@@ -158,14 +172,15 @@ static float *read_all(shemb_table *t, int dim)
 /* One step on both twins: lookup, compare, backward with the same
  * gradients. */
 static void step(shemb_ctx *cg, shemb_table *tg, shemb_ctx *cc,
-		 shemb_table *tc, int dim, const char *what)
+		 shemb_table *tc, int dim, int nsets, const char *what)
 {
-	struct set s[SETS];
-	struct shemb_bags bg[SETS], bc[SETS];
-	float *og[SETS], *oc[SETS], *grad[SETS];
+	struct set s[MAX_SETS];
+	struct shemb_bags bg[MAX_SETS] = { { 0 } }, bc[MAX_SETS] = { { 0 } };
+	float *og[MAX_SETS] = { 0 }, *oc[MAX_SETS] = { 0 };
+	float *grad[MAX_SETS] = { 0 };
 	int rg, rc;
 
-	for (int i = 0; i < SETS; i++) {
+	for (int i = 0; i < nsets; i++) {
 		random_set(&s[i], i % 4);
 		bg[i] = view(&s[i], tg);
 		bc[i] = view(&s[i], tc);
@@ -176,20 +191,20 @@ static void step(shemb_ctx *cg, shemb_table *tg, shemb_ctx *cc,
 		for (size_t k = 0; k < n; k++)
 			grad[i][k] = rndf(-1.0f, 1.0f);
 	}
-	rg = shemb_lookup(cg, SETS, bg, og, 0);
-	rc = shemb_lookup(cc, SETS, bc, oc, 0);
+	rg = shemb_lookup(cg, nsets, bg, og, 0);
+	rc = shemb_lookup(cc, nsets, bc, oc, 0);
 	CHECK(rg == 0 && rc == 0, "%s: lookup %d / %d: %s", what, rg, rc,
 	      shemb_ctx_last_error(cg));
-	for (int i = 0; i < SETS; i++)
+	for (int i = 0; i < nsets; i++)
 		CHECK(same_bits(og[i], oc[i],
 				(size_t)out_rows(&s[i]) * (size_t)dim),
 		      "%s: set %d (pooling %d) lookup differs", what, i,
 		      s[i].pooling);
-	rg = shemb_backward(cg, SETS, bg, (const float *const *)grad);
-	rc = shemb_backward(cc, SETS, bc, (const float *const *)grad);
+	rg = shemb_backward(cg, nsets, bg, (const float *const *)grad);
+	rc = shemb_backward(cc, nsets, bc, (const float *const *)grad);
 	CHECK(rg == 0 && rc == 0, "%s: backward %d / %d: %s", what, rg, rc,
 	      shemb_ctx_last_error(cg));
-	for (int i = 0; i < SETS; i++) {
+	for (int i = 0; i < nsets; i++) {
 		free_set(&s[i]);
 		free(og[i]);
 		free(oc[i]);
@@ -232,12 +247,12 @@ static void run_config(shemb_ctx *cg, shemb_ctx *cc, const struct config *c)
 		return;
 	}
 	for (int k = 0; k < STEPS; k++) {
-		step(cg, tg, cc, tc, c->dim, what);
+		step(cg, tg, cc, tc, c->dim, c->nsets, what);
 		if (k == 2)
 			write_some(tg, tc, c->dim, what);
 	}
-	rg = read_all(tg, c->dim);
-	rc = read_all(tc, c->dim);
+	rg = read_all(tg, c->dim, 0xff);
+	rc = read_all(tc, c->dim, 0xfe);
 	CHECK(same_bits(rg, rc, (size_t)ROWS * (size_t)c->dim),
 	      "%s: rows differ after training", what);
 	free(rg);
@@ -253,6 +268,8 @@ static void *to_device(const void *p, size_t n)
 	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess ||
 	    (n && cudaMemcpy(d, p, n, cudaMemcpyHostToDevice) != cudaSuccess))
 		abort();
+	/* the library's stream does not wait for the default one */
+	cudaDeviceSynchronize();
 	return d;
 }
 
@@ -267,6 +284,7 @@ static void device_inference(shemb_ctx *cg, struct shemb_bags *bg, float *dout,
 	int64_t *ids = (int64_t *)bg->ids, *off = (int64_t *)bg->offsets;
 
 	cudaMemset(dout, 0, n * sizeof(float));
+	cudaDeviceSynchronize();
 	CHECK(shemb_lookup(cg, 1, bg, &dout, SHEMB_LOOKUP_NO_GRAD) == 0,
 	      "device inference: %s", shemb_ctx_last_error(cg));
 	cudaMemcpy(got, dout, n * sizeof(float), cudaMemcpyDeviceToHost);
@@ -274,35 +292,44 @@ static void device_inference(shemb_ctx *cg, struct shemb_bags *bg, float *dout,
 	if (nids > 0) {
 		cudaMemcpy(&keep, ids + nids - 1, 8, cudaMemcpyDeviceToHost);
 		cudaMemcpy(ids + nids - 1, &bad, 8, cudaMemcpyHostToDevice);
+		cudaDeviceSynchronize();
 		CHECK(shemb_lookup(cg, 1, bg, &dout, SHEMB_LOOKUP_NO_GRAD) ==
 				      SHEMB_EINVAL &&
 			      strstr(shemb_ctx_last_error(cg), "305"),
 		      "device inference: a bad id: %s",
 		      shemb_ctx_last_error(cg));
 		cudaMemcpy(ids + nids - 1, &keep, 8, cudaMemcpyHostToDevice);
+		cudaDeviceSynchronize();
 	}
 	cudaMemcpy(&keep, off, 8, cudaMemcpyDeviceToHost);
 	bad = 1;
 	cudaMemcpy(off, &bad, 8, cudaMemcpyHostToDevice);
+	cudaDeviceSynchronize();
 	CHECK(shemb_lookup(cg, 1, bg, &dout, SHEMB_LOOKUP_NO_GRAD) ==
 			      SHEMB_EINVAL &&
 		      strstr(shemb_ctx_last_error(cg), "offsets[0]"),
 	      "device inference: bad offsets: %s", shemb_ctx_last_error(cg));
 	cudaMemcpy(off, &keep, 8, cudaMemcpyHostToDevice);
+	cudaDeviceSynchronize();
 	free(got);
 }
 
 /* Bag sets, outputs and gradients in device memory against host ones. */
 static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 {
-	struct config c = { SHEMB_F32, SHEMB_OPT_ADAGRAD, 64, SHEMB_WD_L2, 0 };
+	struct config c = { SHEMB_F32, SHEMB_OPT_ADAGRAD, 64, SHEMB_WD_L2, 0,
+			    1 };
 	shemb_table *tg = twin(cg, &c), *tc = twin(cc, &c);
 	struct set s;
 	struct shemb_bags bg, bc;
 	float *og, *oc, *grad, *dout, *dgrad, *rg, *rc;
 	size_t n;
 
-	random_set(&s, SHEMB_POOL_SUM);
+	do {
+		random_set(&s, SHEMB_POOL_SUM);
+		if (s.nbags == 0)
+			free_set(&s);
+	} while (s.nbags == 0);
 	n = (size_t)s.nbags * 64;
 	oc = xmalloc(n * sizeof(float));
 	og = xmalloc(n * sizeof(float));
@@ -328,8 +355,8 @@ static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 		      shemb_backward(cc, 1, &bc,
 				     (const float *const *)&grad) == 0,
 	      "device buffers: backward: %s", shemb_ctx_last_error(cg));
-	rg = read_all(tg, 64);
-	rc = read_all(tc, 64);
+	rg = read_all(tg, 64, 0xff);
+	rc = read_all(tc, 64, 0xfe);
 	CHECK(same_bits(rg, rc, (size_t)ROWS * 64),
 	      "device buffers: rows differ after the backward");
 	cudaFree((void *)bg.offsets);
@@ -357,17 +384,30 @@ static int make_ctx(int device, shemb_ctx **ctx)
 	return shemb_ctx_create(&a, ctx);
 }
 
+/* Skipped only where no device is there: with one, a context that
+ * cannot be made (the module not loading) is a failure. */
+static int no_device(void)
+{
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
+		printf("FAIL: %d devices, but: %s\n", n,
+		       shemb_ctx_last_error(NULL));
+		return 1;
+	}
+	printf("skipped: %s\n", shemb_ctx_last_error(NULL));
+	return 77;
+}
+
 int main(void)
 {
 	static const int dtypes[] = { SHEMB_F32, SHEMB_F16, SHEMB_BF16 };
-	static const int dims[] = { 64, 13 };
+	static const int dims[] = { 64, 13, 300 };
 	shemb_ctx *cg, *cc;
 	int rc = make_ctx(SHEMB_DEVICE_CUDA, &cg);
 
-	if (rc == SHEMB_ENODEV) {
-		printf("skipped: %s\n", shemb_ctx_last_error(NULL));
-		return 77;
-	}
+	if (rc == SHEMB_ENODEV)
+		return no_device();
 	if (rc || make_ctx(SHEMB_DEVICE_CPU, &cc)) {
 		printf("FAIL: contexts: %s\n", shemb_ctx_last_error(NULL));
 		return 1;
@@ -375,16 +415,23 @@ int main(void)
 	rng_state = 12345;
 	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++)
 		for (int opt = SHEMB_OPT_SGD; opt <= SHEMB_OPT_ADAM; opt++)
-			for (size_t w = 0; w < 2; w++)
+			for (size_t w = 0; w < 3; w++)
 				for (int tier = 0; tier < 2; tier++) {
 					struct config c = {
 						dtypes[d], opt, dims[w],
 						(opt + (int)w) % 2,
-						tier ? 64 : 0
+						tier ? 64 : 0, 4
 					};
 
 					run_config(cg, cc, &c);
 				}
+	for (int opt = SHEMB_OPT_SGD; opt <= SHEMB_OPT_ADAM; opt++) {
+		/* many sets in one call: many arrays for the kernels */
+		struct config c = { SHEMB_BF16, opt, 40, opt % 2, 0,
+				    MAX_SETS };
+
+		run_config(cg, cc, &c);
+	}
 	device_buffers(cg, cc);
 	shemb_ctx_destroy(cg);
 	shemb_ctx_destroy(cc);
