@@ -1,9 +1,10 @@
 /*
  * pool.cu - gather-pool on the device: one warp per bag (per id for
- * POOL_NONE), each lane a few columns, rows read with vector loads when
- * the row layout allows.  The arithmetic is the CPU kernels' (sum in bag
- * order, ties of MAX to the first position, MEAN divided at the end),
- * without fused multiply-adds, so both backends give the same bits.
+ * POOL_NONE), or several for rows wider than a warp's pass, each lane a
+ * few columns, rows read with vector loads when the row layout allows.
+ * The arithmetic is the CPU kernels' (sum in bag order, ties of MAX to
+ * the first position, MEAN divided at the end), without fused
+ * multiply-adds, so both backends give the same bits.
  */
 #include <stdint.h>
 
@@ -122,22 +123,27 @@ __device__ static void copy_cols(const pool_args &a, int dtype, int64_t i,
 		o[c + k] = __fmul_rn(w, v[k]);
 }
 
+/* Warps share a bag when its row is wider than one warp's pass (32
+ * lanes of V columns), up to a block's worth, so a wide row is read by
+ * as many warps as it has passes: warp w of a bag takes the passes
+ * w, w + wpb, ... */
 template <typename T, int V>
-__global__ static void pool_kernel(pool_args a, int dtype)
+__global__ static void pool_kernel(pool_args a, int dtype, int wpb)
 {
-	int64_t b = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-	int lane = threadIdx.x % 32;
+	int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	int64_t b = warp / wpb;
+	int lane = threadIdx.x % 32, first = (int)(warp % wpb) * 32 * V;
 	float *o;
 
 	if (b >= a.nbags)
 		return;
 	o = a.out + (size_t)b * (size_t)a.dim;
 	if (a.pooling == SHEMB_POOL_NONE) {
-		for (int c = lane * V; c < a.dim; c += 32 * V)
+		for (int c = first + lane * V; c < a.dim; c += wpb * 32 * V)
 			copy_cols<T, V>(a, dtype, b, o, c);
 		return;
 	}
-	for (int c = lane * V; c < a.dim; c += 32 * V)
+	for (int c = first + lane * V; c < a.dim; c += wpb * 32 * V)
 		pool_cols<T, V>(a, dtype, a.offsets[b], a.offsets[b + 1], o,
 				a.argmax ? a.argmax + (size_t)b * (size_t)a.dim
 					 : NULL,
@@ -147,15 +153,20 @@ __global__ static void pool_kernel(pool_args a, int dtype)
 template <typename T>
 static void launch_typed(const pool_args &a, int dtype, cudaStream_t s)
 {
-	unsigned grid = shemb__blocks(a.nbags, WARPS_PER_BLOCK);
-	bool vec = a.dim % 4 == 0 && a.stride % (4 * sizeof(T)) == 0;
-
+	const bool vec = a.dim % 4 == 0 && a.stride % (4 * sizeof(T)) == 0;
+	const int pass = 32 * (vec ? 4 : 1);
 	const unsigned threads = 32 * WARPS_PER_BLOCK;
+	int wpb = (a.dim + pass - 1) / pass;
+	unsigned grid;
 
+	wpb = wpb < WARPS_PER_BLOCK ? wpb : WARPS_PER_BLOCK;
+	while (WARPS_PER_BLOCK % wpb)
+		wpb--; /* a bag's warps stay in one block */
+	grid = shemb__blocks(a.nbags * wpb, WARPS_PER_BLOCK);
 	if (vec)
-		pool_kernel<T, 4><<<grid, threads, 0, s>>>(a, dtype);
+		pool_kernel<T, 4><<<grid, threads, 0, s>>>(a, dtype, wpb);
 	else
-		pool_kernel<T, 1><<<grid, threads, 0, s>>>(a, dtype);
+		pool_kernel<T, 1><<<grid, threads, 0, s>>>(a, dtype, wpb);
 }
 
 static void launch(const pool_args &a, int dtype, cudaStream_t s)
