@@ -129,7 +129,10 @@ struct shemb_ctx_attr {
 				  * on one host and "tcp;ofi_rxm" if not */
 	int progress;            /* enum shemb_progress; default THREAD */
 	int timeout_ms;          /* a collective that moves no data this
-				  * long fails; 0: 30000 */
+				  * long fails (and NCCL's setup, and the
+				  * start of or a wait for a collective
+				  * over NCCL, are bounded by it);
+				  * 0: 30000 */
 	shemb_oob_allgather_fn oob_allgather; /* NULL: TCP rendezvous */
 	void *oob_arg;
 	size_t chunk_bytes;      /* messages are cut in chunks of this;
@@ -142,7 +145,10 @@ struct shemb_ctx_attr {
 				  * instead of one per distinct row);
 				  * 0 (default): per rank, then rank order */
 	uint64_t device_mem_bytes; /* budget for the device tiers of all
-				    * tables (cache_rows); 0 = no limit but
+				    * tables (cache_rows) and, in a
+				    * SHEMB_DEVICE_CUDA context, the rows
+				    * of the tables without one, which are
+				    * then in GPU memory; 0 = no limit but
 				    * the device's (the CPU backend's tier
 				    * is host memory: it also counts in
 				    * host_mem_bytes) */
@@ -157,9 +163,11 @@ struct shemb_ctx_attr {
 				  * ordinal; -1 (default): rank modulo the
 				  * devices this process sees */
 	void *stream;            /* SHEMB_DEVICE_CUDA: a cudaStream_t that
-				  * all the context's device work is ordered
-				  * on; NULL (default): a stream of the
-				  * context's own */
+				  * the context's device work is ordered
+				  * on (collectives over NCCL run on a
+				  * stream of their own, after the work
+				  * queued here); NULL (default): a stream
+				  * of the context's own */
 };
 
 /* Where a context's kernels run. */
@@ -513,10 +521,11 @@ SHEMB_API int shemb_table_flush(shemb_table *table);
  * with req NULL it waits for it; otherwise *req tracks it, the buffers stay
  * the caller's until shemb_wait() or shemb_test() reports it done, and
  * shemb_request_free() releases the request.  Several collectives may be in
- * flight at once.  With one rank they are local copies.  When a collective
- * fails, transfers of it may still be under way: keep its buffers until
- * shemb_ctx_destroy() (a peer that failed ends the job, and mismatched
- * calls are a program error).
+ * flight at once.  With one rank they are local copies (device buffers go
+ * over NCCL when the context has it; see shemb_alltoallv(3)).  When a
+ * collective fails, transfers of it may still be under way: keep its
+ * buffers until shemb_ctx_destroy() (a peer that failed ends the job, and
+ * mismatched calls are a program error).
  * ------------------------------------------------------------------------ */
 
 typedef struct shemb_request shemb_request;

@@ -5,9 +5,13 @@
 # in time; exits non-zero when a GPU test fails or none could run.
 #
 # The GPU tests: the device probe and a kernel's round trip
-# (test_gpu_probe), and the CUDA backend against the CPU one, bit for bit
-# (test_gpu_backend); then shemb-bench gpu (lookups against a
-# device-to-device copy and PyTorch's embedding_bag).
+# (test_gpu_probe), the CUDA backend against the CPU one, bit for bit
+# (test_gpu_backend), and the collectives of a one-rank GPU context on
+# device buffers, through NCCL and with SHEMB_NCCL=0 (test_gpu_coll);
+# then shemb-bench gpu at its default size (lookups against a
+# device-to-device copy and PyTorch's embedding_bag).  make check runs
+# the same tests and, in bench-gpu-smoke.sh, shemb-bench gpu on a small
+# table, skipped without a GPU.
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/device-check.XXXXXX")
