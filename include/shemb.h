@@ -79,6 +79,7 @@ SHEMB_API const char *shemb_strerror(int code);
 
 typedef struct shemb_ctx shemb_ctx;
 typedef struct shemb_table shemb_table;
+typedef struct shemb_request shemb_request;
 
 enum shemb_log_level {
 	SHEMB_LOG_OFF = 0,
@@ -481,6 +482,26 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 			     const float *const *grad);
 
 /*
+ * shemb_lookup() and shemb_backward() without waiting: the step is queued
+ * and *req completes when it is done (shemb_wait, shemb_test; its status
+ * and detail are those the blocking call would give).  Steps of a context
+ * run one at a time in the order they were started, on a thread of the
+ * context, so a backward started after a lookup uses that lookup's plan,
+ * and across ranks they meet in the same order.  Everything the call
+ * points to (bags and their arrays, out or grad and their buffers) must
+ * stay as it is until the request is done.  A blocking lookup or backward
+ * made while steps are queued queues behind them.
+ */
+SHEMB_API int shemb_lookup_start(shemb_ctx *ctx, int n,
+				 const struct shemb_bags *bags,
+				 float *const *out, unsigned flags,
+				 shemb_request **req);
+SHEMB_API int shemb_backward_start(shemb_ctx *ctx, int n,
+				   const struct shemb_bags *bags,
+				   const float *const *grad,
+				   shemb_request **req);
+
+/*
  * Load into the device tier the rows that n bag sets (of the next step)
  * will need, so that their lookup finds them resident: call it for step
  * t + 1 before computing step t.  Tables without a device tier are
@@ -527,8 +548,6 @@ SHEMB_API int shemb_table_flush(shemb_table *table);
  * buffers until shemb_ctx_destroy() (a peer that failed ends the job, and
  * mismatched calls are a program error).
  * ------------------------------------------------------------------------ */
-
-typedef struct shemb_request shemb_request;
 
 enum shemb_reduce {
 	SHEMB_REDUCE_SUM = 0,

@@ -12,6 +12,7 @@
 #include "lib/dist.h"
 #include "lib/plan.h"
 #include "lib/step.h"
+#include "lib/stepq.h"
 
 static int differ(shemb_ctx *ctx, const shemb_table *t, int i,
 		  const char *what)
@@ -242,9 +243,8 @@ static int check_grads(struct shemb__step *st, const float *const *grad)
 	return 0;
 }
 
-SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
-			     const struct shemb_bags *bags,
-			     const float *const *grad)
+int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+			const float *const *grad)
 {
 	struct shemb__bwd_set *sets;
 	struct shemb__step st;
@@ -285,4 +285,26 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 	shemb__step_end(&st);
 	free(sets);
 	return rc;
+}
+
+SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
+			     const struct shemb_bags *bags,
+			     const float *const *grad)
+{
+	shemb_request *req;
+	int rc;
+
+	if (!ctx || !shemb__stepq_busy(ctx))
+		return shemb__backward_now(ctx, n, bags, grad);
+	rc = shemb_backward_start(ctx, n, bags, grad, &req);
+	return rc ? rc : shemb__request_finish(req);
+}
+
+SHEMB_API int shemb_backward_start(shemb_ctx *ctx, int n,
+				   const struct shemb_bags *bags,
+				   const float *const *grad,
+				   shemb_request **req)
+{
+	return shemb__request_step(ctx, SHEMB__STEP_BACKWARD, n, bags,
+				   (void *const *)grad, 0, req);
 }

@@ -12,6 +12,7 @@
 
 #include "cpu/reduce.h"
 #include "lib/comm.h"
+#include "lib/stepq.h"
 
 struct shemb_request {
 	shemb_ctx *ctx;
@@ -19,7 +20,8 @@ struct shemb_request {
 	void *comm;
 	struct shemb__op *op;           /* NULL: done when it was started
 					 * (device buffers through host
-					 * memory), successfully */
+					 * memory), successfully, or a step */
+	struct shemb__step_job *job;    /* a step started without waiting */
 	struct shemb_request *prev, *next;
 	bool reported;
 };
@@ -54,6 +56,8 @@ static void release(shemb_request *r)
 {
 	if (r->op)
 		r->ops->release(r->comm, r->op);
+	if (r->job)
+		shemb__stepq_release(r->ctx, r->job);
 	free(r);
 }
 
@@ -85,6 +89,10 @@ SHEMB_API int shemb_wait(shemb_request *r)
 	if (r->reported)
 		return shemb__fail(r->ctx, SHEMB_ESTATE, "this request already "
 				   "reported its status");
+	if (r->job) {
+		r->reported = true;
+		return shemb__stepq_wait(r->ctx, r->job);
+	}
 	rc = r->op ? r->ops->wait(r->comm, r->op, why, sizeof(why)) : 0;
 	return report(r, rc, why);
 }
@@ -101,7 +109,16 @@ SHEMB_API int shemb_test(shemb_request *r, int *done)
 		return shemb__fail(r->ctx, SHEMB_ESTATE, "this request already "
 				   "reported its status");
 	d = 1;
-	rc = r->op ? r->ops->test(r->comm, r->op, &d, why, sizeof(why)) : 0;
+	if (r->job) {
+		const char *detail;
+
+		d = shemb__stepq_done(r->ctx, r->job, &rc, &detail);
+		snprintf(why, sizeof(why), "%s", detail);
+	} else if (r->op) {
+		rc = r->ops->test(r->comm, r->op, &d, why, sizeof(why));
+	} else {
+		rc = 0;
+	}
 	*done = d;
 	return d ? report(r, rc, why) : 0;
 }
@@ -153,6 +170,39 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 	link_request(ctx, r);
 	*req = r;
 	return 0;
+}
+
+int shemb__request_step(shemb_ctx *ctx, int kind, int n,
+			const struct shemb_bags *bags, void *const *bufs,
+			unsigned flags, shemb_request **req)
+{
+	shemb_request *r;
+	int rc;
+
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	if (!req)
+		return shemb__fail(ctx, SHEMB_EINVAL, "req is NULL");
+	*req = NULL;
+	r = new_request(ctx, NULL, NULL);
+	if (!r)
+		return SHEMB_ENOMEM;
+	rc = shemb__stepq_submit(ctx, kind, n, bags, bufs, flags, &r->job);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	link_request(ctx, r);
+	*req = r;
+	return 0;
+}
+
+int shemb__request_finish(shemb_request *r)
+{
+	int rc = shemb_wait(r);
+
+	shemb_request_free(r);
+	return rc;
 }
 
 int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c)

@@ -12,6 +12,7 @@
 #include "cpu/threadpool.h"
 #include "lib/comm.h"
 #include "lib/backend.h"
+#include "lib/stepq.h"
 #include "lib/table.h"
 #include "lib/tier.h"
 
@@ -155,6 +156,7 @@ SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx)
 {
 	if (!ctx)
 		return 0;
+	shemb__stepq_stop(ctx);
 	shemb__comm_close(ctx);
 	shemb__loader_stop(ctx);
 	while (ctx->tables)

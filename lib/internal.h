@@ -41,6 +41,7 @@ struct shemb_ctx {
 				       * device tiers, are device memory */
 	struct shemb__pool *pool;     /* threads for the core's own loops */
 	struct shemb__loader *loader; /* prefetch loads (tier_loader.c) */
+	struct shemb__stepq *stepq;   /* steps started without waiting */
 	uint64_t host_budget;         /* bytes of row storage allowed */
 	atomic_uint_fast64_t host_used;
 	uint64_t device_budget;       /* bytes of device tiers allowed */

@@ -13,6 +13,7 @@
 #include "lib/dist.h"
 #include "lib/plan.h"
 #include "lib/step.h"
+#include "lib/stepq.h"
 
 static void add_shared_time(struct shemb__step *st, uint64_t ns)
 {
@@ -406,9 +407,8 @@ static int lookup_direct(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	return rc;
 }
 
-SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
-			   const struct shemb_bags *bags, float *const *out,
-			   unsigned flags)
+int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+		      float *const *out, unsigned flags)
 {
 	struct shemb__step st;
 	uint64_t t0 = shemb__now_ns();
@@ -458,4 +458,26 @@ int shemb__prefetch_rows(const struct shemb__step *st, shemb_table *t,
 	return st->kind == SHEMB__DIST_ANNOUNCE
 		       ? shemb__tier_announce(t, n, rows, distinct)
 		       : shemb__tier_prefetch(t, n, rows, distinct);
+}
+
+SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
+			   const struct shemb_bags *bags, float *const *out,
+			   unsigned flags)
+{
+	shemb_request *req;
+	int rc;
+
+	if (!ctx || !shemb__stepq_busy(ctx))
+		return shemb__lookup_now(ctx, n, bags, out, flags);
+	rc = shemb_lookup_start(ctx, n, bags, out, flags, &req);
+	return rc ? rc : shemb__request_finish(req);
+}
+
+SHEMB_API int shemb_lookup_start(shemb_ctx *ctx, int n,
+				 const struct shemb_bags *bags,
+				 float *const *out, unsigned flags,
+				 shemb_request **req)
+{
+	return shemb__request_step(ctx, SHEMB__STEP_LOOKUP, n, bags,
+				   (void *const *)out, flags, req);
 }

@@ -1,0 +1,45 @@
+/*
+ * stepq.h - steps started without waiting (shemb_lookup_start,
+ * shemb_backward_start): a queue per context, run in call order by a
+ * thread of the context, each step completing a request.
+ */
+#ifndef SHEMB_STEPQ_H
+#define SHEMB_STEPQ_H
+
+#include "lib/internal.h"
+
+enum shemb__step_kind { SHEMB__STEP_LOOKUP = 1, SHEMB__STEP_BACKWARD = 2 };
+
+struct shemb__step_job;
+
+/* Queue a step; the caller's arrays (bags and what they point to, out or
+ * grad) must stay as they are until it is done.  *job is the handle. */
+int shemb__stepq_submit(shemb_ctx *ctx, int kind, int n,
+			const struct shemb_bags *bags, void *const *bufs,
+			unsigned flags, struct shemb__step_job **job);
+/* Whether job is done (and then its status and detail). */
+bool shemb__stepq_done(shemb_ctx *ctx, struct shemb__step_job *job,
+		       int *status, const char **why);
+/* Wait for job; its status, the detail recorded on this thread. */
+int shemb__stepq_wait(shemb_ctx *ctx, struct shemb__step_job *job);
+/* The caller is done with job: freed now, or by the queue when it ends. */
+void shemb__stepq_release(shemb_ctx *ctx, struct shemb__step_job *job);
+/* Steps queued or running: a blocking call then queues behind them. */
+bool shemb__stepq_busy(shemb_ctx *ctx);
+/* Context destroy: run what is queued, then stop the thread. */
+void shemb__stepq_stop(shemb_ctx *ctx);
+
+/* collectives.c: a request for a step queued now, and the wait and
+ * release of a blocking call that had to queue */
+int shemb__request_step(shemb_ctx *ctx, int kind, int n,
+			const struct shemb_bags *bags, void *const *bufs,
+			unsigned flags, shemb_request **req);
+int shemb__request_finish(shemb_request *r);
+
+/* lookup.c, backward.c: the steps themselves, on the calling thread */
+int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+		      float *const *out, unsigned flags);
+int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+			const float *const *grad);
+
+#endif
