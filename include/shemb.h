@@ -490,7 +490,11 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
  * and across ranks they meet in the same order.  Everything the call
  * points to (bags and their arrays, out or grad and their buffers) must
  * stay as it is until the request is done.  A blocking lookup or backward
- * made while steps are queued queues behind them.
+ * made while steps are queued queues behind them; prefetches,
+ * announcements, row reads and writes, table creation and destruction,
+ * set_lr and flush wait for them; a collective started meanwhile is
+ * queued and starts in its turn (all ranks start collectives in one
+ * order), its request completing when it does.
  */
 SHEMB_API int shemb_lookup_start(shemb_ctx *ctx, int n,
 				 const struct shemb_bags *bags,

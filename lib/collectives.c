@@ -79,6 +79,21 @@ static int report(shemb_request *r, int rc, const char *why)
 	return 0;
 }
 
+/* A queued step, or a collective queued to start in its turn: the job,
+ * then the collective's operation. */
+static int wait_job(shemb_request *r)
+{
+	char why[256] = "";
+	struct shemb__op *op;
+	int rc = shemb__stepq_wait(r->ctx, r->job);
+
+	r->reported = true;
+	if (rc || !(op = shemb__stepq_op(r->job)))
+		return rc;
+	rc = r->ops->wait(r->comm, op, why, sizeof(why));
+	return rc ? shemb__fail(r->ctx, rc, "%s", why) : 0;
+}
+
 SHEMB_API int shemb_wait(shemb_request *r)
 {
 	char why[256] = "";
@@ -89,10 +104,8 @@ SHEMB_API int shemb_wait(shemb_request *r)
 	if (r->reported)
 		return shemb__fail(r->ctx, SHEMB_ESTATE, "this request already "
 				   "reported its status");
-	if (r->job) {
-		r->reported = true;
-		return shemb__stepq_wait(r->ctx, r->job);
-	}
+	if (r->job)
+		return wait_job(r);
 	rc = r->op ? r->ops->wait(r->comm, r->op, why, sizeof(why)) : 0;
 	return report(r, rc, why);
 }
@@ -111,9 +124,12 @@ SHEMB_API int shemb_test(shemb_request *r, int *done)
 	d = 1;
 	if (r->job) {
 		const char *detail;
+		struct shemb__op *op;
 
 		d = shemb__stepq_done(r->ctx, r->job, &rc, &detail);
 		snprintf(why, sizeof(why), "%s", detail);
+		if (d && !rc && (op = shemb__stepq_op(r->job)))
+			rc = r->ops->test(r->comm, op, &d, why, sizeof(why));
 	} else if (r->op) {
 		rc = r->ops->test(r->comm, r->op, &d, why, sizeof(why));
 	} else {
@@ -344,19 +360,51 @@ static int staged(shemb_ctx *ctx, const struct shemb__coll *c,
 	return rc;
 }
 
+/* Behind steps started without waiting, c starts in its turn (every
+ * rank's collectives must start in the same order). */
+static int queue_coll(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
+		      void *comm, const struct shemb__coll *c,
+		      shemb_request **req)
+{
+	shemb_request *r = new_request(ctx, ops, comm);
+	int rc;
+
+	if (!r)
+		return SHEMB_ENOMEM;
+	rc = shemb__stepq_submit_coll(ctx, c, ops, comm, &r->job);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	link_request(ctx, r);
+	if (req) {
+		*req = r;
+		return 0;
+	}
+	return shemb__request_finish(r);
+}
+
 /* Start c on the communicator of its buffers' memory. */
 static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
 		  shemb_request **req)
 {
 	int mem = buffers_mem(ctx, c);
+	const struct shemb_comm_ops *ops = ctx->comm_ops;
+	void *comm = ctx->comm;
 
 	if (mem < 0)
 		return SHEMB_EINVAL;
-	if (mem == SHEMB_MEM_HOST)
-		return launch_on(ctx, ctx->comm_ops, ctx->comm, c, req);
-	if (!ctx->dev_comm_ops)
+	if (mem == SHEMB_MEM_DEVICE && !ctx->dev_comm_ops) {
+		shemb__stepq_drain(ctx);
 		return staged(ctx, c, req);
-	return launch_on(ctx, ctx->dev_comm_ops, ctx->dev_comm, c, req);
+	}
+	if (mem == SHEMB_MEM_DEVICE) {
+		ops = ctx->dev_comm_ops;
+		comm = ctx->dev_comm;
+	}
+	if (shemb__stepq_busy(ctx))
+		return queue_coll(ctx, ops, comm, c, req);
+	return launch_on(ctx, ops, comm, c, req);
 }
 
 /* ---- argument checks ---- */

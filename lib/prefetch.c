@@ -7,6 +7,7 @@
 #include "lib/internal.h"
 
 #include "lib/step.h"
+#include "lib/stepq.h"
 
 static int ahead(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 		 bool announce)
@@ -16,6 +17,7 @@ static int ahead(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 
 	if (!ctx)
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	shemb__stepq_drain(ctx); /* keeps its place among started steps */
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	if (rc && !shemb__distributed(ctx))
 		return rc;

@@ -8,6 +8,8 @@
  */
 #include "lib/stepq.h"
 
+#include "lib/comm.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,13 @@ struct shemb__step_job {
 	bool orphan;                 /* released before done: the queue
 				      * frees it */
 	char why[512];
+	/* SHEMB__STEP_COLL: the collective, its arrays, and once started
+	 * its operation on ops (released by the queue if orphaned) */
+	struct shemb__coll coll;
+	size_t *arrays;
+	const struct shemb_comm_ops *ops;
+	void *comm;
+	struct shemb__op *op;
 };
 
 struct shemb__stepq {
@@ -39,13 +48,21 @@ static void job_free(struct shemb__step_job *j)
 {
 	if (!j)
 		return;
+	if (j->op)
+		j->ops->release(j->comm, j->op);
 	free(j->bags);
 	free(j->bufs);
+	free(j->arrays);
 	free(j);
 }
 
 static void run(shemb_ctx *ctx, struct shemb__step_job *j)
 {
+	if (j->kind == SHEMB__STEP_COLL) {
+		j->status = j->ops->start(j->comm, &j->coll, &j->op, j->why,
+					  sizeof(j->why));
+		return;
+	}
 	if (j->kind == SHEMB__STEP_LOOKUP)
 		j->status = shemb__lookup_now(ctx, j->n, j->bags,
 					      (float *const *)j->bufs,
@@ -145,6 +162,19 @@ static struct shemb__step_job *job_new(int kind, int n,
 	return j;
 }
 
+static void enqueue(struct shemb__stepq *q, struct shemb__step_job *j)
+{
+	pthread_mutex_lock(&q->mu);
+	if (q->tail)
+		q->tail->next = j;
+	else
+		q->head = j;
+	q->tail = j;
+	q->pending++;
+	pthread_cond_signal(&q->work);
+	pthread_mutex_unlock(&q->mu);
+}
+
 int shemb__stepq_submit(shemb_ctx *ctx, int kind, int n,
 			const struct shemb_bags *bags, void *const *bufs,
 			unsigned flags, struct shemb__step_job **job)
@@ -160,17 +190,72 @@ int shemb__stepq_submit(shemb_ctx *ctx, int kind, int n,
 	if (!j)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory or thread "
 				   "for a step started without waiting");
-	pthread_mutex_lock(&q->mu);
-	if (q->tail)
-		q->tail->next = j;
-	else
-		q->head = j;
-	q->tail = j;
-	q->pending++;
-	pthread_cond_signal(&q->work);
-	pthread_mutex_unlock(&q->mu);
+	enqueue(q, j);
 	*job = j;
 	return 0;
+}
+
+/* c's per-rank arrays into one block of the job's. */
+static int copy_coll(struct shemb__step_job *j, const struct shemb__coll *c,
+		     int world)
+{
+	const size_t *src[4] = { c->sendcounts, c->sdispls, c->recvcounts,
+				 c->rdispls };
+	const size_t **dst[4] = { &j->coll.sendcounts, &j->coll.sdispls,
+				  &j->coll.recvcounts, &j->coll.rdispls };
+
+	j->coll = *c;
+	j->arrays = malloc(4 * (size_t)world * sizeof(size_t));
+	if (!j->arrays)
+		return -1;
+	for (int k = 0; k < 4; k++) {
+		if (!src[k])
+			continue;
+		memcpy(j->arrays + (size_t)k * (size_t)world, src[k],
+		       (size_t)world * sizeof(size_t));
+		*dst[k] = j->arrays + (size_t)k * (size_t)world;
+	}
+	return 0;
+}
+
+int shemb__stepq_submit_coll(shemb_ctx *ctx, const struct shemb__coll *c,
+			     const struct shemb_comm_ops *ops, void *comm,
+			     struct shemb__step_job **job)
+{
+	struct shemb__stepq *q = queue_of(ctx);
+	struct shemb__step_job *j = q ? calloc(1, sizeof(*j)) : NULL;
+
+	if (!j || copy_coll(j, c, ctx->attr.world_size)) {
+		job_free(j);
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to queue a "
+				   "collective");
+	}
+	j->kind = SHEMB__STEP_COLL;
+	j->ops = ops;
+	j->comm = comm;
+	enqueue(q, j);
+	*job = j;
+	return 0;
+}
+
+struct shemb__op *shemb__stepq_op(struct shemb__step_job *job)
+{
+	return job->op;
+}
+
+void shemb__stepq_drain(shemb_ctx *ctx)
+{
+	struct shemb__stepq *q;
+
+	pthread_mutex_lock(&ctx->lock);
+	q = ctx->stepq;
+	pthread_mutex_unlock(&ctx->lock);
+	if (!q || pthread_equal(pthread_self(), q->thread))
+		return;
+	pthread_mutex_lock(&q->mu);
+	while (q->pending > 0)
+		pthread_cond_wait(&q->done, &q->mu);
+	pthread_mutex_unlock(&q->mu);
 }
 
 bool shemb__stepq_done(shemb_ctx *ctx, struct shemb__step_job *job,

@@ -8,15 +8,33 @@
 
 #include "lib/internal.h"
 
-enum shemb__step_kind { SHEMB__STEP_LOOKUP = 1, SHEMB__STEP_BACKWARD = 2 };
+enum shemb__step_kind {
+	SHEMB__STEP_LOOKUP = 1,
+	SHEMB__STEP_BACKWARD = 2,
+	SHEMB__STEP_COLL = 3      /* a collective started in its turn */
+};
 
 struct shemb__step_job;
+struct shemb__coll;
+struct shemb__op;
+struct shemb_comm_ops;
 
 /* Queue a step; the caller's arrays (bags and what they point to, out or
  * grad) must stay as they are until it is done.  *job is the handle. */
 int shemb__stepq_submit(shemb_ctx *ctx, int kind, int n,
 			const struct shemb_bags *bags, void *const *bufs,
 			unsigned flags, struct shemb__step_job **job);
+/* Queue the start of collective c on a communicator, so that it takes
+ * its place among the queued steps' collectives on every rank; c's
+ * arrays are copied. */
+int shemb__stepq_submit_coll(shemb_ctx *ctx, const struct shemb__coll *c,
+			     const struct shemb_comm_ops *ops, void *comm,
+			     struct shemb__step_job **job);
+/* A done collective job's operation (NULL: none, it failed to start). */
+struct shemb__op *shemb__stepq_op(struct shemb__step_job *job);
+/* Until nothing is queued or running (a no-op on the queue's thread):
+ * the calls that are not steps but must keep their place among them. */
+void shemb__stepq_drain(shemb_ctx *ctx);
 /* Whether job is done (and then its status and detail). */
 bool shemb__stepq_done(shemb_ctx *ctx, struct shemb__step_job *job,
 		       int *status, const char **why);

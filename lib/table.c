@@ -15,6 +15,7 @@
 #include "lib/rowinit.h"
 #include "lib/table.h"
 #include "lib/tier.h"
+#include "lib/stepq.h"
 
 /* The size of the first released struct shemb_table_attr. */
 #define TABLE_ATTR_V1_SIZE                                                    \
@@ -426,6 +427,7 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 
 	if (!ctx)
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	shemb__stepq_drain(ctx); /* collective: keeps its place */
 	if (!attr || !out)
 		rc = shemb__fail(ctx, SHEMB_EINVAL, "attr or table is NULL");
 	else
@@ -471,6 +473,7 @@ SHEMB_API int shemb_table_destroy(shemb_table *t)
 {
 	if (!t)
 		return 0;
+	shemb__stepq_drain(t->ctx);
 	unlink_table(t);
 	table_free(t);
 	return 0;
@@ -499,6 +502,7 @@ SHEMB_API int shemb_table_set_lr(shemb_table *t, float lr)
 {
 	if (!t)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	shemb__stepq_drain(t->ctx); /* steps started before use the old */
 	if (!isfinite(lr) || lr < 0)
 		return shemb__fail(t->ctx, SHEMB_EINVAL,
 				   "table '%s': lr %g must be finite and >= 0",

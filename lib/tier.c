@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/table.h"
+#include "lib/stepq.h"
 
 static int alloc_arrays(struct shemb__tier *tr, int32_t n)
 {
@@ -224,6 +225,7 @@ SHEMB_API int shemb_table_flush(shemb_table *t)
 
 	if (!t)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	shemb__stepq_drain(t->ctx);
 	pthread_rwlock_wrlock(&t->rows_lock);
 	rc = shemb__tier_flush(t);
 	pthread_rwlock_unlock(&t->rows_lock);

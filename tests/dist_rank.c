@@ -4,7 +4,7 @@
  *
  * Usage: dist_rank [--deterministic] [--steps N] [--wire bf16|f16]
  *                  [--pool-at-owner] [--deterministic-on-last]
- *                  [--cache PCT [--cold]]
+ *                  [--cache PCT [--cold]] [--async]
  *
  * Every rank trains the same tables (each shard plan with each optimizer)
  * for N steps on random bags, and alongside it a single-process reference:
@@ -34,6 +34,10 @@
  * must be within the rows' rounding of the reference, and the trained
  * tables close to it in norm (see close_in_norm).
  *
+ * With --async, each step's lookup and backward are started without
+ * waiting, with a dense allreduce between them, and waited for after the
+ * reference ran: the same results as the blocking calls.
+ *
  * With --cache PCT, every table keeps PCT% of the rows each rank holds in
  * a device tier (policy by rank and table; with --cold, over a file), the
  * bags are smaller so that a call fits, each step announces the bags of
@@ -58,6 +62,7 @@
 static int rank, world, deterministic, wire = SHEMB_F32;
 static int pool_at = SHEMB_POOL_AT_AUTO;
 static int cache_pct;
+static int async_steps;
 #define ANNOUNCED 3 /* --cache: steps announced ahead */
 static char cold_dir[64];
 static shemb_ctx *ctx, *ref;
@@ -945,6 +950,42 @@ static void mixed_ahead(int step)
 	free(s);
 }
 
+/* --async: the step's lookup and backward started together with a dense
+ * allreduce started between them (it takes its turn among the steps'
+ * collectives on every rank), the reference run meanwhile, then all
+ * waited for in reverse order. */
+static void run_async(struct step *s, int step, int steps)
+{
+	enum { DENSE = 64 };
+	shemb_request *lk, *ar, *bw;
+	double dense[DENSE], sum[DENSE];
+
+	for (int i = 0; i < DENSE; i++)
+		dense[i] = rank + i + step;
+	CHECK_RC(ctx, shemb_lookup_start(ctx, s->nmine, s->mine, s->out, 0,
+					 &lk));
+	CHECK_RC(ctx, shemb_allreduce(ctx, dense, sum, DENSE, SHEMB_F64,
+				      SHEMB_REDUCE_SUM, &ar));
+	CHECK_RC(ctx, shemb_backward_start(ctx, s->nmine, s->mine, s->grad,
+					   &bw));
+	if (cache_pct && step + 1 < steps)
+		ahead_step(step + 1, false); /* queues behind them */
+	CHECK_RC(ref, shemb_lookup(ref, s->nref, s->refb, s->ref_out, 0));
+	CHECK_RC(ref, shemb_backward(ref, s->nref, s->refb, s->ref_grad));
+	CHECK_RC(ctx, shemb_wait(bw));
+	CHECK_RC(ctx, shemb_wait(ar));
+	CHECK_RC(ctx, shemb_wait(lk));
+	for (int i = 0; i < DENSE; i++)
+		if (sum[i] != world * (double)(i + step) +
+				      world * (world - 1) / 2.0)
+			FAIL("step %d: dense allreduce value %d is %g", step, i,
+			     sum[i]);
+	check_outputs(s, step);
+	shemb_request_free(lk);
+	shemb_request_free(ar);
+	shemb_request_free(bw);
+}
+
 static void run_step(int step, int steps)
 {
 	struct step *s = calloc(1, sizeof(*s));
@@ -956,6 +997,10 @@ static void run_step(int step, int steps)
 		bad_lookup(s);
 		check_flags_and_empty_read(s);
 	}
+	if (async_steps) {
+		run_async(s, step, steps);
+		goto done;
+	}
 	CHECK_RC(ctx, shemb_lookup(ctx, s->nmine, s->mine, s->out, 0));
 	CHECK_RC(ref, shemb_lookup(ref, s->nref, s->refb, s->ref_out, 0));
 	check_outputs(s, step);
@@ -965,6 +1010,7 @@ static void run_step(int step, int steps)
 		bad_backward(s);
 	CHECK_RC(ctx, shemb_backward(ctx, s->nmine, s->mine, s->grad));
 	CHECK_RC(ref, shemb_backward(ref, s->nref, s->refb, s->ref_grad));
+done:
 	if (step == steps / 2)
 		compare_tables(step); /* the failed calls changed nothing */
 	if (step % 7 == 3)
@@ -1019,6 +1065,8 @@ int main(int argc, char **argv)
 			steps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--pool-at-owner"))
 			pool_at = SHEMB_POOL_AT_OWNER;
+		else if (!strcmp(argv[i], "--async"))
+			async_steps = 1;
 		else if (!strcmp(argv[i], "--cache") && i + 1 < argc)
 			cache_pct = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--cold"))

@@ -5,7 +5,8 @@
 # mode), over shm, and 3 ranks over tcp;ofi_rxm (loopback); also with rows
 # and gradients in 16 bits on the wire, and with SUM and MEAN bags pooled
 # by the owners; with device tiers of 75% of each rank's rows (over files,
-# some), prefetching each next step; every run bounded in time.
+# some), prefetching each next step; with steps started without waiting
+# and a dense allreduce among them; every run bounded in time.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/dist_rank
 # the ranks' cold files go here, gone even when a rank was killed
@@ -30,6 +31,11 @@ one "tcp;ofi_rxm" 3 --pool-at-owner --steps 6
 one shm 3 --wire bf16
 one shm 4 --wire f16 --steps 8
 one "tcp;ofi_rxm" 3 --deterministic --steps 6
+one shm 2 --async
+one shm 3 --async --pool-at-owner --steps 8
+one shm 4 --async --deterministic --steps 8
+one "tcp;ofi_rxm" 2 --async --steps 6
+one shm 3 --async --cache 75 --steps 8
 one shm 2 --cache 75 --cold
 one shm 3 --cache 75 --deterministic --cold
 one shm 4 --cache 75 --pool-at-owner --steps 10
