@@ -11,7 +11,8 @@
  * allreduce, barrier, concurrent, mismatch-count, mismatch-order,
  * kill-one (rank world-1 dies in the middle of a large alltoallv; the
  * others must fail with SHEMB_EPEER or SHEMB_ETIMEDOUT, and a later call
- * too), async-error.
+ * too), kill-steps (it dies with steps started on the others: each of
+ * their requests fails), async-error.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -393,6 +394,67 @@ static void run_kill_one(void)
 	free(a.rb);
 }
 
+static void want_peer_failure(int st, const char *what)
+{
+	if (st != SHEMB_EPEER && st != SHEMB_ETIMEDOUT)
+		FAIL("%s: want SHEMB_EPEER or SHEMB_ETIMEDOUT, got %d: %s",
+		     what, st, shemb_ctx_last_error(ctx));
+}
+
+/* Rank world-1 dies with steps started but not yet run on the others:
+ * every one of their requests (lookups and a dense allreduce queued
+ * among them) must fail, none hang. */
+static void run_kill_steps(void)
+{
+	enum { STEPS = 6, BAGS = 64, LEN = 4, DIM = 16 };
+	static int64_t offsets[BAGS + 1], ids[BAGS * LEN];
+	static float out[STEPS][BAGS * DIM];
+	double dense[32] = { 0 }, sum[32];
+	struct shemb_table_attr ta;
+	struct shemb_bags b;
+	shemb_request *req[STEPS + 1];
+	shemb_table *t;
+
+	shemb_table_attr_init(&ta);
+	ta.rows = 4096;
+	ta.dim = DIM;
+	CHECK(shemb_table_create(ctx, &ta, &t));
+	for (int k = 0; k <= BAGS; k++)
+		offsets[k] = (int64_t)k * LEN;
+	for (int k = 0; k < BAGS * LEN; k++)
+		ids[k] = (int64_t)(mix((uint64_t)k * 31 + (uint64_t)rank) %
+				   4096);
+	shemb_bags_init(&b);
+	b.table = t;
+	b.nbags = BAGS;
+	b.offsets = offsets;
+	b.nids = BAGS * LEN;
+	b.ids = ids;
+	CHECK(shemb_barrier(ctx, NULL));
+	if (rank == world - 1)
+		raise(SIGKILL);
+	for (int s = 0; s < STEPS; s++) {
+		float *o = out[s];
+
+		CHECK(shemb_lookup_start(ctx, 1, &b, &o,
+					 s % 2 ? SHEMB_LOOKUP_NO_GRAD : 0,
+					 &req[s]));
+		if (s == 2)
+			CHECK(shemb_allreduce(ctx, dense, sum, 32, SHEMB_F64,
+					      SHEMB_REDUCE_SUM,
+					      &req[STEPS]));
+	}
+	for (int s = 0; s <= STEPS; s++) {
+		want_peer_failure(shemb_wait(req[s]), s < STEPS
+							 ? "a started lookup"
+							 : "a queued allreduce");
+		shemb_request_free(req[s]);
+	}
+	printf("every started step failed as it should: %s\n",
+	       shemb_ctx_last_error(ctx));
+	shemb_table_destroy(t);
+}
+
 static void open_ctx(int argc, char **argv)
 {
 	struct shemb_ctx_attr a;
@@ -448,6 +510,8 @@ int main(int argc, char **argv)
 		run_mismatch_order();
 	else if (!strcmp(s, "kill-one"))
 		run_kill_one();
+	else if (!strcmp(s, "kill-steps"))
+		run_kill_steps();
 	else
 		FAIL("unknown scenario '%s'", s);
 	shemb_ctx_destroy(ctx);

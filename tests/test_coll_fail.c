@@ -1,7 +1,7 @@
 /*
- * test_coll_fail.c - a rank killed in the middle of a large alltoallv: the
- * others must fail with SHEMB_EPEER (or SHEMB_ETIMEDOUT) within the
- * timeout, never hang.  Starts its own ranks (shemb-run would kill them
+ * test_coll_fail.c - a rank killed in the middle of a large alltoallv, or
+ * with steps started without waiting on the others: they must fail with
+ * SHEMB_EPEER (or SHEMB_ETIMEDOUT) within the timeout, never hang.  Starts its own ranks (shemb-run would kill them
  * all as soon as one dies), on loopback, over shm and tcp;ofi_rxm; every
  * child is killed and reaped if the test runs out of time.
  */
@@ -19,7 +19,7 @@
 #include "tools/shm_regions.h"
 
 #define WORLD 3
-#define LIMIT_S 60
+#define LIMIT_S 120
 
 static pid_t kids[WORLD];
 
@@ -38,8 +38,8 @@ static int free_port(void)
 	return port;
 }
 
-static void start_rank(int r, const char *prog, const char *provider,
-		       int port)
+static void start_rank(int r, const char *prog, const char *scenario,
+		       const char *provider, int port)
 {
 	char v[64];
 
@@ -56,7 +56,7 @@ static void start_rank(int r, const char *prog, const char *provider,
 	setenv("SHEMB_ROOT", v, 1);
 	setenv("SHEMB_JOB_KEY", "test-coll-fail", 1);
 	setenv("SHEMB_PROVIDER", provider, 1);
-	execl(prog, prog, "kill-one", "--timeout", "15000", (char *)NULL);
+	execl(prog, prog, scenario, "--timeout", "15000", (char *)NULL);
 	_exit(127);
 }
 
@@ -74,12 +74,12 @@ static void on_alarm(int sig)
 }
 
 /* The survivors exit 0 (they saw the failure), the victim by SIGKILL. */
-static int run(const char *prog, const char *provider)
+static int run(const char *prog, const char *scenario, const char *provider)
 {
 	int ok = 1, port = free_port();
 
 	for (int r = 0; r < WORLD; r++)
-		start_rank(r, prog, provider, port);
+		start_rank(r, prog, scenario, provider, port);
 	for (int r = 0; r < WORLD; r++) {
 		int st;
 
@@ -92,7 +92,7 @@ static int run(const char *prog, const char *provider)
 		else
 			ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
 	}
-	printf("%s %s\n", ok ? "ok  " : "FAIL", provider);
+	printf("%s %s %s\n", ok ? "ok  " : "FAIL", scenario, provider);
 	return ok;
 }
 
@@ -105,7 +105,9 @@ int main(void)
 	snprintf(prog, sizeof(prog), "%s/tests/coll_rank", top ? top : ".");
 	signal(SIGALRM, on_alarm);
 	alarm(LIMIT_S);
-	ok = run(prog, "shm");
-	ok &= run(prog, "tcp;ofi_rxm");
+	ok = run(prog, "kill-one", "shm");
+	ok &= run(prog, "kill-one", "tcp;ofi_rxm");
+	ok &= run(prog, "kill-steps", "shm");
+	ok &= run(prog, "kill-steps", "tcp;ofi_rxm");
 	return ok ? 0 : 1;
 }
