@@ -445,9 +445,10 @@ static void run_kill_steps(void)
 					      &req[STEPS]));
 	}
 	for (int s = 0; s <= STEPS; s++) {
-		want_peer_failure(shemb_wait(req[s]), s < STEPS
-							 ? "a started lookup"
-							 : "a queued allreduce");
+		const char *what = s < STEPS ? "a started lookup"
+					     : "a queued allreduce";
+
+		want_peer_failure(shemb_wait(req[s]), what);
 		shemb_request_free(req[s]);
 	}
 	printf("every started step failed as it should: %s\n",

@@ -1,9 +1,10 @@
 /*
  * test_coll_fail.c - a rank killed in the middle of a large alltoallv, or
  * with steps started without waiting on the others: they must fail with
- * SHEMB_EPEER (or SHEMB_ETIMEDOUT) within the timeout, never hang.  Starts its own ranks (shemb-run would kill them
- * all as soon as one dies), on loopback, over shm and tcp;ofi_rxm; every
- * child is killed and reaped if the test runs out of time.
+ * SHEMB_EPEER (or SHEMB_ETIMEDOUT) within the timeout, never hang.
+ * Starts its own ranks (shemb-run would kill them all as soon as one
+ * dies), on loopback, over shm and tcp;ofi_rxm; every child is killed and
+ * reaped if the test runs out of time.
  */
 #define _GNU_SOURCE
 #include <netinet/in.h>
