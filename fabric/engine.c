@@ -457,6 +457,22 @@ static bool wrong_message(struct fab *f, struct xfer *x, uint64_t tag, int err)
 	return true;
 }
 
+/* Errors that say the peer's end of the connection is gone: the rank
+ * left, whether or not the rendezvous has noticed it yet. */
+static bool peer_gone(int err)
+{
+	switch (err) {
+	case FI_ENOTCONN:
+	case FI_ECONNRESET:
+	case FI_ECONNABORTED:
+	case FI_ECONNREFUSED:
+	case EPIPE:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 {
 	struct op *op = x->op;
@@ -476,8 +492,9 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		return;
 	}
 	if (err) {
-		shemb__fab_fail_op(f, op, SHEMB_EIO, "transfer with rank %d "
-				   "failed: %s", x->peer, fi_strerror(err));
+		shemb__fab_fail_op(f, op, peer_gone(err) ? SHEMB_EPEER : SHEMB_EIO,
+				   "transfer with rank %d failed: %s", x->peer,
+				   fi_strerror(err));
 		return;
 	}
 	if (!x->send && x->is_hdr) {

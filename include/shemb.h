@@ -588,9 +588,10 @@ SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
 SHEMB_API int shemb_barrier(shemb_ctx *ctx, shemb_request **req);
 
 /* Wait for a collective: its status (0, SHEMB_EINVAL for mismatched
- * calls, SHEMB_EPEER for a rank that left (only seen with the TCP
- * rendezvous), SHEMB_ETIMEDOUT for one that stopped answering, SHEMB_EIO
- * for a transfer the transport failed).  A request reports its status
+ * calls, SHEMB_EPEER for a rank that left (seen by the TCP rendezvous, or
+ * by a transfer finding its connection gone), SHEMB_ETIMEDOUT for one
+ * that stopped answering, SHEMB_EIO for a transfer the transport failed
+ * otherwise).  A request reports its status
  * once: later waits give SHEMB_ESTATE. */
 SHEMB_API int shemb_wait(shemb_request *req);
 
