@@ -6,14 +6,12 @@
  * must start none).
  */
 #include <check.h>
-#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "shemb.h"
 #include "tests/testutil.h"
@@ -363,19 +361,6 @@ END_TEST
 
 /* ---- the threads a context runs ---- */
 
-static int thread_count(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 /* Work that converts between dtypes in large blocks (where oneDNN is used
  * when the library has it), looks up and trains. */
 static void convert_and_train(shemb_ctx *ctx, int start)
@@ -387,7 +372,7 @@ static void convert_and_train(shemb_ctx *ctx, int start)
 	int64_t *ids = tu_malloc((size_t)rows * sizeof(int64_t));
 	struct tu_rng r;
 
-	ck_assert_int_eq(thread_count(), start + 2);
+	ck_assert_int_eq(tu_thread_count(), start + 2);
 	tu_rng_seed(&r, 9);
 	tu_rng_fill(&r, in, (size_t)rows * 16, -1.0f, 1.0f);
 	for (int64_t i = 0; i < rows; i++)
@@ -399,7 +384,7 @@ static void convert_and_train(shemb_ctx *ctx, int start)
 						0), 0);
 	ck_assert_int_eq(shemb_table_read_rows(f16, rows, ids, in, SHEMB_F32),
 			 0);
-	ck_assert_int_eq(thread_count(), start + 2);
+	ck_assert_int_eq(tu_thread_count(), start + 2);
 	free(ids);
 	free(in);
 }
@@ -419,38 +404,24 @@ static void train_once(shemb_ctx *ctx)
 	tu_ref_free(&ref);
 }
 
-/* The count once it settles at want (a joined thread can stay listed
- * in /proc for a moment after its join returns), or after 5 s. */
-static int thread_count_settled(int want)
-{
-	struct timespec ms = { 0, 1000000 };
-	int n = thread_count();
-
-	for (int i = 0; i < 5000 && n != want; i++) {
-		nanosleep(&ms, NULL);
-		n = thread_count();
-	}
-	return n;
-}
-
 START_TEST(context_runs_only_its_workers)
 {
-	int start = thread_count();
+	int start = tu_thread_count();
 	shemb_ctx *ctx = ctx_threads(3);
 
 	/* a thread a runtime starts with the process's first others (a
 	 * sanitizer's) is counted in start, after at most a 5 s wait */
 	shemb_ctx_destroy(ctx);
-	start = thread_count_settled(start);
+	start = tu_thread_count_settled(start);
 	ctx = ctx_threads(3);
 
 	/* nthreads counts the caller: two workers */
-	ck_assert_int_eq(thread_count(), start + 2);
+	ck_assert_int_eq(tu_thread_count(), start + 2);
 	convert_and_train(ctx, start);
 	train_once(ctx);
-	ck_assert_int_eq(thread_count(), start + 2);
+	ck_assert_int_eq(tu_thread_count(), start + 2);
 	shemb_ctx_destroy(ctx);
-	ck_assert_int_eq(thread_count_settled(start), start);
+	ck_assert_int_eq(tu_thread_count_settled(start), start);
 }
 END_TEST
 

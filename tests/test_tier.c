@@ -10,7 +10,6 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -18,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "shemb.h"
@@ -1118,32 +1116,6 @@ START_TEST(a_large_call_is_not_starved)
 }
 END_TEST
 
-static int threads_now(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n - 2; /* . and .. */
-}
-
-/* The count once it settles at want (a joined thread can stay listed
- * in /proc for a moment after its join returns), or after 5 s. */
-static int threads_settle(int want)
-{
-	struct timespec ms = { 0, 1000000 };
-	int n = threads_now();
-
-	for (int i = 0; i < 5000 && n != want; i++) {
-		nanosleep(&ms, NULL);
-		n = threads_now();
-	}
-	return n;
-}
-
 /* With prefetch_thread set, the first prefetch starts one thread, which
  * the context ends; without it, none. */
 START_TEST(prefetch_thread_is_the_contexts)
@@ -1151,20 +1123,20 @@ START_TEST(prefetch_thread_is_the_contexts)
 	const int64_t ids[] = { 3, 4 };
 
 	for (int on = 0; on < 2; on++) {
-		int before = threads_now();
+		int before = tu_thread_count();
 		shemb_ctx *ctx;
 		shemb_table *t;
 
 		prefetch_thread = on;
 		ctx = new_ctx();
 		t = cache_table(ctx, 4, SHEMB_CACHE_LRU);
-		ck_assert_int_eq(threads_now(), before + 1); /* the pool's */
+		ck_assert_int_eq(tu_thread_count(), before + 1); /* the pool's */
 		prefetch_ids(ctx, t, 2, ids);
-		ck_assert_int_eq(threads_now(), before + 1 + on);
+		ck_assert_int_eq(tu_thread_count(), before + 1 + on);
 		ck_assert_uint_eq(stats_of(t).cache_misses, 2);
 		shemb_table_destroy(t);
 		shemb_ctx_destroy(ctx);
-		ck_assert_int_eq(threads_settle(before), before);
+		ck_assert_int_eq(tu_thread_count_settled(before), before);
 	}
 	prefetch_thread = 1;
 }

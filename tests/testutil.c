@@ -3,11 +3,13 @@
  */
 #include "tests/testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- memory ---- */
 
@@ -750,4 +752,32 @@ bool tu_contains_all(const char *msg, ...)
 			all = false;
 	va_end(ap);
 	return all;
+}
+
+/* ---- threads ---- */
+
+int tu_thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		abort();
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+int tu_thread_count_settled(int want)
+{
+	struct timespec ms = { 0, 1000000 };
+	int n = tu_thread_count();
+
+	for (int i = 0; i < 5000 && n != want; i++) {
+		nanosleep(&ms, NULL);
+		n = tu_thread_count();
+	}
+	return n;
 }

@@ -176,6 +176,15 @@ shemb_table *tu_table(shemb_ctx *ctx, int64_t rows, int dim, int dtype,
 shemb_table *tu_table_attr(shemb_ctx *ctx,
 			   const struct shemb_table_attr *attr);
 
+/* ---- threads ---- */
+
+/* Threads of this process now (/proc/self/task). */
+int tu_thread_count(void);
+/* The count once it settles at want (a joined thread can stay listed in
+ * /proc for a moment after its join returns), or whatever it is after
+ * 5 s. */
+int tu_thread_count_settled(int want);
+
 /* Whether the message contains every one of the NULL-terminated words. */
 bool tu_contains_all(const char *msg, ...);
 

@@ -119,16 +119,6 @@ static const struct option cache_long[] = {
 	{ NULL, 0, NULL, 0 }
 };
 
-static int parse_int(const char *s, int64_t min, int64_t max, int *out)
-{
-	int64_t v;
-
-	if (comm_parse_count(s, min, max, &v))
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
 static int parse_s(const char *s, double *out)
 {
 	char *end;
@@ -154,17 +144,17 @@ static int apply_opt(struct cache_opts *o, int c, const char *arg)
 	case CO_BATCH:
 		return comm_parse_count(arg, 1, 1 << 30, &o->batch);
 	case CO_POOLING:
-		return parse_int(arg, 1, 1 << 20, &o->pooling);
+		return comm_parse_int(arg, 1, 1 << 20, &o->pooling);
 	case CO_DIM:
-		return parse_int(arg, 1, SHEMB_MAX_DIM, &o->dim);
+		return comm_parse_int(arg, 1, SHEMB_MAX_DIM, &o->dim);
 	case CO_TPUT_DIM:
-		return parse_int(arg, 1, SHEMB_MAX_DIM, &o->tput_dim);
+		return comm_parse_int(arg, 1, SHEMB_MAX_DIM, &o->tput_dim);
 	case CO_DEPTH:
-		return parse_int(arg, 0, 64, &o->depth);
+		return comm_parse_int(arg, 0, 64, &o->depth);
 	case CO_WINDOW:
-		return parse_int(arg, 0, 255, &o->window);
+		return comm_parse_int(arg, 0, 255, &o->window);
 	case CO_COMPUTE:
-		return parse_int(arg, 0, 1000000, &o->compute_us);
+		return comm_parse_int(arg, 0, 1000000, &o->compute_us);
 	case CO_THREAD:
 		o->prefetch_thread = true;
 		return 0;
@@ -176,9 +166,9 @@ static int apply_opt(struct cache_opts *o, int c, const char *arg)
 		o->seed = (uint64_t)v;
 		return 0;
 	case CO_THREADS:
-		return parse_int(arg, 1, 1024, &o->threads);
+		return comm_parse_int(arg, 1, 1024, &o->threads);
 	case CO_REPS:
-		return parse_int(arg, 1, 1000, &o->reps);
+		return comm_parse_int(arg, 1, 1000, &o->reps);
 	case CO_QUICK:
 		o->quick = true;
 		return 0;

@@ -52,6 +52,8 @@ int comm_parse_list(const char *s, int64_t min, int64_t max, int64_t *out,
 		    int maxn);
 /* One count with an optional k/M/G suffix; 0, or -1 when bad. */
 int comm_parse_count(const char *s, int64_t min, int64_t max, int64_t *out);
+/* ... into an int */
+int comm_parse_int(const char *s, int64_t min, int64_t max, int *out);
 /* "64 KiB", "16 MiB" ... for a size in bytes. */
 const char *comm_size_name(int64_t bytes, char *buf, size_t len);
 /* Timed repetitions for a size when --reps is not given: enough to move

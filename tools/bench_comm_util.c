@@ -51,6 +51,16 @@ int comm_parse_count(const char *s, int64_t min, int64_t max, int64_t *out)
 	return 0;
 }
 
+int comm_parse_int(const char *s, int64_t min, int64_t max, int *out)
+{
+	int64_t v;
+
+	if (comm_parse_count(s, min, max, &v))
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
 int comm_parse_list(const char *s, int64_t min, int64_t max, int64_t *out,
 		    int maxn)
 {

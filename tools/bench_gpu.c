@@ -61,16 +61,6 @@ static const struct option gpu_long[] = {
 	{ NULL, 0, NULL, 0 }
 };
 
-static int parse_int(const char *s, int64_t lo, int64_t hi, int *out)
-{
-	int64_t v;
-
-	if (comm_parse_count(s, lo, hi, &v))
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
 static int gpu_apply(void *p, int c, const char *arg)
 {
 	struct gpu_opts *o = p;
@@ -79,9 +69,9 @@ static int gpu_apply(void *p, int c, const char *arg)
 	case GO_ROWS:
 		return comm_parse_count(arg, 1, SHEMB_MAX_ROWS, &o->rows);
 	case GO_DIM:
-		return parse_int(arg, 1, SHEMB_MAX_DIM, &o->dim);
+		return comm_parse_int(arg, 1, SHEMB_MAX_DIM, &o->dim);
 	case GO_POOLING:
-		return parse_int(arg, 1, 1 << 16, &o->pooling);
+		return comm_parse_int(arg, 1, 1 << 16, &o->pooling);
 	case GO_BATCH:
 		return comm_parse_count(arg, 1, INT32_MAX, &o->batch);
 	case GO_DTYPE:
@@ -92,9 +82,9 @@ static int gpu_apply(void *p, int c, const char *arg)
 			}
 		return -1;
 	case GO_REPS:
-		return parse_int(arg, 1, 10000, &o->reps);
+		return comm_parse_int(arg, 1, 10000, &o->reps);
 	case GO_DEVICE:
-		return parse_int(arg, 0, 1024, &o->device);
+		return comm_parse_int(arg, 0, 1024, &o->device);
 	case GO_PYTHON:
 		o->python = strcmp(arg, "none") ? arg : NULL;
 		return 0;

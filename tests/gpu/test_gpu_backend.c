@@ -15,22 +15,11 @@
 #include <string.h>
 
 #include "shemb.h"
+#include "tests/gpu/gputest.h"
 
 #define ROWS 300
 #define MAX_SETS 16
 #define STEPS 5
-
-static int failures;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			failures++;                                           \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
-			printf(__VA_ARGS__);                                  \
-			printf("\n");                                         \
-		}                                                             \
-	} while (0)
 
 static uint64_t rng_state;
 
@@ -384,21 +373,6 @@ static int make_ctx(int device, shemb_ctx **ctx)
 	return shemb_ctx_create(&a, ctx);
 }
 
-/* Skipped only where no device is there: with one, a context that
- * cannot be made (the module not loading) is a failure. */
-static int no_device(void)
-{
-	int n = 0;
-
-	if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
-		printf("FAIL: %d devices, but: %s\n", n,
-		       shemb_ctx_last_error(NULL));
-		return 1;
-	}
-	printf("skipped: %s\n", shemb_ctx_last_error(NULL));
-	return 77;
-}
-
 int main(void)
 {
 	static const int dtypes[] = { SHEMB_F32, SHEMB_F16, SHEMB_BF16 };
@@ -407,7 +381,7 @@ int main(void)
 	int rc = make_ctx(SHEMB_DEVICE_CUDA, &cg);
 
 	if (rc == SHEMB_ENODEV)
-		return no_device();
+		return no_context();
 	if (rc || make_ctx(SHEMB_DEVICE_CPU, &cc)) {
 		printf("FAIL: contexts: %s\n", shemb_ctx_last_error(NULL));
 		return 1;

@@ -13,20 +13,9 @@
 #include <string.h>
 
 #include "shemb.h"
+#include "tests/gpu/gputest.h"
 
 #define N 4096
-
-static int failures;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			failures++;                                           \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
-			printf(__VA_ARGS__);                                  \
-			printf("\n");                                         \
-		}                                                             \
-	} while (0)
 
 static void *dev(size_t n)
 {
@@ -127,14 +116,8 @@ int main(void)
 		shemb_ctx_attr_init(&a);
 		a.device = SHEMB_DEVICE_CUDA;
 		rc = shemb_ctx_create(&a, &ctx);
-		if (rc == SHEMB_ENODEV) {
-			int n = 0;
-
-			printf("%s: %s\n", "no context",
-			       shemb_ctx_last_error(NULL));
-			return cudaGetDeviceCount(&n) == cudaSuccess && n > 0
-				       ? 1 : 77;
-		}
+		if (rc == SHEMB_ENODEV)
+			return no_context();
 		if (rc) {
 			printf("FAIL: context: %s\n",
 			       shemb_ctx_last_error(NULL));
