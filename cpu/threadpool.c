@@ -7,12 +7,12 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "shemb.h"
 #include "cpu/threadpool.h"
+#include "lib/thread.h"
 
 /* Spins before a worker parks: back-to-back jobs (one per table of a step)
  * then start without a futex wake-up. */
@@ -87,19 +87,14 @@ static void *worker_main(void *arg)
 
 static int start_workers(struct shemb__pool *p)
 {
-	sigset_t all, old;
 	int rc = 0, i;
 
-	/* Workers take no signals: the host's handlers run on its threads. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (i = 0; i < p->nthreads - 1; i++) {
-		rc = pthread_create(&p->threads[i], NULL, worker_main, p);
+		rc = shemb__thread_start(&p->threads[i], worker_main, p,
+					 "shemb-worker");
 		if (rc)
 			break;
-		pthread_setname_np(p->threads[i], "shemb-worker");
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
 		p->nthreads = i + 1;
 		return -1;

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "shemb.h"
 #include "fabric/boot.h"
 #include "fabric/engine.h"
+#include "lib/thread.h"
 
 /* More sends in flight did not help shm here; receives are cheap to post
  * early, so that messages land in place rather than being buffered. */
@@ -664,16 +664,9 @@ static void *progress_main(void *arg)
 
 int shemb__fab_start_thread(struct fab *f)
 {
-	sigset_t all, old;
-	int rc;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&f->thread, NULL, progress_main, f);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
+	if (shemb__thread_start(&f->thread, progress_main, f,
+				"shemb-progress"))
 		return SHEMB_ENOMEM;
-	pthread_setname_np(f->thread, "shemb-progress");
 	f->have_thread = true;
 	return 0;
 }

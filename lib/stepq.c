@@ -9,6 +9,7 @@
 #include "lib/stepq.h"
 
 #include "lib/comm.h"
+#include "lib/thread.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,7 +119,8 @@ static struct shemb__stepq *queue_of(shemb_ctx *ctx)
 		pthread_cond_init(&q->work, NULL);
 		pthread_cond_init(&q->done, NULL);
 		ctx->stepq = q;
-		if (pthread_create(&q->thread, NULL, stepq_main, ctx)) {
+		if (shemb__thread_start(&q->thread, stepq_main, ctx,
+					"shemb-steps")) {
 			pthread_mutex_destroy(&q->mu);
 			pthread_cond_destroy(&q->work);
 			pthread_cond_destroy(&q->done);

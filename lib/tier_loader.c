@@ -12,6 +12,7 @@
  * that needs the rows loads them itself and reports its own error.
  */
 #include "lib/tier_int.h"
+#include "lib/thread.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +80,8 @@ static struct shemb__loader *loader_of(shemb_ctx *ctx)
 		pthread_mutex_init(&l->mu, NULL);
 		pthread_cond_init(&l->work, NULL);
 		pthread_cond_init(&l->done, NULL);
-		if (pthread_create(&l->thread, NULL, loader_main, l)) {
+		if (shemb__thread_start(&l->thread, loader_main, l,
+					"shemb-prefetch")) {
 			pthread_mutex_destroy(&l->mu);
 			pthread_cond_destroy(&l->work);
 			pthread_cond_destroy(&l->done);

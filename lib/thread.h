@@ -1,0 +1,14 @@
+/*
+ * thread.h - starting the library's own threads (thread.c).
+ */
+#ifndef SHEMB_THREAD_H
+#define SHEMB_THREAD_H
+
+#include <pthread.h>
+
+/* A thread of the library running fn(arg): every signal blocked, named
+ * name (shemb-...); 0 or the errno of pthread_create. */
+int shemb__thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
+			const char *name);
+
+#endif
