@@ -1123,7 +1123,7 @@ START_TEST(prefetch_thread_is_the_contexts)
 	const int64_t ids[] = { 3, 4 };
 
 	for (int on = 0; on < 2; on++) {
-		int before = tu_thread_count();
+		int before = tu_thread_baseline();
 		shemb_ctx *ctx;
 		shemb_table *t;
 

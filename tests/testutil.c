@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -780,4 +781,28 @@ int tu_thread_count_settled(int want)
 		n = tu_thread_count();
 	}
 	return n;
+}
+
+static void *tu_no_work(void *arg)
+{
+	return arg;
+}
+
+int tu_thread_baseline(void)
+{
+	struct timespec ms = { 0, 10000000 };
+	pthread_t t;
+	int n, last;
+
+	if (pthread_create(&t, NULL, tu_no_work, NULL) == 0)
+		pthread_join(t, NULL);
+	last = tu_thread_count();
+	for (int i = 0; i < 500; i++) {
+		nanosleep(&ms, NULL);
+		n = tu_thread_count();
+		if (n == last)
+			break;
+		last = n;
+	}
+	return last;
 }

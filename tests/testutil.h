@@ -184,6 +184,11 @@ int tu_thread_count(void);
  * /proc for a moment after its join returns), or whatever it is after
  * 5 s. */
 int tu_thread_count_settled(int want);
+/* The count to compare a test's threads with: after a thread of its own
+ * came and went (a runtime that starts a thread of its own with the
+ * process's first others, as a sanitizer's, has then started it), once
+ * it holds still. */
+int tu_thread_baseline(void);
 
 /* Whether the message contains every one of the NULL-terminated words. */
 bool tu_contains_all(const char *msg, ...);
