@@ -409,7 +409,6 @@ START_TEST(context_runs_only_its_workers)
 	int start = tu_thread_baseline();
 	shemb_ctx *ctx = ctx_threads(3);
 
-
 	/* nthreads counts the caller: two workers */
 	ck_assert_int_eq(tu_thread_count(), start + 2);
 	convert_and_train(ctx, start);
