@@ -30,7 +30,7 @@
  */
 
 struct shemb__pool;
-struct shemb__loader;
+struct shemb__jobq;
 
 struct shemb_ctx {
 	struct shemb_ctx_attr attr;
@@ -40,8 +40,8 @@ struct shemb_ctx {
 	bool device_rows;             /* tables without a device tier, and
 				       * device tiers, are device memory */
 	struct shemb__pool *pool;     /* threads for the core's own loops */
-	struct shemb__loader *loader; /* prefetch loads (tier_loader.c) */
-	struct shemb__stepq *stepq;   /* steps started without waiting */
+	struct shemb__jobq *loader;   /* prefetch loads (tier_loader.c) */
+	struct shemb__jobq *steps;    /* steps started without waiting */
 	uint64_t host_budget;         /* bytes of row storage allowed */
 	atomic_uint_fast64_t host_used;
 	uint64_t device_budget;       /* bytes of device tiers allowed */

@@ -9,14 +9,14 @@
 #include "lib/stepq.h"
 
 #include "lib/comm.h"
-#include "lib/thread.h"
+#include "lib/jobq.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct shemb__step_job {
-	struct shemb__step_job *next;
+	struct shemb__job link;
 	int kind, n;
 	unsigned flags;
 	struct shemb_bags *bags;     /* a copy of the caller's array */
@@ -27,22 +27,12 @@ struct shemb__step_job {
 				      * frees it */
 	char why[512];
 	/* SHEMB__STEP_COLL: the collective, its arrays, and once started
-	 * its operation on ops (released by the queue if orphaned) */
+	 * its operation on ops (released with the job) */
 	struct shemb__coll coll;
 	size_t *arrays;
 	const struct shemb_comm_ops *ops;
 	void *comm;
 	struct shemb__op *op;
-};
-
-struct shemb__stepq {
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t work;         /* a job came, or stop */
-	pthread_cond_t done;         /* a job ended */
-	struct shemb__step_job *head, *tail;
-	int pending;                 /* queued or running */
-	bool stop;
 };
 
 static void job_free(struct shemb__step_job *j)
@@ -57,8 +47,11 @@ static void job_free(struct shemb__step_job *j)
 	free(j);
 }
 
-static void run(shemb_ctx *ctx, struct shemb__step_job *j)
+static void run(void *arg, struct shemb__job *job)
 {
+	struct shemb__step_job *j = (struct shemb__step_job *)job;
+	shemb_ctx *ctx = arg;
+
 	if (j->kind == SHEMB__STEP_COLL) {
 		j->status = j->ops->start(j->comm, &j->coll, &j->op, j->why,
 					  sizeof(j->why));
@@ -76,62 +69,21 @@ static void run(shemb_ctx *ctx, struct shemb__step_job *j)
 			 shemb_ctx_last_error(ctx));
 }
 
-static void *stepq_main(void *arg)
+static void job_done(void *arg, struct shemb__job *job)
 {
-	shemb_ctx *ctx = arg;
-	struct shemb__stepq *q = ctx->stepq;
+	struct shemb__step_job *j = (struct shemb__step_job *)job;
 
-	pthread_mutex_lock(&q->mu);
-	for (;;) {
-		struct shemb__step_job *j;
-
-		while (!q->head && !q->stop)
-			pthread_cond_wait(&q->work, &q->mu);
-		if (!q->head)
-			break; /* stopped, nothing left */
-		j = q->head;
-		pthread_mutex_unlock(&q->mu);
-		run(ctx, j);
-		pthread_mutex_lock(&q->mu);
-		q->head = j->next;
-		if (!q->head)
-			q->tail = NULL;
-		q->pending--;
-		j->done = true;
-		if (j->orphan)
-			job_free(j);
-		pthread_cond_broadcast(&q->done);
-	}
-	pthread_mutex_unlock(&q->mu);
-	return NULL;
+	(void)arg;
+	j->done = true;
+	if (j->orphan)
+		job_free(j);
 }
 
-/* The context's queue, its thread started on first use; NULL without
- * memory or a thread. */
-static struct shemb__stepq *queue_of(shemb_ctx *ctx)
-{
-	struct shemb__stepq *q;
-
-	pthread_mutex_lock(&ctx->lock);
-	q = ctx->stepq;
-	if (!q && (q = calloc(1, sizeof(*q)))) {
-		pthread_mutex_init(&q->mu, NULL);
-		pthread_cond_init(&q->work, NULL);
-		pthread_cond_init(&q->done, NULL);
-		ctx->stepq = q;
-		if (shemb__thread_start(&q->thread, stepq_main, ctx,
-					"shemb-steps")) {
-			pthread_mutex_destroy(&q->mu);
-			pthread_cond_destroy(&q->work);
-			pthread_cond_destroy(&q->done);
-			free(q);
-			q = NULL;
-			ctx->stepq = NULL;
-		}
-	}
-	pthread_mutex_unlock(&ctx->lock);
-	return q;
-}
+static const struct shemb__jobq_ops step_ops = {
+	.thread_name = "shemb-steps",
+	.run = run,
+	.done = job_done,
+};
 
 /* The caller's n sets (read with the stride bags[0].size, as the calls
  * do) and n buffer pointers, copied. */
@@ -164,24 +116,16 @@ static struct shemb__step_job *job_new(int kind, int n,
 	return j;
 }
 
-static void enqueue(struct shemb__stepq *q, struct shemb__step_job *j)
+static struct shemb__jobq *queue_of(shemb_ctx *ctx)
 {
-	pthread_mutex_lock(&q->mu);
-	if (q->tail)
-		q->tail->next = j;
-	else
-		q->head = j;
-	q->tail = j;
-	q->pending++;
-	pthread_cond_signal(&q->work);
-	pthread_mutex_unlock(&q->mu);
+	return shemb__jobq_get(ctx, &ctx->steps, &step_ops, ctx);
 }
 
 int shemb__stepq_submit(shemb_ctx *ctx, int kind, int n,
 			const struct shemb_bags *bags, void *const *bufs,
 			unsigned flags, struct shemb__step_job **job)
 {
-	struct shemb__stepq *q;
+	struct shemb__jobq *q;
 	struct shemb__step_job *j;
 
 	if (n > 0 && bags && bags->size < sizeof(size_t))
@@ -192,8 +136,8 @@ int shemb__stepq_submit(shemb_ctx *ctx, int kind, int n,
 	if (!j)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory or thread "
 				   "for a step started without waiting");
-	enqueue(q, j);
 	*job = j;
+	shemb__jobq_push(q, &j->link);
 	return 0;
 }
 
@@ -224,7 +168,7 @@ int shemb__stepq_submit_coll(shemb_ctx *ctx, const struct shemb__coll *c,
 			     const struct shemb_comm_ops *ops, void *comm,
 			     struct shemb__step_job **job)
 {
-	struct shemb__stepq *q = queue_of(ctx);
+	struct shemb__jobq *q = queue_of(ctx);
 	struct shemb__step_job *j = q ? calloc(1, sizeof(*j)) : NULL;
 
 	if (!j || copy_coll(j, c, ctx->attr.world_size)) {
@@ -235,8 +179,8 @@ int shemb__stepq_submit_coll(shemb_ctx *ctx, const struct shemb__coll *c,
 	j->kind = SHEMB__STEP_COLL;
 	j->ops = ops;
 	j->comm = comm;
-	enqueue(q, j);
 	*job = j;
+	shemb__jobq_push(q, &j->link);
 	return 0;
 }
 
@@ -247,99 +191,83 @@ struct shemb__op *shemb__stepq_op(struct shemb__step_job *job)
 
 void shemb__stepq_drain(shemb_ctx *ctx)
 {
-	struct shemb__stepq *q;
+	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
 
-	pthread_mutex_lock(&ctx->lock);
-	q = ctx->stepq;
-	pthread_mutex_unlock(&ctx->lock);
-	if (!q || pthread_equal(pthread_self(), q->thread))
-		return;
-	pthread_mutex_lock(&q->mu);
-	while (q->pending > 0)
-		pthread_cond_wait(&q->done, &q->mu);
-	pthread_mutex_unlock(&q->mu);
+	if (q)
+		shemb__jobq_drain(q);
+}
+
+/* Without a queue (stopped: everything ran) a job is done. */
+struct done_query {
+	struct shemb__step_job *job;
+	bool done;
+};
+
+static void read_done(void *arg)
+{
+	struct done_query *d = arg;
+
+	d->done = d->job->done;
 }
 
 bool shemb__stepq_done(shemb_ctx *ctx, struct shemb__step_job *job,
 		       int *status, const char **why)
 {
-	struct shemb__stepq *q = ctx->stepq;
-	bool done = true; /* no queue: stopped, everything ran */
+	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
+	struct done_query d = { job, true };
 
-	if (q) {
-		pthread_mutex_lock(&q->mu);
-		done = job->done;
-		pthread_mutex_unlock(&q->mu);
-	}
+	if (q)
+		shemb__jobq_locked(q, read_done, &d);
 	/* the job's results are read only once it is seen done */
-	*status = done ? job->status : 0;
-	*why = done ? job->why : "";
-	return done;
+	*status = d.done ? job->status : 0;
+	*why = d.done ? job->why : "";
+	return d.done;
+}
+
+static bool not_done(void *job)
+{
+	return !((struct shemb__step_job *)job)->done;
 }
 
 int shemb__stepq_wait(shemb_ctx *ctx, struct shemb__step_job *job)
 {
-	struct shemb__stepq *q = ctx->stepq;
+	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
 
-	if (q) {
-		pthread_mutex_lock(&q->mu);
-		while (!job->done)
-			pthread_cond_wait(&q->done, &q->mu);
-		pthread_mutex_unlock(&q->mu);
-	}
+	if (q)
+		shemb__jobq_wait(q, not_done, job);
 	return job->status ? shemb__fail(ctx, job->status, "%s", job->why)
 			   : 0;
 }
 
+static void mark_orphan(void *arg)
+{
+	struct done_query *d = arg;
+
+	d->done = d->job->done;
+	d->job->orphan = !d->done;
+}
+
 void shemb__stepq_release(shemb_ctx *ctx, struct shemb__step_job *job)
 {
-	struct shemb__stepq *q = ctx->stepq;
-	bool done;
+	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
+	struct done_query d = { job, true };
 
 	if (!job)
 		return;
-	if (!q) {
-		job_free(job);
-		return;
-	}
-	pthread_mutex_lock(&q->mu);
-	done = job->done;
-	job->orphan = !done;
-	pthread_mutex_unlock(&q->mu);
-	if (done)
+	if (q)
+		shemb__jobq_locked(q, mark_orphan, &d);
+	if (d.done)
 		job_free(job);
 }
 
 bool shemb__stepq_busy(shemb_ctx *ctx)
 {
-	struct shemb__stepq *q;
-	bool busy;
+	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
 
-	pthread_mutex_lock(&ctx->lock);
-	q = ctx->stepq;
-	pthread_mutex_unlock(&ctx->lock);
-	if (!q)
-		return false;
-	pthread_mutex_lock(&q->mu);
-	busy = q->pending > 0;
-	pthread_mutex_unlock(&q->mu);
-	return busy;
+	return q && shemb__jobq_pending(q) > 0;
 }
 
 void shemb__stepq_stop(shemb_ctx *ctx)
 {
-	struct shemb__stepq *q = ctx->stepq;
-
-	if (!q)
-		return;
-	pthread_mutex_lock(&q->mu);
-	q->stop = true;
-	pthread_cond_signal(&q->work);
-	pthread_mutex_unlock(&q->mu);
-	pthread_join(q->thread, NULL);
-	pthread_mutex_destroy(&q->mu);
-	pthread_cond_destroy(&q->work);
-	pthread_cond_destroy(&q->done);
-	free(q);
-	ctx->stepq = NULL;
+	shemb__jobq_stop(&ctx->steps);
 }

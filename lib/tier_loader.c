@@ -12,144 +12,80 @@
  * that needs the rows loads them itself and reports its own error.
  */
 #include "lib/tier_int.h"
-#include "lib/thread.h"
+#include "lib/jobq.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 struct load_job {
-	struct load_job *next;
+	struct shemb__job link;
 	shemb_table *table;
 	int64_t n;
 	int64_t rows[];
 };
 
-struct shemb__loader {
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t work;     /* a job came, or stop */
-	pthread_cond_t done;     /* a job ended */
-	struct load_job *head, *tail;
-	bool stop;
-};
-
-static void run_job(struct load_job *j)
+static void run_job(void *arg, struct shemb__job *job)
 {
+	struct load_job *j = (struct load_job *)job;
 	struct shemb__rows_view v;
 
+	(void)arg;
 	shemb__rows_acquire(j->table, j->n, j->rows, true,
 			    SHEMB__ROWS_PREFETCH, &v);
 	shemb__rows_release(j->table, &v);
 }
 
-static void *loader_main(void *arg)
+static void job_done(void *arg, struct shemb__job *job)
 {
-	struct shemb__loader *l = arg;
+	struct load_job *j = (struct load_job *)job;
 
-	pthread_mutex_lock(&l->mu);
-	for (;;) {
-		struct load_job *j;
-
-		while (!l->head && !l->stop)
-			pthread_cond_wait(&l->work, &l->mu);
-		if (!l->head)
-			break; /* stop, and nothing left */
-		j = l->head;
-		l->head = j->next;
-		if (!l->head)
-			l->tail = NULL;
-		pthread_mutex_unlock(&l->mu);
-		run_job(j);
-		pthread_mutex_lock(&l->mu);
-		atomic_fetch_sub(&j->table->tier->loads_queued, 1);
-		pthread_cond_broadcast(&l->done);
-		free(j);
-	}
-	pthread_mutex_unlock(&l->mu);
-	return NULL;
+	(void)arg;
+	atomic_fetch_sub(&j->table->tier->loads_queued, 1);
+	free(j);
 }
 
-/* The context's loader, started when first needed (NULL: none). */
-static struct shemb__loader *loader_of(shemb_ctx *ctx)
-{
-	struct shemb__loader *l;
-
-	pthread_mutex_lock(&ctx->lock);
-	l = ctx->loader;
-	if (!l && (l = calloc(1, sizeof(*l)))) {
-		pthread_mutex_init(&l->mu, NULL);
-		pthread_cond_init(&l->work, NULL);
-		pthread_cond_init(&l->done, NULL);
-		if (shemb__thread_start(&l->thread, loader_main, l,
-					"shemb-prefetch")) {
-			pthread_mutex_destroy(&l->mu);
-			pthread_cond_destroy(&l->work);
-			pthread_cond_destroy(&l->done);
-			free(l);
-			l = NULL;
-		}
-		ctx->loader = l;
-	}
-	pthread_mutex_unlock(&ctx->lock);
-	return l;
-}
+static const struct shemb__jobq_ops loader_ops = {
+	.thread_name = "shemb-prefetch",
+	.run = run_job,
+	.done = job_done,
+};
 
 /* Queue the load of n distinct local rows of t; -1 when it cannot (no
  * memory or no thread): the caller then loads them itself. */
 int shemb__loader_queue(shemb_table *t, int64_t n, const int64_t *rows)
 {
-	struct shemb__loader *l;
+	struct shemb__jobq *q;
 	struct load_job *j;
 
-	if (!t->ctx->attr.prefetch_thread || !(l = loader_of(t->ctx)))
+	if (!t->ctx->attr.prefetch_thread ||
+	    !(q = shemb__jobq_get(t->ctx, &t->ctx->loader, &loader_ops, NULL)))
 		return -1;
 	j = malloc(sizeof(*j) + ((size_t)n + 1) * sizeof(int64_t));
 	if (!j)
 		return -1;
-	j->next = NULL;
 	j->table = t;
 	j->n = n;
 	memcpy(j->rows, rows, (size_t)n * sizeof(int64_t));
-	pthread_mutex_lock(&l->mu);
 	atomic_fetch_add(&t->tier->loads_queued, 1);
-	if (l->tail)
-		l->tail->next = j;
-	else
-		l->head = j;
-	l->tail = j;
-	pthread_cond_signal(&l->work);
-	pthread_mutex_unlock(&l->mu);
+	shemb__jobq_push(q, &j->link);
 	return 0;
+}
+
+static bool loads_queued(void *t)
+{
+	return atomic_load(&((shemb_table *)t)->tier->loads_queued) > 0;
 }
 
 /* Wait until t has no queued or running load. */
 void shemb__loader_wait(shemb_table *t)
 {
-	struct shemb__loader *l = t->ctx->loader;
-
 	if (!t->tier || !atomic_load(&t->tier->loads_queued))
 		return;
-	pthread_mutex_lock(&l->mu);
-	while (atomic_load(&t->tier->loads_queued))
-		pthread_cond_wait(&l->done, &l->mu);
-	pthread_mutex_unlock(&l->mu);
+	shemb__jobq_wait(t->ctx->loader, loads_queued, t);
 }
 
 /* At context destroy: the queued loads run, then the thread ends. */
 void shemb__loader_stop(shemb_ctx *ctx)
 {
-	struct shemb__loader *l = ctx->loader;
-
-	if (!l)
-		return;
-	pthread_mutex_lock(&l->mu);
-	l->stop = true;
-	pthread_cond_signal(&l->work);
-	pthread_mutex_unlock(&l->mu);
-	pthread_join(l->thread, NULL);
-	pthread_mutex_destroy(&l->mu);
-	pthread_cond_destroy(&l->work);
-	pthread_cond_destroy(&l->done);
-	free(l);
-	ctx->loader = NULL;
+	shemb__jobq_stop(&ctx->loader);
 }

@@ -1,0 +1,150 @@
+/*
+ * jobq.c - see jobq.h.
+ */
+#include "lib/jobq.h"
+
+#include <stdlib.h>
+
+#include "lib/thread.h"
+
+struct shemb__jobq {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t work;          /* a job came, or stop */
+	pthread_cond_t done;          /* a job ended */
+	struct shemb__job *head, *tail;
+	atomic_int pending;           /* queued or running */
+	bool stop;
+	const struct shemb__jobq_ops *ops;
+	void *arg;
+};
+
+static void *jobq_main(void *p)
+{
+	struct shemb__jobq *q = p;
+
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		struct shemb__job *j;
+
+		while (!q->head && !q->stop)
+			pthread_cond_wait(&q->work, &q->mu);
+		if (!q->head)
+			break; /* stopped, nothing left */
+		j = q->head;
+		q->head = j->next;
+		if (!q->head)
+			q->tail = NULL;
+		pthread_mutex_unlock(&q->mu);
+		q->ops->run(q->arg, j);
+		pthread_mutex_lock(&q->mu);
+		q->ops->done(q->arg, j);
+		atomic_fetch_sub(&q->pending, 1);
+		pthread_cond_broadcast(&q->done);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+static void jobq_free(struct shemb__jobq *q)
+{
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->work);
+	pthread_cond_destroy(&q->done);
+	free(q);
+}
+
+struct shemb__jobq *shemb__jobq_get(shemb_ctx *ctx, struct shemb__jobq **slot,
+				    const struct shemb__jobq_ops *ops,
+				    void *arg)
+{
+	struct shemb__jobq *q = shemb__jobq_peek(slot);
+
+	if (q)
+		return q;
+	pthread_mutex_lock(&ctx->lock);
+	q = *slot;
+	if (!q && (q = calloc(1, sizeof(*q)))) {
+		pthread_mutex_init(&q->mu, NULL);
+		pthread_cond_init(&q->work, NULL);
+		pthread_cond_init(&q->done, NULL);
+		q->ops = ops;
+		q->arg = arg;
+		if (shemb__thread_start(&q->thread, jobq_main, q,
+					ops->thread_name)) {
+			jobq_free(q);
+			q = NULL;
+		}
+		__atomic_store_n(slot, q, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return q;
+}
+
+struct shemb__jobq *shemb__jobq_peek(struct shemb__jobq *const *slot)
+{
+	return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+}
+
+void shemb__jobq_push(struct shemb__jobq *q, struct shemb__job *j)
+{
+	j->next = NULL;
+	pthread_mutex_lock(&q->mu);
+	if (q->tail)
+		q->tail->next = j;
+	else
+		q->head = j;
+	q->tail = j;
+	atomic_fetch_add(&q->pending, 1);
+	pthread_cond_signal(&q->work);
+	pthread_mutex_unlock(&q->mu);
+}
+
+int shemb__jobq_pending(const struct shemb__jobq *q)
+{
+	return atomic_load(&q->pending);
+}
+
+void shemb__jobq_wait(struct shemb__jobq *q, bool (*busy)(void *arg),
+		      void *arg)
+{
+	if (pthread_equal(pthread_self(), q->thread))
+		return;
+	pthread_mutex_lock(&q->mu);
+	while (busy(arg))
+		pthread_cond_wait(&q->done, &q->mu);
+	pthread_mutex_unlock(&q->mu);
+}
+
+static bool any_pending(void *q)
+{
+	return shemb__jobq_pending(q) > 0;
+}
+
+void shemb__jobq_drain(struct shemb__jobq *q)
+{
+	shemb__jobq_wait(q, any_pending, q);
+}
+
+void shemb__jobq_locked(struct shemb__jobq *q, void (*fn)(void *arg),
+			void *arg)
+{
+	pthread_mutex_lock(&q->mu);
+	fn(arg);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void shemb__jobq_stop(struct shemb__jobq **slot)
+{
+	struct shemb__jobq *q = *slot;
+
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->stop = true;
+	pthread_cond_signal(&q->work);
+	pthread_mutex_unlock(&q->mu);
+	pthread_join(q->thread, NULL);
+	jobq_free(q);
+	__atomic_store_n(slot, NULL, __ATOMIC_RELEASE);
+}
