@@ -141,6 +141,22 @@ static int check_mem(struct shemb__step *st, const struct shemb_bags *b,
 	return 0;
 }
 
+/* p, freed at step_end; the list is made with the step's first device
+ * set (a step of host sets has none): at most three arrays per set and
+ * the gradients' array and one gradient per set. */
+static int keep(struct shemb__step *st, void *p)
+{
+	if (!st->staged)
+		st->staged = calloc(4 * (size_t)st->n + 1,
+				    sizeof(*st->staged));
+	if (!st->staged) {
+		free(p);
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	st->staged[st->nstaged++] = p;
+	return 0;
+}
+
 /* A host copy of n bytes of device memory at src, kept until step_end;
  * *dst stays NULL when src is. */
 static int stage(struct shemb__step *st, const void *src, size_t n,
@@ -156,7 +172,8 @@ static int stage(struct shemb__step *st, const void *src, size_t n,
 	if (!p)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to stage %zu "
 				   "bytes of device input", n);
-	st->staged[st->nstaged++] = p;
+	if (keep(st, p))
+		return SHEMB_ENOMEM;
 	rc = ctx->mem->transfer(ctx->be, p, src, n);
 	if (rc)
 		return shemb__fail(ctx, rc, "copying %zu bytes of device "
@@ -176,6 +193,7 @@ static int stage_set(struct shemb__step *st, struct shemb_bags *b, int i)
 
 	if (rc || b->mem == SHEMB_MEM_HOST)
 		return rc;
+	st->device_sets = true;
 	if (b->nbags < 0 || b->nids < 0 || b->nids > INT32_MAX)
 		return 0; /* left to check_set */
 	p = NULL;
@@ -197,12 +215,11 @@ int shemb__step_host_grads(struct shemb__step *st, const float *const *grad,
 			   const float ***out)
 {
 	*out = (const float **)grad;
-	if (!grad || !st->nstaged)
+	if (!grad || !st->device_sets)
 		return 0;
 	*out = calloc((size_t)st->n, sizeof(**out));
-	if (!*out)
+	if (!*out || keep(st, (void *)*out))
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	st->staged[st->nstaged++] = *out;
 	for (int i = 0; i < st->n; i++) {
 		const struct shemb_bags *b = &st->bags[i];
 		size_t n = (size_t)shemb__set_rows(b) *
@@ -258,9 +275,7 @@ static int begin(struct shemb__step *st, shemb_ctx *ctx, int n,
 	st->groups = calloc((size_t)n, sizeof(*st->groups));
 	st->set_ptrs = calloc((size_t)n, sizeof(*st->set_ptrs));
 	st->set_index = calloc((size_t)n, sizeof(*st->set_index));
-	st->staged = calloc(4 * (size_t)n + 1, sizeof(*st->staged));
-	if (!st->bags || !st->groups || !st->set_ptrs || !st->set_index ||
-	    !st->staged) {
+	if (!st->bags || !st->groups || !st->set_ptrs || !st->set_index) {
 		shemb__step_end(st);
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for %d sets", n);
 	}

@@ -28,6 +28,7 @@ struct shemb__step {
 					 * storage dtype whatever the wire
 					 * dtype; counts in no statistics),
 					 * prefetch or announcement */
+	bool device_sets;               /* some set is SHEMB_MEM_DEVICE */
 	void **staged;                  /* host copies of device input */
 	int nstaged;
 	bool direct;                    /* device input used in place (the
