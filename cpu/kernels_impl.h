@@ -215,36 +215,16 @@ static void pool_ids(const struct shemb__pool_job *job, int64_t i0,
 
 /* ---- backward: coalesce per distinct row, then the optimizer ---- */
 
-static const struct shemb__bwd_set *set_of_bag(
-	const struct shemb__update_job *job, int64_t bag)
-{
-	int lo = 0, hi = job->nsets - 1;
-
-	while (lo < hi) {
-		int mid = (lo + hi + 1) / 2;
-
-		if (job->sets[mid].bag_base <= bag)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return &job->sets[lo];
-}
-
 /* Add one position's share of its bag's gradient to g. */
 static void add_grad(const struct shemb__update_job *job, int32_t p,
 		     float *restrict g, int dim)
 {
 	int64_t bag = job->bag_of[p];
-	const struct shemb__bwd_set *set = set_of_bag(job, bag);
+	const struct shemb__bwd_set *set = shemb__set_of_bag(job->sets,
+							    job->nsets, bag);
 	int64_t lb = bag - set->bag_base;
 	const float *restrict gr = set->grad + (size_t)lb * (size_t)dim;
-	float coef = shemb__share_coef(
-		set->pooling,
-		set->weights ? set->weights[p - set->pos_base] : 1.0f,
-		set->pooling == SHEMB_POOL_MEAN
-			? set->offsets[lb + 1] - set->offsets[lb]
-			: 1);
+	float coef = shemb__position_coef(set, p, lb);
 
 	if (set->pooling == SHEMB_POOL_MAX) {
 		const int32_t *am = set->argmax + (size_t)lb * (size_t)dim;

@@ -14,19 +14,11 @@
 
 #define THREADS 128
 
-struct set_dev {
-	int pooling;
-	int64_t bag_base, pos_base;
-	const int64_t *offsets;
-	const float *weights, *grad;
-	const int32_t *argmax;
-};
-
 struct update_args {
 	char *base;
 	size_t stride, state_off;
 	int dim, dtype, nsets;
-	const set_dev *sets;
+	const struct shemb__bwd_set *sets; /* device arrays */
 	const int64_t *unique;
 	const int32_t *seg, *pos, *bag_of;
 	struct shemb__opt opt;
@@ -34,21 +26,6 @@ struct update_args {
 	float *squares;         /* NULL: apply */
 	int per_column;
 };
-
-__device__ static const set_dev *set_of_bag(const update_args &a, int64_t bag)
-{
-	int lo = 0, hi = a.nsets - 1;
-
-	while (lo < hi) {
-		int mid = (lo + hi + 1) / 2;
-
-		if (a.sets[mid].bag_base <= bag)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return &a.sets[lo];
-}
 
 /* Column c of distinct row u's coalesced gradient (cpu add_grad). */
 __device__ static float coalesce_col(const update_args &a, int64_t u, int c)
@@ -58,15 +35,11 @@ __device__ static float coalesce_col(const update_args &a, int64_t u, int c)
 	for (int32_t k = a.seg[u]; k < a.seg[u + 1]; k++) {
 		int32_t p = a.pos[k];
 		int64_t bag = a.bag_of[p];
-		const set_dev *set = set_of_bag(a, bag);
+		const struct shemb__bwd_set *set =
+			shemb__set_of_bag(a.sets, a.nsets, bag);
 		int64_t lb = bag - set->bag_base;
 		float gr = set->grad[(size_t)lb * (size_t)a.dim + (size_t)c];
-		float coef = shemb__share_coef(
-			set->pooling,
-			set->weights ? set->weights[p - set->pos_base] : 1.0f,
-			set->pooling == SHEMB_POOL_MEAN
-				? set->offsets[lb + 1] - set->offsets[lb]
-				: 1);
+		float coef = shemb__position_coef(set, p, lb);
 
 		if (set->pooling == SHEMB_POOL_MAX)
 			g += set->argmax[(size_t)lb * (size_t)a.dim +
@@ -221,14 +194,12 @@ static void put_sets(struct shemb__pack *b, const struct shemb__update_job *job,
 
 static void fill_sets(struct shemb__cuda *c,
 		      const struct shemb__update_job *job,
-		      const struct set_offs *so, set_dev *out)
+		      const struct set_offs *so, struct shemb__bwd_set *out)
 {
 	for (int i = 0; i < job->nsets; i++) {
 		const struct shemb__bwd_set *s = &job->sets[i];
 
-		out[i].pooling = s->pooling;
-		out[i].bag_base = s->bag_base;
-		out[i].pos_base = s->pos_base;
+		out[i] = *s; /* the same set, its arrays' device copies */
 		out[i].offsets = s->pooling == SHEMB_POOL_NONE || !s->offsets
 					 ? NULL
 					 : (const int64_t *)shemb__dev_at(
@@ -271,7 +242,7 @@ int shemb__cuda_update(struct shemb__cuda *c,
 				  : 0;
 	struct shemb__pack b, room;
 	struct set_offs *so;
-	set_dev *sets;
+	struct shemb__bwd_set *sets;
 	size_t o[5], o_sets, o_sq = 0;
 	update_args a = {};
 	int rc;
@@ -279,7 +250,8 @@ int shemb__cuda_update(struct shemb__cuda *c,
 	if (job->nunique == 0)
 		return 0;
 	so = (struct set_offs *)calloc((size_t)job->nsets + 1, sizeof(*so));
-	sets = (set_dev *)calloc((size_t)job->nsets + 1, sizeof(*sets));
+	sets = (struct shemb__bwd_set *)calloc((size_t)job->nsets + 1,
+					      sizeof(*sets));
 	if (!so || !sets) {
 		free(so);
 		free(sets);
@@ -308,7 +280,7 @@ int shemb__cuda_update(struct shemb__cuda *c,
 	a.dim = s->dim;
 	a.dtype = s->dtype;
 	a.nsets = job->nsets;
-	a.sets = (const set_dev *)shemb__dev_at(c, o_sets);
+	a.sets = (const struct shemb__bwd_set *)shemb__dev_at(c, o_sets);
 	a.unique = (const int64_t *)shemb__dev_at(c, o[0]);
 	a.seg = (const int32_t *)shemb__dev_at(c, o[1]);
 	a.pos = (const int32_t *)shemb__dev_at(c, o[2]);

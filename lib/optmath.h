@@ -15,14 +15,34 @@
 #include "lib/hd.h"
 #include "lib/mem_ops.h"
 
-/* The factor of a position's bag gradient: its weight, over the bag's
- * length for MEAN. */
-SHEMB_HD static inline float shemb__share_coef(int pooling, float weight,
-					      int64_t bag_len)
+/* The bag set of plan bag `bag`: the last set whose first bag is at or
+ * before it. */
+SHEMB_HD static inline const struct shemb__bwd_set *shemb__set_of_bag(
+	const struct shemb__bwd_set *sets, int nsets, int64_t bag)
 {
-	if (pooling == SHEMB_POOL_MEAN)
-		return weight / (float)bag_len;
-	return weight;
+	int lo = 0, hi = nsets - 1;
+
+	while (lo < hi) {
+		int mid = (lo + hi + 1) / 2;
+
+		if (sets[mid].bag_base <= bag)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return &sets[lo];
+}
+
+/* The factor of position p on the gradient of its bag, row lb of set s:
+ * its weight, over the bag's length for MEAN. */
+SHEMB_HD static inline float shemb__position_coef(
+	const struct shemb__bwd_set *s, int32_t p, int64_t lb)
+{
+	float w = s->weights ? s->weights[p - s->pos_base] : 1.0f;
+
+	if (s->pooling == SHEMB_POOL_MEAN)
+		return w / (float)(s->offsets[lb + 1] - s->offsets[lb]);
+	return w;
 }
 
 /* L2 decay adds to the gradient; decoupled decay shrinks the row. */
