@@ -204,12 +204,24 @@ int shemb__budget_take(uint64_t budget, atomic_uint_fast64_t *used,
 	return 0;
 }
 
-int shemb__ctx_reserve(shemb_ctx *ctx, uint64_t bytes)
+int shemb__budget_claim(shemb_ctx *ctx, const char *table, const char *what,
+			uint64_t bytes, bool device)
 {
-	return shemb__budget_take(ctx->host_budget, &ctx->host_used, bytes);
+	const char *kind = device ? "device" : "host";
+	uint64_t budget = device ? ctx->device_budget : ctx->host_budget;
+	atomic_uint_fast64_t *used = device ? &ctx->device_used
+					    : &ctx->host_used;
+
+	if (!shemb__budget_take(budget, used, bytes))
+		return 0;
+	return shemb__fail(ctx, SHEMB_ENOMEM, "table '%s': %s needs %llu "
+			   "bytes of %s memory; %s budget %llu, in use %llu",
+			   table, what, (unsigned long long)bytes, kind, kind,
+			   (unsigned long long)budget,
+			   (unsigned long long)atomic_load(used));
 }
 
-void shemb__ctx_release(shemb_ctx *ctx, uint64_t bytes)
+void shemb__budget_release(shemb_ctx *ctx, uint64_t bytes, bool device)
 {
-	atomic_fetch_sub(&ctx->host_used, bytes);
+	atomic_fetch_sub(device ? &ctx->device_used : &ctx->host_used, bytes);
 }

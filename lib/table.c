@@ -146,72 +146,39 @@ static void init_rows_lock(pthread_rwlock_t *lock)
 }
 
 
-/* A table of a GPU context without a device tier: every row of this
- * rank's part in device memory, counted in the device budget. */
-static int device_store(shemb_table *t, const struct shemb__init_spec *spec)
-{
-	shemb_ctx *ctx = t->ctx;
-	int rc;
-
-	t->store.on_device = 1;
-	if (shemb__budget_take(ctx->device_budget, &ctx->device_used,
-			       t->store.bytes))
-		return shemb__fail(ctx, SHEMB_ENOMEM, "table '%s' needs %zu "
-				   "bytes of device memory; device budget "
-				   "%llu, in use %llu", t->name,
-				   t->store.bytes,
-				   (unsigned long long)ctx->device_budget,
-				   (unsigned long long)atomic_load(
-					   &ctx->device_used));
-	if (t->store.bytes == 0)
-		return 0;
-	rc = ctx->mem->store_alloc(ctx->be, &t->store);
-	if (rc) {
-		atomic_fetch_sub(&ctx->device_used, t->store.bytes);
-		return shemb__fail(ctx, rc, "table '%s': cannot allocate %zu "
-				   "bytes of device memory: %s", t->name,
-				   t->store.bytes, ctx->mem->describe(ctx->be));
-	}
-	rc = ctx->mem->init_rows(ctx->be, &t->store, spec);
-	if (rc)
-		return shemb__fail(ctx, rc, "table '%s': initialising rows "
-				   "failed", t->name);
-	return 0;
-}
-
+/* This rank's rows: in host memory, or (a GPU context's table without a
+ * device tier) in device memory, counted in the matching budget. */
 static int alloc_rows(shemb_table *t)
 {
 	shemb_ctx *ctx = t->ctx;
 	struct shemb__init_spec spec = init_spec(&t->attr, &t->shard);
+	bool dev;
 	int rc;
 
 	layout(&t->store, &t->attr, &t->shard);
 	if (t->attr.cold_path)
 		return shemb__tier_create(t, &spec); /* rows in the file */
-	if (ctx->device_rows && !t->attr.cache_rows)
-		return device_store(t, &spec);
-	if (t->attr.host_mem_bytes && t->store.bytes > t->attr.host_mem_bytes)
+	dev = ctx->device_rows && !t->attr.cache_rows;
+	t->store.on_device = dev;
+	if (!dev && t->attr.host_mem_bytes &&
+	    t->store.bytes > t->attr.host_mem_bytes)
 		return shemb__fail(ctx, SHEMB_ENOMEM,
 				   "table '%s' needs %zu bytes of host memory, "
 				   "over its host_mem_bytes %llu (a cold_path "
 				   "keeps its rows in a file)", t->name,
 				   t->store.bytes,
 				   (unsigned long long)t->attr.host_mem_bytes);
-	if (shemb__ctx_reserve(ctx, t->store.bytes))
-		return shemb__fail(ctx, SHEMB_ENOMEM,
-				   "table '%s' needs %zu bytes of host memory; "
-				   "budget %llu, in use %llu",
-				   t->name, t->store.bytes,
-				   (unsigned long long)ctx->host_budget,
-				   (unsigned long long)atomic_load(
-					   &ctx->host_used));
-	if (t->store.bytes == 0)
-		return 0; /* no rows on this rank */
+	rc = shemb__budget_claim(ctx, t->name, "its rows", t->store.bytes,
+				 dev);
+	if (rc || t->store.bytes == 0)
+		return rc; /* with no bytes: no rows on this rank */
 	rc = ctx->mem->store_alloc(ctx->be, &t->store);
 	if (rc) {
-		shemb__ctx_release(ctx, t->store.bytes);
+		shemb__budget_release(ctx, t->store.bytes, dev);
 		return shemb__fail(ctx, rc, "table '%s': cannot allocate %zu "
-				   "bytes", t->name, t->store.bytes);
+				   "bytes of %s memory: %s", t->name,
+				   t->store.bytes, dev ? "device" : "host",
+				   ctx->mem->describe(ctx->be));
 	}
 	rc = ctx->mem->init_rows(ctx->be, &t->store, &spec);
 	if (rc)
@@ -362,10 +329,8 @@ static void table_free(shemb_table *t)
 	shemb__tier_destroy(t);
 	if (t->store.base) {
 		ctx->mem->store_free(ctx->be, &t->store);
-		if (t->store.on_device)
-			atomic_fetch_sub(&ctx->device_used, t->store.bytes);
-		else
-			shemb__ctx_release(ctx, t->store.bytes);
+		shemb__budget_release(ctx, t->store.bytes,
+				      t->store.on_device);
 	}
 	if (t->accounted)
 		shemb__shard_account(ctx, &t->attr, &t->shard, false);

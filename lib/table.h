@@ -11,9 +11,12 @@
 int shemb__budget_take(uint64_t budget, atomic_uint_fast64_t *used,
 		       uint64_t bytes);
 
-/* Reserve / release bytes of the context's host budget; -1 when over. */
-int shemb__ctx_reserve(shemb_ctx *ctx, uint64_t bytes);
-void shemb__ctx_release(shemb_ctx *ctx, uint64_t bytes);
+/* Take bytes of the context's device or host budget for what of table;
+ * SHEMB_ENOMEM with the detail when that would go over.  And give them
+ * back. */
+int shemb__budget_claim(shemb_ctx *ctx, const char *table, const char *what,
+			uint64_t bytes, bool device);
+void shemb__budget_release(shemb_ctx *ctx, uint64_t bytes, bool device);
 
 /* Check table attributes; 0 or SHEMB_EINVAL with the detail recorded. */
 int shemb__table_attr_check(shemb_ctx *ctx, const struct shemb_table_attr *a);

@@ -35,29 +35,21 @@ static int reserve(shemb_table *t, struct shemb__tier *tr)
 {
 	shemb_ctx *ctx = t->ctx;
 	uint64_t dev = (uint64_t)tr->nslots * t->store.stride;
-	uint64_t host = (ctx->device_rows ? 0 : dev) + (tr->policy != SHEMB_CACHE_LRU
-				       ? (uint64_t)t->store.rows * 4
-				       : 0);
+	uint64_t counts = tr->policy != SHEMB_CACHE_LRU
+				  ? (uint64_t)t->store.rows * 4
+				  : 0;
+	uint64_t host = (ctx->device_rows ? 0 : dev) + counts;
+	int rc = shemb__budget_claim(ctx, t->name, "its device tier", dev,
+				     true);
 
-	if (shemb__budget_take(ctx->device_budget, &ctx->device_used, dev))
-		return shemb__fail(ctx, SHEMB_ENOMEM, "table '%s': its device "
-				   "tier needs %llu bytes; device budget %llu, "
-				   "in use %llu", t->name,
-				   (unsigned long long)dev,
-				   (unsigned long long)ctx->device_budget,
-				   (unsigned long long)atomic_load(
-					   &ctx->device_used));
+	if (rc)
+		return rc;
 	tr->reserved_device = dev;
-	if (shemb__ctx_reserve(ctx, host))
-		return shemb__fail(ctx, SHEMB_ENOMEM, "table '%s': its device "
-				   "tier needs %llu bytes of host memory; "
-				   "budget %llu, in use %llu", t->name,
-				   (unsigned long long)host,
-				   (unsigned long long)ctx->host_budget,
-				   (unsigned long long)atomic_load(
-					   &ctx->host_used));
-	tr->reserved_host = host;
-	return 0;
+	rc = shemb__budget_claim(ctx, t->name, "its device tier", host,
+				 false);
+	if (!rc)
+		tr->reserved_host = host;
+	return rc;
 }
 
 static int make_tier(shemb_table *t, struct shemb__tier *tr,
@@ -126,8 +118,8 @@ void shemb__tier_destroy(shemb_table *t)
 	shemb__cold_close(&tr->cold);
 	if (tr->dev.base)
 		ctx->mem->store_free(ctx->be, &tr->dev);
-	atomic_fetch_sub(&ctx->device_used, tr->reserved_device);
-	shemb__ctx_release(ctx, tr->reserved_host);
+	shemb__budget_release(ctx, tr->reserved_device, true);
+	shemb__budget_release(ctx, tr->reserved_host, false);
 	shemb__rowmap_free(&tr->index);
 	free(tr->slot);
 	shemb__ahead_free(&tr->ahead);
