@@ -213,8 +213,8 @@ START_TEST(blocking_calls_queue_behind)
 	ck_assert_int_eq(shemb_wait(bw), 0);
 	tu_snapshot_take(&mid, t);
 	ck_assert(!tu_snapshot_equal(&before, &mid));
-	ck_assert(memcmp(again, r.out[0], n * sizeof(float)) != 0 ||
-		  r.b[0].nids == 0);
+	ck_assert(r.b[0].nids > 0); /* else nothing could differ */
+	ck_assert(memcmp(again, r.out[0], n * sizeof(float)) != 0);
 	shemb_request_free(lk);
 	shemb_request_free(bw);
 	tu_snapshot_free(&before);
@@ -231,7 +231,7 @@ START_TEST(bad_input_fails_at_wait)
 	shemb_table *t;
 	struct run r;
 	shemb_request *req;
-	struct tu_snapshot before, after;
+	struct tu_snapshot before;
 	int64_t keep;
 
 	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
@@ -255,13 +255,11 @@ START_TEST(bad_input_fails_at_wait)
 			 0);
 	ck_assert_int_eq(shemb_wait(req), SHEMB_ESTATE);
 	shemb_request_free(req);
-	tu_snapshot_take(&after, t);
-	ck_assert(tu_snapshot_equal(&before, &after));
+	ck_assert(tu_unchanged_since(&before, t));
 	ck_assert_int_eq(shemb_lookup_start(ctx, 1, &r.set[1], &r.out[1], 0,
 					    NULL),
 			 SHEMB_EINVAL);
 	tu_snapshot_free(&before);
-	tu_snapshot_free(&after);
 	free_run(&r);
 	shemb_ctx_destroy(ctx);
 }

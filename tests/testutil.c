@@ -676,6 +676,17 @@ void tu_snapshot_free(struct tu_snapshot *s)
 	memset(s, 0, sizeof(*s));
 }
 
+bool tu_unchanged_since(const struct tu_snapshot *before, shemb_table *t)
+{
+	struct tu_snapshot now;
+	bool same;
+
+	tu_snapshot_take(&now, t);
+	same = tu_snapshot_equal(before, &now);
+	tu_snapshot_free(&now);
+	return same;
+}
+
 float *tu_read_all_f32(shemb_table *t)
 {
 	struct shemb_table_attr a;

@@ -158,6 +158,8 @@ bool tu_snapshot_equal(const struct tu_snapshot *a,
 bool tu_snapshot_row_equal(const struct tu_snapshot *a,
 			   const struct tu_snapshot *b, int64_t r);
 void tu_snapshot_free(struct tu_snapshot *s);
+/* Whether t still holds what before holds (before is kept). */
+bool tu_unchanged_since(const struct tu_snapshot *before, shemb_table *t);
 /* Read all rows of t as fp32 into a new buffer. */
 float *tu_read_all_f32(shemb_table *t);
 
