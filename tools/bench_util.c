@@ -524,10 +524,19 @@ void bench_busy_us(int us)
 int bench_parse_opts(int argc, char **argv, const struct option *lo,
 		     bench_apply_fn apply, void *opts, void (*help)(void))
 {
-	int c, idx = 0;
+	char shorts[64] = "h";
+	int c, k = 1;
 
+	/* a long option whose value is a letter is also -letter */
+	for (const struct option *o = lo; o->name && k < 60; o++)
+		if (o->val > ' ' && o->val < 127 && o->val != 'h') {
+			shorts[k++] = (char)o->val;
+			if (o->has_arg == required_argument)
+				shorts[k++] = ':';
+		}
+	shorts[k] = '\0';
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, &idx)) != -1) {
+	while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
 		if (c == 'h') {
 			help();
 			exit(0);
@@ -537,8 +546,13 @@ int bench_parse_opts(int argc, char **argv, const struct option *lo,
 			return -1;
 		}
 		if (apply(opts, c, optarg)) {
+			const char *name = "?";
+
+			for (const struct option *o = lo; o->name; o++)
+				if (o->val == c)
+					name = o->name;
 			fprintf(stderr, "shemb-bench: bad value '%s' for "
-				"--%s\n", optarg, lo[idx].name);
+				"--%s\n", optarg, name);
 			return -1;
 		}
 	}

@@ -42,6 +42,9 @@ static const char usage_text[] =
 "  gpu       pooled lookups on a CUDA device (bags and output in device\n"
 "            memory) against a device-to-device copy of the same bytes\n"
 "            and PyTorch's embedding_bag (options below)\n"
+"  sched     ranks on this host: a small alltoallv behind a 64 MiB\n"
+"            allreduce against alone, and training steps started without\n"
+"            waiting against blocking ones (options below)\n"
 "\n"
 "Options of lookup and backward:\n"
 "  --rows N            rows of the table (default 4194304)\n"
@@ -79,6 +82,8 @@ static void usage(FILE *f)
 	fputs(bench_cache_usage, f);
 	fputc('\n', f);
 	fputs(bench_gpu_usage, f);
+	fputc('\n', f);
+	fputs(bench_sched_usage, f);
 }
 
 /* ---- options ---- */
@@ -436,6 +441,12 @@ int main(int argc, char **argv)
 		argv[1] = (char *)"shemb-bench";
 		return bench_gpu(argc - 1, argv + 1);
 	}
+	if (!strcmp(mode, "sched") || !strcmp(mode, "sched-rank")) {
+		argv[1] = (char *)"shemb-bench";
+		if (!strcmp(mode, "sched"))
+			return bench_sched(argc - 1, argv + 1);
+		return bench_sched_rank(argc - 1, argv + 1);
+	}
 	if (!strcmp(mode, "train") || !strcmp(mode, "train-rank")) {
 		argv[1] = (char *)"shemb-bench";
 		if (!strcmp(mode, "train"))
@@ -464,6 +475,6 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "backward"))
 		return bench_backward(&o) ? 1 : 0;
 	fprintf(stderr, "shemb-bench: unknown mode '%s' (lookup, "
-		"backward, comm, train, cache or gpu; see --help)\n", mode);
+		"backward, comm, train, cache, gpu or sched; see --help)\n", mode);
 	return 2;
 }

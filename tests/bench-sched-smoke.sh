@@ -1,0 +1,24 @@
+#!/bin/sh
+# bench-sched-smoke.sh - shemb-bench sched with 2 ranks over shm and few
+# steps: it runs and ends with its two result lines, each a number.  No
+# timing is judged here (the hidden fraction is negative when the
+# started steps came out slower, as noise can make them).
+set -u
+. "$top_srcdir/tests/smoke.sh"
+
+set -- sched -n 2 --steps 3 --reps 2 --compute-us 100
+echo "+ shemb-bench $*"
+timeout 120 "$bench" "$@" > "$tmp/out" 2> "$tmp/err" ||
+	fail "shemb-bench sched exited $?"
+tail -n 2 "$tmp/out" | awk '
+	{ names = names " " $2 }
+	NF != 3 || $1 != "result" || $3 !~ /^-?[0-9]+(\.[0-9]+)?$/ { bad = 1 }
+	END {
+		exit bad || names != " priority_latency_vs_alone" \
+				     " comm_hidden_fraction"
+	}' || fail "the output does not end with the two result lines"
+cat "$tmp/out" | sed 's/^/  /'
+if "$bench" sched -n 0 > /dev/null 2>&1; then
+	fail "-n 0 was accepted"
+fi
+exit 0

@@ -1,0 +1,381 @@
+/*
+ * bench_sched.c - shemb-bench sched: how communication and computation
+ * overlap across ranks on this host, in one run.
+ *
+ * (1) The latency of a small alltoallv started while a 64 MiB allreduce
+ *     is in flight, against the same alltoallv alone.
+ * (2) A training loop whose dense computation is a busy loop on the
+ *     application thread: steps made with the blocking calls (compute and
+ *     communication one after the other) against steps whose backward and
+ *     next lookup are started without waiting and overlap the computation;
+ *     the fraction of the embedding steps' time hidden, (blocking -
+ *     started) / embedding steps alone.
+ *
+ * Every figure is the slowest rank's median.  The launcher starts the
+ * ranks with shemb-run and prints what rank 0 reports.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "tools/bench.h"
+#include "tools/bench_comm.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char bench_sched_usage[] =
+"Options of sched (ranks on this host, started with shemb-run):\n"
+"  -n, --ranks N       ranks (default 4)\n"
+"  --provider P        libfabric provider (default shm)\n"
+"  --compute-us N      dense computation per step, microseconds (default\n"
+"                      4000)\n"
+"  --steps N           timed training steps per mode (default 30)\n"
+"  --reps N            repetitions of the latency measurement (default 20)\n"
+"  --shemb-run PATH    the launcher (default: next to this program)\n";
+
+struct sched_opts {
+	int ranks, compute_us, steps, reps;
+	const char *provider, *shemb_run;
+};
+
+enum { SO_PROVIDER = 1, SO_COMPUTE, SO_STEPS, SO_REPS, SO_RUN };
+
+static const struct option sched_long[] = {
+	{ "ranks", required_argument, NULL, 'n' },
+	{ "provider", required_argument, NULL, SO_PROVIDER },
+	{ "compute-us", required_argument, NULL, SO_COMPUTE },
+	{ "steps", required_argument, NULL, SO_STEPS },
+	{ "reps", required_argument, NULL, SO_REPS },
+	{ "shemb-run", required_argument, NULL, SO_RUN },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+static int sched_apply(void *p, int c, const char *arg)
+{
+	struct sched_opts *o = p;
+
+	switch (c) {
+	case 'n':
+		return comm_parse_int(arg, 1, 64, &o->ranks);
+	case SO_PROVIDER:
+		o->provider = arg;
+		return 0;
+	case SO_COMPUTE:
+		return comm_parse_int(arg, 0, 10000000, &o->compute_us);
+	case SO_STEPS:
+		return comm_parse_int(arg, 2, 100000, &o->steps);
+	case SO_REPS:
+		return comm_parse_int(arg, 1, 10000, &o->reps);
+	case SO_RUN:
+		o->shemb_run = arg;
+		return 0;
+	}
+	return -1;
+}
+
+static void sched_help(void)
+{
+	fputs("Usage: shemb-bench sched [options]\n\n", stdout);
+	fputs(bench_sched_usage, stdout);
+}
+
+static void defaults(struct sched_opts *o)
+{
+	*o = (struct sched_opts){ .ranks = 4, .compute_us = 4000,
+				  .steps = 30, .reps = 20,
+				  .provider = "shm" };
+}
+
+/* ---- one rank ---- */
+
+#define BIG_FLOATS ((size_t)16 << 20)  /* 64 MiB of f32 */
+#define SMALL_BYTES 4096               /* per peer */
+#define ROWS 1000000
+#define DIM 64
+#define BAGS 2048
+#define POOLING 16
+#define BATCHES 4
+
+static shemb_ctx *ctx;
+static int rank, world;
+
+static void die(const char *what, int rc)
+{
+	fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what,
+		shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	exit(1);
+}
+
+#define MUST(call)                                                            \
+	do {                                                                  \
+		int rc_ = (call);                                             \
+		if (rc_)                                                      \
+			die(#call, rc_);                                      \
+	} while (0)
+
+/* The slowest rank's value. */
+static double slowest(double v)
+{
+	double m;
+
+	MUST(shemb_allreduce(ctx, &v, &m, 1, SHEMB_F64, SHEMB_REDUCE_MAX,
+			     NULL));
+	return m;
+}
+
+struct small {
+	char *sb, *rb;
+	size_t *counts, *displs;
+};
+
+static void small_make(struct small *s)
+{
+	s->sb = calloc((size_t)world, SMALL_BYTES);
+	s->rb = calloc((size_t)world, SMALL_BYTES);
+	s->counts = calloc((size_t)world, sizeof(size_t));
+	s->displs = calloc((size_t)world, sizeof(size_t));
+	if (!s->sb || !s->rb || !s->counts || !s->displs)
+		die("memory", SHEMB_ENOMEM);
+	for (int r = 0; r < world; r++) {
+		s->counts[r] = SMALL_BYTES;
+		s->displs[r] = (size_t)r * SMALL_BYTES;
+	}
+}
+
+static double small_once(struct small *s)
+{
+	double t0;
+
+	MUST(shemb_barrier(ctx, NULL));
+	t0 = bench_now();
+	MUST(shemb_alltoallv(ctx, s->sb, s->counts, s->displs, s->rb,
+			     s->counts, s->displs, NULL));
+	return bench_now() - t0;
+}
+
+/* (1): medians of the small alltoallv alone and behind the allreduce. */
+static void latency(int reps, double *alone, double *loaded)
+{
+	float *big = calloc(BIG_FLOATS, sizeof(float));
+	float *sum = calloc(BIG_FLOATS, sizeof(float));
+	double *ta = calloc((size_t)reps, sizeof(double));
+	double *tl = calloc((size_t)reps, sizeof(double));
+	struct small s;
+
+	if (!big || !sum || !ta || !tl)
+		die("memory", SHEMB_ENOMEM);
+	small_make(&s);
+	small_once(&s); /* warm-up: connections */
+	for (int r = 0; r < reps; r++) {
+		shemb_request *req;
+
+		ta[r] = small_once(&s);
+		MUST(shemb_allreduce(ctx, big, sum, BIG_FLOATS, SHEMB_F32,
+				     SHEMB_REDUCE_SUM, &req));
+		tl[r] = small_once(&s);
+		MUST(shemb_wait(req));
+		shemb_request_free(req);
+	}
+	*alone = slowest(bench_stat_of(ta, reps).median);
+	*loaded = slowest(bench_stat_of(tl, reps).median);
+	free(big);
+	free(sum);
+	free(ta);
+	free(tl);
+	free(s.sb);
+	free(s.rb);
+	free(s.counts);
+	free(s.displs);
+}
+
+struct batch {
+	int64_t offsets[BAGS + 1];
+	int64_t *ids;
+	float *out, *grad;
+	struct shemb_bags b;
+};
+
+static void make_batches(shemb_table *t, struct batch *b)
+{
+	struct bench_rng r;
+
+	bench_rng_seed(&r, 7, (uint64_t)rank);
+	for (int k = 0; k < BATCHES; k++) {
+		b[k].ids = malloc(BAGS * POOLING * sizeof(int64_t));
+		b[k].out = malloc(BAGS * DIM * sizeof(float));
+		b[k].grad = malloc(BAGS * DIM * sizeof(float));
+		if (!b[k].ids || !b[k].out || !b[k].grad)
+			die("memory", SHEMB_ENOMEM);
+		for (int i = 0; i <= BAGS; i++)
+			b[k].offsets[i] = (int64_t)i * POOLING;
+		for (int i = 0; i < BAGS * POOLING; i++)
+			b[k].ids[i] = (int64_t)bench_rng_below(&r, ROWS);
+		for (int i = 0; i < BAGS * DIM; i++)
+			b[k].grad[i] = 1e-3f * (float)(bench_rng_below(&r, 2001)
+						       - 1000) / 1000.0f;
+		shemb_bags_init(&b[k].b);
+		b[k].b.table = t;
+		b[k].b.nbags = BAGS;
+		b[k].b.offsets = b[k].offsets;
+		b[k].b.nids = BAGS * POOLING;
+		b[k].b.ids = b[k].ids;
+	}
+}
+
+static const float *const *grads(struct batch *b)
+{
+	return (const float *const *)&b->grad;
+}
+
+/* Median step times: communication alone, serial, overlapped. */
+static void steps(int n, int compute_us, struct batch *b, double *comm,
+		  double *serial, double *overlap)
+{
+	double *t = calloc((size_t)n, sizeof(double));
+	int half = compute_us / 2;
+
+	if (!t)
+		die("memory", SHEMB_ENOMEM);
+	for (int mode = 0; mode < 3; mode++) {
+		int c = mode == 0 ? 0 : half;
+
+		MUST(shemb_lookup(ctx, 1, &b[0].b, &b[0].out, 0));
+		MUST(shemb_barrier(ctx, NULL));
+		for (int s = 0; s < n; s++) {
+			struct batch *x = &b[s % BATCHES];
+			struct batch *y = &b[(s + 1) % BATCHES];
+			shemb_request *bw, *lk;
+			double t0 = bench_now();
+
+			bench_busy_us(c); /* forward of the dense part */
+			if (mode < 2) {
+				MUST(shemb_backward(ctx, 1, &x->b, grads(x)));
+				MUST(shemb_lookup(ctx, 1, &y->b, &y->out, 0));
+				bench_busy_us(c); /* its backward */
+			} else {
+				MUST(shemb_backward_start(ctx, 1, &x->b,
+							  grads(x), &bw));
+				MUST(shemb_lookup_start(ctx, 1, &y->b, &y->out,
+							0, &lk));
+				bench_busy_us(c); /* meanwhile */
+				MUST(shemb_wait(bw));
+				MUST(shemb_wait(lk));
+				shemb_request_free(bw);
+				shemb_request_free(lk);
+			}
+			t[s] = bench_now() - t0;
+		}
+		/* the last lookup's plan is used up before the next mode */
+		MUST(shemb_backward(ctx, 1, &b[n % BATCHES].b,
+				    grads(&b[n % BATCHES])));
+		*(mode == 0 ? comm : mode == 1 ? serial : overlap) =
+			slowest(bench_stat_of(t, n).median);
+	}
+	free(t);
+}
+
+int bench_sched_rank(int argc, char **argv)
+{
+	struct sched_opts o;
+	struct shemb_ctx_attr ca;
+	struct shemb_table_attr ta;
+	struct batch b[BATCHES];
+	shemb_table *t;
+	double alone, loaded, comm, serial, overlap, hidden;
+
+	defaults(&o);
+	if (bench_parse_opts(argc, argv, sched_long, sched_apply, &o,
+			     sched_help))
+		return 2;
+	shemb_ctx_attr_init(&ca);
+	ca.nthreads = 1;
+	MUST(shemb_ctx_create(&ca, &ctx));
+	shemb_ctx_get_attr(ctx, &ca);
+	rank = ca.rank;
+	world = ca.world_size;
+	latency(o.reps, &alone, &loaded);
+	shemb_table_attr_init(&ta);
+	ta.name = "sched";
+	ta.rows = ROWS;
+	ta.dim = DIM;
+	MUST(shemb_table_create(ctx, &ta, &t));
+	make_batches(t, b);
+	steps(o.steps, o.compute_us, b, &comm, &serial, &overlap);
+	hidden = comm > 0 ? (serial - overlap) / comm : 0;
+	if (rank == 0) {
+		printf("ranks %d, provider %s, 1 thread each\n", world,
+		       ca.provider);
+		printf("(1) alltoallv of %d B per peer: alone %.1f us, while a "
+		       "64 MiB allreduce is in flight %.1f us (%.2fx)\n",
+		       SMALL_BYTES, alone * 1e6, loaded * 1e6, loaded / alone);
+		printf("(2) step of %d bags x %d ids, %d x %d table, dense "
+		       "compute %d us:\n", BAGS, POOLING, ROWS, DIM,
+		       o.compute_us);
+		printf("    embedding steps alone %.2f ms; with the compute, "
+		       "blocking %.2f ms, started\n    without waiting "
+		       "%.2f ms\n", comm * 1e3, serial * 1e3, overlap * 1e3);
+		printf("result priority_latency_vs_alone %.3f\n",
+		       loaded / alone);
+		printf("result comm_hidden_fraction %.3f\n", hidden);
+	}
+	for (int k = 0; k < BATCHES; k++) {
+		free(b[k].ids);
+		free(b[k].out);
+		free(b[k].grad);
+	}
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	return 0;
+}
+
+/* ---- the launcher ---- */
+
+int bench_sched(int argc, char **argv)
+{
+	struct sched_opts o;
+	char num[16], us[16], st[16], reps[16];
+	struct comm_buf out = { 0 }, err = { 0 };
+	char *save = NULL;
+	int rc;
+
+	defaults(&o);
+	if (bench_parse_opts(argc, argv, sched_long, sched_apply, &o,
+			     sched_help))
+		return 2;
+	if (!o.shemb_run)
+		o.shemb_run = comm_find_sibling("shemb-run");
+	if (!o.shemb_run) {
+		fprintf(stderr, "shemb-bench sched: shemb-run not found\n");
+		return 2;
+	}
+	snprintf(num, sizeof(num), "%d", o.ranks);
+	snprintf(us, sizeof(us), "%d", o.compute_us);
+	snprintf(st, sizeof(st), "%d", o.steps);
+	snprintf(reps, sizeof(reps), "%d", o.reps);
+	{
+		char *argv2[] = { (char *)o.shemb_run, (char *)"-n", num,
+				  (char *)"--provider", (char *)o.provider,
+				  (char *)"--timeout", (char *)"600",
+				  (char *)comm_self_exe(),
+				  (char *)"sched-rank", (char *)"--compute-us",
+				  us, (char *)"--steps", st, (char *)"--reps",
+				  reps, NULL };
+
+		comm_adopt_orphans();
+		printf("shemb-bench sched: libshemb %s\n",
+		       shemb_version_string());
+		fflush(stdout);
+		rc = comm_run(argv2, 620, &out, &err);
+	}
+	for (char *l = out.p ? strtok_r(out.p, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save))
+		if (!strncmp(l, "[0] ", 4))
+			puts(l + 4);
+	if (rc)
+		fprintf(stderr, "shemb-bench sched: exit %d\n%s", rc,
+			err.p ? err.p : "");
+	comm_buf_free(&out);
+	comm_buf_free(&err);
+	return rc ? 1 : 0;
+}
