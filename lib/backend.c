@@ -169,9 +169,15 @@ int shemb__backend_open_dev_comm(shemb_ctx *ctx)
 	char why[256] = "";
 	int rc;
 
-	if (!plugin || ctx->mem != plugin->ops || !plugin->nccl_open ||
-	    (env && !strcmp(env, "0")))
-		return 0; /* device buffers go through host memory */
+	if (!plugin || ctx->mem != plugin->ops)
+		return 0; /* no device buffers */
+	if (!plugin->nccl_open || (env && !strcmp(env, "0"))) {
+		shemb__log(ctx, SHEMB_LOG_INFO, "no NCCL (%s): collectives on "
+			   "device buffers go through host memory",
+			   plugin->nccl_open ? "SHEMB_NCCL=0"
+					     : "the GPU module has none");
+		return 0;
+	}
 	if (plugin->device_uuid(ctx->be, h.uuid))
 		memset(h.uuid, 0, sizeof(h.uuid));
 	if (ctx->attr.rank == 0)
@@ -191,6 +197,8 @@ int shemb__backend_open_dev_comm(shemb_ctx *ctx)
 	if (rc)
 		return shemb__fail(NULL, rc, "NCCL communicator: %s", why);
 	ctx->dev_comm_ops = plugin->nccl_ops;
+	shemb__log(ctx, SHEMB_LOG_INFO, "collectives on device buffers: %s",
+		   ctx->dev_comm_ops->describe(ctx->dev_comm));
 	return 0;
 }
 #else

@@ -7,6 +7,8 @@
  * and a send buffer in device memory with a receive buffer in host
  * memory is refused.  Skips (77) without a usable GPU.
  */
+#include "config.h"
+
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +104,17 @@ static void reductions(shemb_ctx *ctx, const char *how)
 	cudaFree(dout);
 }
 
+/* What the context said about its transport for device buffers. */
+static char transport[256];
+
+static void note_transport(void *arg, int level, const char *msg)
+{
+	(void)arg;
+	(void)level;
+	if (strstr(msg, "device buffers"))
+		snprintf(transport, sizeof(transport), "%s", msg);
+}
+
 int main(void)
 {
 	static const char *const how[] = { "nccl", "staged" };
@@ -115,6 +128,9 @@ int main(void)
 			setenv("SHEMB_NCCL", "0", 1);
 		shemb_ctx_attr_init(&a);
 		a.device = SHEMB_DEVICE_CUDA;
+		a.log_level = SHEMB_LOG_INFO;
+		a.log_fn = note_transport;
+		transport[0] = '\0';
 		rc = shemb_ctx_create(&a, &ctx);
 		if (rc == SHEMB_ENODEV)
 			return no_context();
@@ -123,6 +139,12 @@ int main(void)
 			       shemb_ctx_last_error(NULL));
 			return 1;
 		}
+		printf("%s: %s\n", how[k], transport);
+#ifdef HAVE_NCCL
+		/* one rank on its own device: NCCL opens unless told not */
+		CHECK(strstr(transport, k == 0 ? "nccl" : "host memory"),
+		      "%s: the context said '%s'", how[k], transport);
+#endif
 		moves(ctx, how[k]);
 		reductions(ctx, how[k]);
 		shemb_ctx_destroy(ctx);
