@@ -51,11 +51,23 @@ static struct xfer *add_xfer(struct op *op, int r, bool send, int peer,
 	return x;
 }
 
+/* The chunk size of op: an allreduce's chunks hold whole elements, since
+ * each is reduced as it lands. */
+static size_t chunk_of(const struct op *op)
+{
+	size_t chunk = op->f->chunk, e;
+
+	if (op->kind != SHEMB__ALLREDUCE)
+		return chunk;
+	e = shemb__reduce_elem_size(op->c.dtype);
+	return chunk < e ? e : chunk - chunk % e;
+}
+
 /* len bytes at buf, cut in chunks, to or from peer. */
 static int add_chunks(struct op *op, int r, bool send, int peer, void *buf,
 		      size_t len)
 {
-	size_t chunk = op->f->chunk;
+	size_t chunk = chunk_of(op);
 
 	if (len / chunk >= MAX_CHUNKS) {
 		snprintf(op->why, sizeof(op->why), "%zu bytes to or from rank "
@@ -300,17 +312,20 @@ static int mod(int a, int n)
 	return ((a % n) + n) % n;
 }
 
-/* After reduce-scatter round s: the received segment plus this rank's
- * own share of it (still as sent: each segment is reduced once per rank),
- * into the result. */
-static int ring_add(struct op *op, int s)
+/* A chunk of reduce-scatter round s landed in the scratch buffer: it
+ * plus this rank's own share of it (still as sent: each segment is
+ * reduced once per rank), into the result. */
+static int ring_add_chunk(struct op *op, const struct xfer *x)
 {
-	size_t start, len, off;
+	size_t start, len, e = elem(op);
+	size_t off = (size_t)((const char *)x->buf - (const char *)op->scratch);
+	size_t at;
 
-	ring_segment(op, mod(op->f->rank - s - 1, op->f->world), &start, &len);
-	off = start * elem(op);
-	shemb__reduce3(op->c.dtype, op->c.op, (char *)op->c.recvbuf + off,
-		       (const char *)op->c.sendbuf + off, op->scratch, len);
+	ring_segment(op, mod(op->f->rank - op->cur - 1, op->f->world), &start,
+		     &len);
+	at = start * e + off;
+	shemb__reduce3(op->c.dtype, op->c.op, (char *)op->c.recvbuf + at,
+		       (const char *)op->c.sendbuf + at, x->buf, x->len / e);
 	return 0;
 }
 
@@ -344,7 +359,7 @@ static int ring_round(struct op *op, int r, int left_hdr)
 	if (!rc)
 		rc = add_chunks(op, r, true, right, from + ss * e, sl * e);
 	if (scatter)
-		op->rounds[r].after = ring_add;
+		op->rounds[r].on_chunk = ring_add_chunk;
 	return rc;
 }
 

@@ -23,8 +23,9 @@
 #include "fabric/engine.h"
 #include "lib/thread.h"
 
-/* More sends in flight did not help shm here; receives are cheap to post
- * early, so that messages land in place rather than being buffered. */
+/* Headers in flight (data chunks have their own bound, max_chunks);
+ * receives are cheap to post early, so that messages land in place rather
+ * than being buffered. */
 #define MAX_SENDS 32
 #define MAX_RECVS 1024
 #define CHECK_EVERY_NS 1000000ull
@@ -112,6 +113,7 @@ static void finish(struct fab *f, struct op *op, int status)
 	op->status = status;
 	op->done = true;
 	f->active--;
+	f->finished++;
 	pthread_cond_broadcast(&f->cond);
 	maybe_free(f, op);
 }
@@ -161,17 +163,27 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 
 /* ---- the queues of transfers to post ---- */
 
+/* x goes after every queued transfer of its op's priority or above. */
 static void enqueue(struct fab *f, struct xfer *x)
 {
 	struct xfer **head = x->send ? &f->sq_head : &f->rq_head;
 	struct xfer **tail = x->send ? &f->sq_tail : &f->rq_tail;
+	struct xfer **at = head, *prev = NULL;
+	int prio = x->op->prio;
 
-	x->next = NULL;
-	if (*tail)
-		(*tail)->next = x;
-	else
-		*head = x;
-	*tail = x;
+	if (*tail && (*tail)->op->prio >= prio) { /* the usual case */
+		prev = *tail;
+		at = &prev->next;
+	} else {
+		while (*at && (*at)->op->prio >= prio) {
+			prev = *at;
+			at = &prev->next;
+		}
+	}
+	x->next = *at;
+	*at = x;
+	if (*tail == prev)
+		*tail = x;
 }
 
 static void advance(struct fab *f, struct op *op);
@@ -230,17 +242,28 @@ static ssize_t post_one(struct fab *f, struct xfer *x)
 	return rc;
 }
 
+/* A send of data (not a header): those are the ones max_chunks bounds. */
+static bool is_chunk(const struct xfer *x)
+{
+	return x->send && !x->is_hdr;
+}
+
 /* Post from one queue while the provider and our caps allow. */
 static void post_queue(struct fab *f, bool send)
 {
 	struct xfer **head = send ? &f->sq_head : &f->rq_head;
 	struct xfer **tail = send ? &f->sq_tail : &f->rq_tail;
 	int *posted = send ? &f->sends_posted : &f->recvs_posted;
-	int cap = send ? MAX_SENDS : MAX_RECVS;
+	int cap = send ? MAX_SENDS + f->max_chunks : MAX_RECVS;
 
 	while (*head && *posted < cap) {
 		struct xfer *x = *head;
-		ssize_t rc = post_one(f, x);
+		bool chunk = is_chunk(x);
+		ssize_t rc;
+
+		if (chunk && f->chunks_posted >= f->max_chunks)
+			return; /* what comes next waits behind it */
+		rc = post_one(f, x);
 
 		if (rc == -FI_EAGAIN)
 			return;
@@ -259,6 +282,7 @@ static void post_queue(struct fab *f, bool send)
 		x->posted = true;
 		x->op->posted++;
 		(*posted)++;
+		f->chunks_posted += chunk;
 	}
 }
 
@@ -473,6 +497,19 @@ static bool peer_gone(int err)
 	}
 }
 
+/* The round's work on a data chunk just received; false if it failed
+ * the op. */
+static bool on_chunk(struct fab *f, struct op *op, const struct xfer *x)
+{
+	struct round *rd = &op->rounds[op->cur];
+	int rc = rd->on_chunk ? rd->on_chunk(op, x) : 0;
+
+	if (rc)
+		shemb__fab_fail_op(f, op, rc, "local step on a chunk of round "
+				   "%d failed", op->cur);
+	return rc == 0;
+}
+
 static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 {
 	struct op *op = x->op;
@@ -480,6 +517,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	x->posted = false;
 	op->posted--;
 	(*(x->send ? &f->sends_posted : &f->recvs_posted))--;
+	f->chunks_posted -= is_chunk(x);
 	shemb__ep_undesc(f, x);
 	if (op->done) {
 		maybe_free(f, op);
@@ -514,6 +552,8 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		return;
 	}
 	op->last_ns = shemb__fab_now_ns();
+	if (!x->send && !x->is_hdr && !on_chunk(f, op, x))
+		return;
 	if (--op->pending == 0)
 		advance(f, op);
 }
@@ -600,13 +640,15 @@ static void check_timeouts(struct fab *f, uint64_t now)
 
 int shemb__fab_progress(struct fab *f)
 {
-	uint64_t now;
+	uint64_t now, finished = f->finished;
 	int n = 0, got;
 
 	flush_ctrl_backlog(f);
 	post_queue(f, false);
 	post_queue(f, true);
-	while ((got = read_cq(f)) > 0 && n < 4096)
+	/* until an op finishes: its waiter, or a caller that would start
+	 * the next collective, must not wait for the busy ones */
+	while (f->finished == finished && (got = read_cq(f)) > 0 && n < 4096)
 		n += got;
 	post_queue(f, false);
 	post_queue(f, true);
@@ -620,6 +662,23 @@ int shemb__fab_progress(struct fab *f)
 }
 
 /* ---- the progress thread ---- */
+
+void shemb__fab_lock(struct fab *f)
+{
+	atomic_fetch_add_explicit(&f->callers, 1, memory_order_relaxed);
+	pthread_mutex_lock(&f->lock);
+	atomic_fetch_sub_explicit(&f->callers, 1, memory_order_relaxed);
+}
+
+/* Hand the lock to the callers waiting for it, then take it back.  A
+ * mutex is not fair: unlocking and locking again would mostly keep it. */
+static void let_callers_in(struct fab *f)
+{
+	pthread_mutex_unlock(&f->lock);
+	while (atomic_load_explicit(&f->callers, memory_order_relaxed) > 0)
+		sched_yield();
+	pthread_mutex_lock(&f->lock);
+}
 
 static void idle_wait(struct fab *f)
 {
@@ -649,10 +708,11 @@ static void *progress_main(void *arg)
 			continue;
 		}
 		n = shemb__fab_progress(f);
-		if (f->active == 0) {
+		if (atomic_load_explicit(&f->callers, memory_order_relaxed)) {
+			let_callers_in(f);
+		} else if (f->active == 0) {
 			idle_wait(f); /* liveness is still checked each ms */
 		} else if (n == 0) {
-			/* let callers in to start and wait for ops */
 			pthread_mutex_unlock(&f->lock);
 			sched_yield();
 			pthread_mutex_lock(&f->lock);

@@ -9,6 +9,11 @@
  * them on a mismatched header, a peer that left, or a timeout.  All of it
  * runs under one lock, from a progress thread or from the callers' waits.
  *
+ * The queues are ordered by the ops' priority (ties: first come, first
+ * served), and at most max_chunks data sends are in flight: a collective
+ * of a higher priority overtakes the chunks of bulk ones that wait, and
+ * waits for at most max_chunks of theirs.
+ *
  * Tags: [63:62] class, [61:32] op sequence number, [31:19] round,
  * [18:0] chunk.  Receives name their source, so ranks need no tag bits.
  *
@@ -21,6 +26,7 @@
 #define SHEMB_ENGINE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,6 +93,10 @@ struct xfer {
 struct round {
 	struct xfer *x;
 	int nx;
+	/* local work on each data chunk received, as it lands (so a long
+	 * reduction never holds up the transfers of other collectives);
+	 * 0 or a SHEMB_E* code */
+	int (*on_chunk)(struct op *op, const struct xfer *x);
 	/* local work once all transfers are done; 0 or a SHEMB_E* code */
 	int (*after)(struct op *op, int round);
 };
@@ -96,6 +106,7 @@ struct op {
 	struct op *next;             /* in the engine's list */
 	int kind;
 	uint32_t seq;
+	int prio;                    /* higher: its transfers go first */
 	int status;
 	bool done, released;
 	int cur, nrounds;
@@ -129,6 +140,7 @@ struct fab {
 	bool mr_local;               /* provider wants registered buffers */
 
 	size_t chunk;
+	int max_chunks;              /* data sends in flight, at most */
 	int timeout_ms;
 	int progress_mode;
 
@@ -141,13 +153,19 @@ struct fab {
 	bool have_thread, stop;
 	int waiters_progressing;     /* callers driving progress themselves:
 				      * the thread stands back meanwhile */
+	atomic_int callers;          /* callers waiting for the lock: the
+				      * thread lets them in (a collective
+				      * started meanwhile must not wait for
+				      * the busy ones to finish) */
 
 	uint32_t next_seq;
 	struct op *ops;
 	int active;                  /* ops not done */
+	uint64_t finished;           /* ops that finished, ever */
 	struct xfer *rq_head, *rq_tail; /* receives waiting to be posted */
 	struct xfer *sq_head, *sq_tail; /* sends waiting to be posted */
 	int sends_posted, recvs_posted;
+	int chunks_posted;           /* data sends among sends_posted */
 	uint64_t next_check_ns;      /* liveness and timeouts */
 	struct mr_slot *mrs;         /* registration cache (mr_local) */
 	uint64_t mr_key;             /* the last key asked for */
@@ -177,6 +195,8 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 			const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 int shemb__fab_progress(struct fab *f);
+/* The lock, for calls of the application (ahead of the progress thread). */
+void shemb__fab_lock(struct fab *f);
 int shemb__fab_start_thread(struct fab *f);
 void shemb__fab_stop_thread(struct fab *f);
 void shemb__fab_free_op(struct op *op);

@@ -17,6 +17,7 @@ struct shemb__fabric_cfg {
 	int progress;                 /* enum shemb_progress */
 	int timeout_ms;
 	size_t chunk_bytes;
+	int chunks_in_flight;         /* 0: by provider */
 	shemb_oob_allgather_fn oob_allgather;
 	void *oob_arg;
 };
@@ -28,8 +29,10 @@ extern const struct shemb_comm_ops shemb__fabric_ops;
 int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 		       char *err, size_t errlen);
 
-/* The provider in use ("shm", "tcp;ofi_rxm" ...) and the chunk size. */
+/* The provider in use ("shm", "tcp;ofi_rxm" ...), the chunk size and the
+ * data chunks in flight. */
 const char *shemb__fabric_provider(void *comm);
 size_t shemb__fabric_chunk(void *comm);
+int shemb__fabric_chunks_in_flight(void *comm);
 
 #endif

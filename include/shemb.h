@@ -169,6 +169,13 @@ struct shemb_ctx_attr {
 				  * stream of their own, after the work
 				  * queued here); NULL (default): a stream
 				  * of the context's own */
+	int chunks_in_flight;    /* data chunks a rank has handed to the
+				  * transport and not yet seen sent, over
+				  * all its collectives: more keep bulk
+				  * transfers streaming, fewer let a
+				  * collective of a higher priority
+				  * overtake sooner; 0 (default): 16 on
+				  * shm, 32 otherwise; at most 1024 */
 };
 
 /* Where a context's kernels run. */
@@ -553,6 +560,27 @@ SHEMB_API int shemb_table_flush(shemb_table *table);
  * mismatched calls are a program error).
  * ------------------------------------------------------------------------ */
 
+/*
+ * Priorities.  Of the transfers a rank has waiting, those of the
+ * collective with the highest priority go first (ties: in the order the
+ * collectives started), so an urgent exchange overtakes a bulk one that is
+ * under way once the chunks already handed to the transport are sent (at
+ * most chunks_in_flight of them).  Any int is a priority; give a
+ * collective the same one on every rank.  The default order is EmbRace's:
+ * the next forward's embedding traffic, then embedding gradients, then
+ * dense gradients, in reverse layer order (give layer l, counted from
+ * the input, SHEMB_PRIO_DENSE - l: the next forward needs layer 0 first).
+ * A barrier moves no data and goes before everything.
+ */
+enum shemb_priority {
+	SHEMB_PRIO_DENSE = 0,      /* shemb_alltoallv(), shemb_allgatherv(),
+				    * shemb_allreduce() */
+	SHEMB_PRIO_GRAD = 1000,    /* the exchanges of shemb_backward() */
+	SHEMB_PRIO_LOOKUP = 2000   /* the exchanges of shemb_lookup(), its
+				    * prefetches and announcements, and row
+				    * reads */
+};
+
 enum shemb_reduce {
 	SHEMB_REDUCE_SUM = 0,
 	SHEMB_REDUCE_MAX = 1
@@ -583,6 +611,23 @@ SHEMB_API int shemb_allgatherv(shemb_ctx *ctx, const void *sendbuf,
 SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
 			      void *recvbuf, size_t count, int dtype, int op,
 			      shemb_request **req);
+
+/* The three calls above with a priority of their own (enum
+ * shemb_priority); without it they have SHEMB_PRIO_DENSE. */
+SHEMB_API int shemb_alltoallv_prio(shemb_ctx *ctx, const void *sendbuf,
+				   const size_t *sendcounts,
+				   const size_t *sdispls, void *recvbuf,
+				   const size_t *recvcounts,
+				   const size_t *rdispls, int priority,
+				   shemb_request **req);
+SHEMB_API int shemb_allgatherv_prio(shemb_ctx *ctx, const void *sendbuf,
+				    size_t sendcount, void *recvbuf,
+				    const size_t *recvcounts,
+				    const size_t *rdispls, int priority,
+				    shemb_request **req);
+SHEMB_API int shemb_allreduce_prio(shemb_ctx *ctx, const void *sendbuf,
+				   void *recvbuf, size_t count, int dtype,
+				   int op, int priority, shemb_request **req);
 
 /* Returns on every rank once every rank has entered it. */
 SHEMB_API int shemb_barrier(shemb_ctx *ctx, shemb_request **req);

@@ -226,8 +226,10 @@ static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 static int apply_dist(struct shemb__step *st, const float *const *grad,
 		      int status)
 {
+	int was = shemb__traffic_prio(st->ctx, SHEMB_PRIO_GRAD);
 	int rc = shemb__dist_backward(st, grad, status);
 
+	shemb__traffic_prio(st->ctx, was);
 	for (int g = 0; !rc && g < st->ngroups; g++)
 		step_done(&st->groups[g]);
 	return rc;

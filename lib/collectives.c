@@ -5,6 +5,7 @@
  */
 #include "lib/internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -223,7 +224,17 @@ int shemb__request_finish(shemb_request *r)
 
 int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c)
 {
-	return launch_on(ctx, ctx->comm_ops, ctx->comm, c, NULL);
+	struct shemb__coll mine = *c;
+
+	mine.prio = atomic_load_explicit(&ctx->traffic_prio,
+					 memory_order_relaxed);
+	return launch_on(ctx, ctx->comm_ops, ctx->comm, &mine, NULL);
+}
+
+int shemb__traffic_prio(shemb_ctx *ctx, int prio)
+{
+	return atomic_exchange_explicit(&ctx->traffic_prio, prio,
+					memory_order_relaxed);
 }
 
 /* ---- device buffers ---- */
@@ -338,7 +349,7 @@ static int staged(shemb_ctx *ctx, const struct shemb__coll *c,
 	h.recvbuf = in_place ? st->data : st->data + sb;
 	rc = sb ? ctx->mem->transfer(ctx->be, st->data, c->sendbuf, sb) : 0;
 	if (!rc) {
-		rc = shemb__coll_run(ctx, &h);
+		rc = launch_on(ctx, ctx->comm_ops, ctx->comm, &h, NULL);
 		if (rc) {
 			/* the transport may still write into it */
 			pthread_mutex_lock(&ctx->lock);
@@ -491,12 +502,14 @@ static int check_ctx(shemb_ctx *ctx)
 	return rc ? shemb__fail(ctx, rc, "%s", why) : 0;
 }
 
-SHEMB_API int shemb_alltoallv(shemb_ctx *ctx, const void *sendbuf,
-			      const size_t *sendcounts, const size_t *sdispls,
-			      void *recvbuf, const size_t *recvcounts,
-			      const size_t *rdispls, shemb_request **req)
+SHEMB_API int shemb_alltoallv_prio(shemb_ctx *ctx, const void *sendbuf,
+				   const size_t *sendcounts,
+				   const size_t *sdispls, void *recvbuf,
+				   const size_t *recvcounts,
+				   const size_t *rdispls, int priority,
+				   shemb_request **req)
 {
-	struct shemb__coll c = { .kind = SHEMB__ALLTOALLV };
+	struct shemb__coll c = { .kind = SHEMB__ALLTOALLV, .prio = priority };
 	int rc = check_ctx(ctx), n;
 
 	if (rc)
@@ -520,12 +533,14 @@ SHEMB_API int shemb_alltoallv(shemb_ctx *ctx, const void *sendbuf,
 	return launch(ctx, &c, req);
 }
 
-SHEMB_API int shemb_allgatherv(shemb_ctx *ctx, const void *sendbuf,
-			       size_t sendcount, void *recvbuf,
-			       const size_t *recvcounts, const size_t *rdispls,
-			       shemb_request **req)
+SHEMB_API int shemb_allgatherv_prio(shemb_ctx *ctx, const void *sendbuf,
+				    size_t sendcount, void *recvbuf,
+				    const size_t *recvcounts,
+				    const size_t *rdispls, int priority,
+				    shemb_request **req)
 {
-	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV };
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV,
+				 .prio = priority };
 	const size_t zero = 0;
 	int rc = check_ctx(ctx);
 
@@ -549,11 +564,11 @@ SHEMB_API int shemb_allgatherv(shemb_ctx *ctx, const void *sendbuf,
 	return launch(ctx, &c, req);
 }
 
-SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
-			      void *recvbuf, size_t count, int dtype, int op,
-			      shemb_request **req)
+SHEMB_API int shemb_allreduce_prio(shemb_ctx *ctx, const void *sendbuf,
+				   void *recvbuf, size_t count, int dtype,
+				   int op, int priority, shemb_request **req)
 {
-	struct shemb__coll c = { .kind = SHEMB__ALLREDUCE };
+	struct shemb__coll c = { .kind = SHEMB__ALLREDUCE, .prio = priority };
 	size_t es = shemb__reduce_elem_size(dtype);
 	const size_t zero = 0;
 	size_t bytes;
@@ -581,9 +596,40 @@ SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
 	return launch(ctx, &c, req);
 }
 
+SHEMB_API int shemb_alltoallv(shemb_ctx *ctx, const void *sendbuf,
+			      const size_t *sendcounts, const size_t *sdispls,
+			      void *recvbuf, const size_t *recvcounts,
+			      const size_t *rdispls, shemb_request **req)
+{
+	return shemb_alltoallv_prio(ctx, sendbuf, sendcounts, sdispls, recvbuf,
+				    recvcounts, rdispls, SHEMB_PRIO_DENSE, req);
+}
+
+SHEMB_API int shemb_allgatherv(shemb_ctx *ctx, const void *sendbuf,
+			       size_t sendcount, void *recvbuf,
+			       const size_t *recvcounts, const size_t *rdispls,
+			       shemb_request **req)
+{
+	return shemb_allgatherv_prio(ctx, sendbuf, sendcount, recvbuf,
+				     recvcounts, rdispls, SHEMB_PRIO_DENSE,
+				     req);
+}
+
+SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
+			      void *recvbuf, size_t count, int dtype, int op,
+			      shemb_request **req)
+{
+	return shemb_allreduce_prio(ctx, sendbuf, recvbuf, count, dtype, op,
+				    SHEMB_PRIO_DENSE, req);
+}
+
+/* It moves no data: nothing is gained by letting it wait behind any. */
+#define BARRIER_PRIO INT_MAX
+
 SHEMB_API int shemb_barrier(shemb_ctx *ctx, shemb_request **req)
 {
-	struct shemb__coll c = { .kind = SHEMB__BARRIER };
+	struct shemb__coll c = { .kind = SHEMB__BARRIER,
+				 .prio = BARRIER_PRIO };
 	int rc = check_ctx(ctx);
 
 	return rc ? rc : launch(ctx, &c, req);

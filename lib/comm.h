@@ -37,6 +37,7 @@ struct shemb__coll {
 	size_t sendcount;                    /* allgatherv */
 	size_t count;                        /* allreduce: elements */
 	int dtype, op;                       /* allreduce */
+	int prio;                            /* enum shemb_priority */
 };
 
 struct shemb_comm_ops {

@@ -13,6 +13,7 @@
 #endif
 
 #define DEFAULT_TIMEOUT_MS 30000
+#define MAX_CHUNKS_IN_FLIGHT 1024
 
 extern const struct shemb_comm_ops shemb__self_comm_ops;
 
@@ -32,7 +33,13 @@ static int check_transport_attrs(struct shemb_ctx_attr *a)
 				   "negative", a->timeout_ms);
 	if (!a->timeout_ms)
 		a->timeout_ms = DEFAULT_TIMEOUT_MS;
-	return 0; /* chunk_bytes 0: the transport's default for its provider */
+	if (a->chunks_in_flight < 0 || a->chunks_in_flight > MAX_CHUNKS_IN_FLIGHT)
+		return shemb__fail(NULL, SHEMB_EINVAL, "chunks_in_flight %d is "
+				   "not in [0, %d]", a->chunks_in_flight,
+				   MAX_CHUNKS_IN_FLIGHT);
+	/* chunk_bytes and chunks_in_flight 0: the transport's defaults for
+	 * its provider */
+	return 0;
 }
 
 #ifdef HAVE_LIBFABRIC
@@ -48,6 +55,7 @@ static int open_fabric(shemb_ctx *ctx)
 		.progress = a->progress,
 		.timeout_ms = a->timeout_ms,
 		.chunk_bytes = a->chunk_bytes,
+		.chunks_in_flight = a->chunks_in_flight,
 		.oob_allgather = a->oob_allgather,
 		.oob_arg = a->oob_arg,
 	};
@@ -69,6 +77,7 @@ static int open_fabric(shemb_ctx *ctx)
 	snprintf(ctx->provider, sizeof(ctx->provider), "%s",
 		 shemb__fabric_provider(ctx->comm));
 	a->chunk_bytes = shemb__fabric_chunk(ctx->comm);
+	a->chunks_in_flight = shemb__fabric_chunks_in_flight(ctx->comm);
 	return 0;
 }
 #else

@@ -49,6 +49,9 @@ struct shemb_ctx {
 
 	const struct shemb_comm_ops *comm_ops; /* self, or libfabric */
 	void *comm;
+	atomic_int traffic_prio;      /* priority of the library's own
+				       * collectives: that of the step
+				       * running (steps run one at a time) */
 	const struct shemb_comm_ops *dev_comm_ops; /* NCCL for device */
 	void *dev_comm;                            /* buffers, or NULL */
 	char root[256];               /* effective root and provider, for */
@@ -131,8 +134,11 @@ SHEMB__HIDDEN void shemb__init_sized(void *attr, size_t size,
 /* collectives.c */
 SHEMB__HIDDEN void shemb__requests_free_all(shemb_ctx *ctx);
 struct shemb__coll;
-/* Run a collective to its end; the detail of a failure is recorded. */
+/* Run a collective of the library's own to its end, with the priority of
+ * the step running; the detail of a failure is recorded. */
 SHEMB__HIDDEN int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c);
+/* Set that priority (enum shemb_priority); returns the one it replaces. */
+SHEMB__HIDDEN int shemb__traffic_prio(shemb_ctx *ctx, int prio);
 /* collectives.c: frees what failed collectives left (context destroy) */
 SHEMB__HIDDEN void shemb__staging_free_all(shemb_ctx *ctx);
 

@@ -284,8 +284,12 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	}
 	if (!rc && need_plans)
 		rc = build_plans(st, plans);
-	if (dist)
+	if (dist) {
+		int was = shemb__traffic_prio(st->ctx, SHEMB_PRIO_LOOKUP);
+
 		rc = shemb__dist_lookup(st, plans, out, rc, kind);
+		shemb__traffic_prio(st->ctx, was);
+	}
 	for (int g = 0; !dist && !rc && g < st->ngroups; g++)
 		rc = shemb__dist_ahead(kind)
 			     ? ahead_local(st, &st->groups[g])
