@@ -23,11 +23,11 @@
 #include "fabric/engine.h"
 #include "lib/thread.h"
 
-/* Headers in flight (data chunks have their own bound, max_chunks);
- * receives are cheap to post early, so that messages land in place rather
- * than being buffered. */
-#define MAX_SENDS 32
-#define MAX_RECVS 1024
+/* Sends in flight, headers and chunks of every op (each op's chunks
+ * have their own bound, max_chunks); receives are cheap to post early, so
+ * that messages land in place rather than being buffered (up to what the
+ * provider takes: max_recvs). */
+#define MAX_SENDS_POSTED 1024
 #define CHECK_EVERY_NS 1000000ull
 #define CTRL_MAGIC 0x4c525443u /* "CTRL" */
 
@@ -248,28 +248,49 @@ static bool is_chunk(const struct xfer *x)
 	return x->send && !x->is_hdr;
 }
 
-/* Post from one queue while the provider and our caps allow. */
+/* x must wait: its op has max_chunks data sends in flight. */
+static bool held_back(const struct fab *f, const struct xfer *x)
+{
+	return is_chunk(x) && x->op->chunks_posted >= f->max_chunks;
+}
+
+static void unlink_xfer(struct xfer **at, struct xfer **tail,
+			struct xfer *prev)
+{
+	struct xfer *x = *at;
+
+	*at = x->next;
+	if (*tail == x)
+		*tail = prev;
+}
+
+/*
+ * Post from one queue, in its order, while the provider and our caps
+ * allow.  The bound on data sends is per op: an op whose chunks wait for
+ * a peer that has not reached them (the next round of a ring) must not
+ * hold up the chunks of others, which that peer may be waiting for.
+ */
 static void post_queue(struct fab *f, bool send)
 {
 	struct xfer **head = send ? &f->sq_head : &f->rq_head;
 	struct xfer **tail = send ? &f->sq_tail : &f->rq_tail;
 	int *posted = send ? &f->sends_posted : &f->recvs_posted;
-	int cap = send ? MAX_SENDS + f->max_chunks : MAX_RECVS;
+	int cap = send ? MAX_SENDS_POSTED : f->max_recvs;
+	struct xfer **at = head, *prev = NULL;
 
-	while (*head && *posted < cap) {
-		struct xfer *x = *head;
-		bool chunk = is_chunk(x);
+	while (*at && *posted < cap) {
+		struct xfer *x = *at;
 		ssize_t rc;
 
-		if (chunk && f->chunks_posted >= f->max_chunks)
-			return; /* what comes next waits behind it */
+		if (held_back(f, x)) {
+			prev = x;
+			at = &x->next;
+			continue;
+		}
 		rc = post_one(f, x);
-
 		if (rc == -FI_EAGAIN)
 			return;
-		*head = x->next;
-		if (!*head)
-			*tail = NULL;
+		unlink_xfer(at, tail, prev);
 		if (rc) {
 			shemb__fab_fail_op(f, x->op, SHEMB_EIO,
 					   "libfabric refused a %s with rank %d: "
@@ -277,12 +298,14 @@ static void post_queue(struct fab *f, bool send)
 					   x->peer, rc == -FI_EKEYREJECTED
 					   ? "its buffer cannot be registered"
 					   : fi_strerror((int)-rc));
+			at = head; /* the op's other transfers left the queue */
+			prev = NULL;
 			continue;
 		}
 		x->posted = true;
 		x->op->posted++;
+		x->op->chunks_posted += is_chunk(x);
 		(*posted)++;
-		f->chunks_posted += chunk;
 	}
 }
 
@@ -290,7 +313,7 @@ static void post_queue(struct fab *f, bool send)
 
 static bool is_ctrl_rx(const struct fab *f, const struct xfer *x)
 {
-	return x >= f->ctrl_rx && x < f->ctrl_rx + 4;
+	return x >= f->ctrl_rx && x < f->ctrl_rx + CTRL_RX;
 }
 
 static void post_ctrl_rx_one(struct fab *f, int i)
@@ -305,7 +328,7 @@ static void post_ctrl_rx_one(struct fab *f, int i)
 
 void shemb__fab_post_ctrl_rx(struct fab *f)
 {
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < CTRL_RX; i++)
 		post_ctrl_rx_one(f, i);
 }
 
@@ -517,7 +540,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	x->posted = false;
 	op->posted--;
 	(*(x->send ? &f->sends_posted : &f->recvs_posted))--;
-	f->chunks_posted -= is_chunk(x);
+	op->chunks_posted -= is_chunk(x);
 	shemb__ep_undesc(f, x);
 	if (op->done) {
 		maybe_free(f, op);

@@ -10,9 +10,9 @@
  * runs under one lock, from a progress thread or from the callers' waits.
  *
  * The queues are ordered by the ops' priority (ties: first come, first
- * served), and at most max_chunks data sends are in flight: a collective
- * of a higher priority overtakes the chunks of bulk ones that wait, and
- * waits for at most max_chunks of theirs.
+ * served), and each op has at most max_chunks data sends in flight: a
+ * collective of a higher priority overtakes the chunks of bulk ones that
+ * wait, and waits for at most max_chunks of each.
  *
  * Tags: [63:62] class, [61:32] op sequence number, [31:19] round,
  * [18:0] chunk.  Receives name their source, so ranks need no tag bits.
@@ -46,6 +46,8 @@
 #define MAX_CHUNKS (1 << TAG_CHUNK_BITS)
 #define MAX_WORLD 4096
 #define MAX_EARLY 64
+#define MAX_RECVS 1024
+#define CTRL_RX 4                    /* receives kept for control messages */
 
 /* Sent first to each peer of an op: what this rank is doing, so that
  * calls that disagree fail on both sides instead of mixing data. */
@@ -113,6 +115,7 @@ struct op {
 	struct round *rounds;
 	int pending;                 /* transfers of this round not done */
 	int posted;                  /* transfers handed to libfabric */
+	int chunks_posted;           /* data sends among them */
 	uint64_t last_ns;            /* last completion, for the timeout */
 	struct shemb__hdr *hdr_out;  /* per peer */
 	struct shemb__hdr *hdr_in;
@@ -140,7 +143,8 @@ struct fab {
 	bool mr_local;               /* provider wants registered buffers */
 
 	size_t chunk;
-	int max_chunks;              /* data sends in flight, at most */
+	int max_chunks;              /* data sends of an op in flight, at
+				      * most */
 	int timeout_ms;
 	int progress_mode;
 
@@ -165,14 +169,14 @@ struct fab {
 	struct xfer *rq_head, *rq_tail; /* receives waiting to be posted */
 	struct xfer *sq_head, *sq_tail; /* sends waiting to be posted */
 	int sends_posted, recvs_posted;
-	int chunks_posted;           /* data sends among sends_posted */
+	int max_recvs;               /* receives posted, at most */
 	uint64_t next_check_ns;      /* liveness and timeouts */
 	struct mr_slot *mrs;         /* registration cache (mr_local) */
 	uint64_t mr_key;             /* the last key asked for */
 
 	/* control messages (another rank failed an op we share) */
-	struct xfer ctrl_rx[4];
-	struct shemb__ctrl ctrl_buf[4];
+	struct xfer ctrl_rx[CTRL_RX];
+	struct shemb__ctrl ctrl_buf[CTRL_RX];
 	struct ctrl_tx *ctrl_backlog; /* not yet accepted by libfabric */
 	struct ctrl_tx *ctrl_sent;    /* in flight */
 	struct shemb__ctrl early[MAX_EARLY]; /* aborts of ops not started */

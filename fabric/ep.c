@@ -139,6 +139,19 @@ static int open_objects(struct fab *f)
 	return rc;
 }
 
+/* Receives the engine may post at once: what the provider's receive
+ * queue holds (shm: 1024, refused beyond with FI_ENOMEM), less the control
+ * receives, at most MAX_RECVS. */
+static int recv_room(const struct fi_info *info)
+{
+	size_t size = info->rx_attr ? info->rx_attr->size : 0;
+	size_t room = size > 2 * CTRL_RX ? size - 2 * CTRL_RX : CTRL_RX;
+
+	if (size == 0) /* not said */
+		return MAX_RECVS;
+	return room < MAX_RECVS ? (int)room : MAX_RECVS;
+}
+
 int shemb__ep_open(struct fab *f, const char *provider, const char *node,
 		   char *err, size_t errlen)
 {
@@ -156,6 +169,7 @@ int shemb__ep_open(struct fab *f, const char *provider, const char *node,
 			 f->provider, fi_strerror(-rc));
 		return SHEMB_EIO;
 	}
+	f->max_recvs = recv_room(f->info);
 	snprintf(f->desc, sizeof(f->desc), "libfabric %s (%s), rank %d of %d",
 		 f->provider, f->info->domain_attr->name, f->rank, f->world);
 	return 0;

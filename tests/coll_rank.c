@@ -2,13 +2,15 @@
  * coll_rank.c - one rank of the multi-process collective tests, started by
  * shemb-run (tests/test_coll.sh) or by tests/test_coll_fail.c.
  *
- * Usage: coll_rank SCENARIO [--caller] [--chunk BYTES]
+ * Usage: coll_rank SCENARIO [--caller] [--chunk BYTES] [--timeout MS]
+ *                 [--in-flight CHUNKS]
  * Every input is a function of (seed, rank, peer, index), so each rank
  * knows what every other rank sends and checks what it receives against a
  * plain loop.  Exit 0 when every check passed; a message and 1 otherwise.
  *
  * Scenarios: alltoallv, alltoallv-big (one 64 MiB pair), allgatherv,
- * allreduce, barrier, concurrent, mismatch-count, mismatch-order,
+ * allreduce, barrier, concurrent, priorities (40 collectives of random
+ * priorities in flight), mismatch-count, mismatch-order,
  * kill-one (rank world-1 dies in the middle of a large alltoallv; the
  * others must fail with SHEMB_EPEER or SHEMB_ETIMEDOUT, and a later call
  * too), kill-steps (it dies with steps started on the others: each of
@@ -314,6 +316,98 @@ static void run_concurrent(void)
 	CHECK(shemb_barrier(ctx, &req[0]));
 }
 
+/* ---- collectives of random priorities in flight ---- */
+
+struct prio_op {
+	int kind;          /* 0 alltoallv, 1 allreduce, 2 allgatherv */
+	struct a2a a;
+	float *red, *mine;
+	size_t count;
+	shemb_request *req;
+};
+
+/* Large and small collectives of random priorities (the same on every
+ * rank), started without waiting, so that later urgent ones overtake
+ * earlier bulk ones; each must complete once, with its own data. */
+static void prio_start(struct prio_op *o, int i)
+{
+	uint64_t h = mix(5000 + (uint64_t)i);
+	int prio = (int)(h % 7) * 1000 - 3000;
+
+	o->kind = (int)((h >> 8) % 3);
+	if (o->kind == 1) {
+		o->count = h >> 16 & 1 ? 300000 + (size_t)i : 1000;
+		o->red = malloc(o->count * sizeof(float));
+		for (size_t k = 0; k < o->count; k++)
+			o->red[k] = (float)(rank + i + (int)(k % 5));
+		CHECK(shemb_allreduce_prio(ctx, o->red, o->red, o->count,
+					   SHEMB_F32, SHEMB_REDUCE_SUM, prio,
+					   &o->req));
+	} else if (o->kind == 0) {
+		a2a_prepare(&o->a, 7000 + (uint64_t)i,
+			    h >> 16 & 1 ? (size_t)3 << 20 : 0);
+		CHECK(shemb_alltoallv_prio(ctx, o->a.sb, o->a.sc, o->a.sd,
+					   o->a.rb, o->a.rc, o->a.rd, prio,
+					   &o->req));
+	} else {
+		size_t n = 1000 + (size_t)i * 37;
+
+		o->count = n;
+		o->mine = malloc(n * sizeof(float));
+		o->red = malloc((size_t)world * n * sizeof(float));
+		for (size_t k = 0; k < n; k++)
+			o->mine[k] = (float)(rank * 3 + i);
+		for (int r = 0; r < world; r++) {
+			o->a.rc[r] = n * sizeof(float);
+			o->a.rd[r] = (size_t)r * n * sizeof(float);
+		}
+		CHECK(shemb_allgatherv_prio(ctx, o->mine, n * sizeof(float),
+					    o->red, o->a.rc, o->a.rd, prio,
+					    &o->req));
+	}
+}
+
+static void prio_check(struct prio_op *o, int i)
+{
+	if (o->kind == 0) {
+		a2a_check(&o->a, 7000 + (uint64_t)i);
+		return;
+	}
+	for (size_t k = 0; k < (o->kind == 1 ? o->count
+					     : (size_t)world * o->count); k++) {
+		float want = 0;
+
+		if (o->kind == 2)
+			want = (float)((int)(k / o->count) * 3 + i);
+		for (int r = 0; o->kind == 1 && r < world; r++)
+			want += (float)(r + i + (int)(k % 5));
+		if (o->red[k] != want)
+			FAIL("collective %d (kind %d): value %zu is %g, want "
+			     "%g", i, o->kind, k, o->red[k], want);
+	}
+	free(o->red);
+	free(o->mine);
+}
+
+static void run_priorities(void)
+{
+	enum { N = 40 };
+	static struct prio_op o[N];
+
+	for (int i = 0; i < N; i++)
+		prio_start(&o[i], i);
+	for (int n = 0; n < N; n++) {
+		/* waits in an order of each rank's own */
+		int i = (int)((uint64_t)(n * 17 + rank * 5) % N);
+
+		CHECK(shemb_wait(o[i].req));
+		if (shemb_wait(o[i].req) != SHEMB_ESTATE)
+			FAIL("a second wait must give SHEMB_ESTATE");
+		shemb_request_free(o[i].req);
+		prio_check(&o[i], i);
+	}
+}
+
 /* ---- mismatched calls ---- */
 
 static void expect_einval(int rc, const char *what)
@@ -480,6 +574,8 @@ static void open_ctx(int argc, char **argv)
 			a.chunk_bytes = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
 			a.timeout_ms = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc)
+			a.chunks_in_flight = atoi(argv[++i]);
 	}
 	rc = shemb_ctx_create(&a, &ctx);
 	if (rc) {
@@ -514,6 +610,8 @@ int main(int argc, char **argv)
 			CHECK(shemb_barrier(ctx, NULL));
 	else if (!strcmp(s, "concurrent"))
 		run_concurrent();
+	else if (!strcmp(s, "priorities"))
+		run_priorities();
 	else if (!strcmp(s, "mismatch-count"))
 		run_mismatch_count();
 	else if (!strcmp(s, "mismatch-order"))

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Collectives between ranks on this host: shemb-run starts 2, 3 and 4
 # ranks of tests/coll_rank over shm and over tcp;ofi_rxm (loopback), each
-# run bounded in time; also the caller-progress mode and small chunks.
+# run bounded in time; also the caller-progress mode, small chunks and
+# collectives of random priorities.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/coll_rank
 
@@ -14,13 +15,18 @@ one() { # provider ranks scenario [options...]
 for p in shm "tcp;ofi_rxm"; do
 	for n in 2 3 4; do
 		for s in alltoallv allgatherv allreduce barrier concurrent \
-			mismatch-count mismatch-order; do
+			priorities mismatch-count mismatch-order; do
 			one "$p" "$n" "$s"
 		done
 		one "$p" "$n" alltoallv-big
 	done
 	one "$p" 3 concurrent --caller
 	one "$p" 3 allreduce --caller --chunk 4096
+	# chunks that do not hold whole elements of every dtype, and few
+	# chunks in flight: the priority queue holds most transfers back
+	one "$p" 3 allreduce --chunk 16387
+	one "$p" 3 priorities --chunk 262144 --in-flight 4
+	one "$p" 4 priorities --caller --chunk 100000
 	one "$p" 4 alltoallv --chunk 1000
 	# the path of providers that want registered buffers (verbs, efa)
 	SHEMB_FABRIC_REGISTER=1 one "$p" 3 concurrent

@@ -263,6 +263,11 @@ START_TEST(ctx_transport_attrs)
 	shemb_ctx_attr_init(&a);
 	a.timeout_ms = -1;
 	ctx_refused(&a, SHEMB_EINVAL);
+	shemb_ctx_attr_init(&a);
+	a.chunks_in_flight = -1;
+	ctx_refused(&a, SHEMB_EINVAL);
+	a.chunks_in_flight = 1025;
+	ctx_refused(&a, SHEMB_EINVAL);
 }
 END_TEST
 
