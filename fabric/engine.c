@@ -254,6 +254,15 @@ static bool held_back(const struct fab *f, const struct xfer *x)
 	return is_chunk(x) && x->op->chunks_posted >= f->max_chunks;
 }
 
+static void refused(struct fab *f, struct xfer *x, ssize_t rc)
+{
+	shemb__fab_fail_op(f, x->op, SHEMB_EIO, "libfabric refused a %s with "
+			   "rank %d: %s", x->send ? "send" : "receive",
+			   x->peer, rc == -FI_EKEYREJECTED
+			   ? "its buffer cannot be registered"
+			   : fi_strerror((int)-rc));
+}
+
 static void unlink_xfer(struct xfer **at, struct xfer **tail,
 			struct xfer *prev)
 {
@@ -292,12 +301,7 @@ static void post_queue(struct fab *f, bool send)
 			return;
 		unlink_xfer(at, tail, prev);
 		if (rc) {
-			shemb__fab_fail_op(f, x->op, SHEMB_EIO,
-					   "libfabric refused a %s with rank %d: "
-					   "%s", send ? "send" : "receive",
-					   x->peer, rc == -FI_EKEYREJECTED
-					   ? "its buffer cannot be registered"
-					   : fi_strerror((int)-rc));
+			refused(f, x, rc);
 			at = head; /* the op's other transfers left the queue */
 			prev = NULL;
 			continue;

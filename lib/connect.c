@@ -33,7 +33,8 @@ static int check_transport_attrs(struct shemb_ctx_attr *a)
 				   "negative", a->timeout_ms);
 	if (!a->timeout_ms)
 		a->timeout_ms = DEFAULT_TIMEOUT_MS;
-	if (a->chunks_in_flight < 0 || a->chunks_in_flight > MAX_CHUNKS_IN_FLIGHT)
+	if (a->chunks_in_flight < 0 ||
+	    a->chunks_in_flight > MAX_CHUNKS_IN_FLIGHT)
 		return shemb__fail(NULL, SHEMB_EINVAL, "chunks_in_flight %d is "
 				   "not in [0, %d]", a->chunks_in_flight,
 				   MAX_CHUNKS_IN_FLIGHT);
