@@ -339,8 +339,10 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	/* Post the first transfers now, from the caller: the data starts
 	 * moving at once without waking the progress thread, which would
 	 * only compete for the CPU with a caller about to wait (it looks
-	 * for work every millisecond anyway). */
-	shemb__fab_progress(f);
+	 * for work every millisecond anyway).  Completions are left to the
+	 * waits and the thread: reading them here could keep the caller
+	 * moving the other collectives in flight for as long as they run. */
+	shemb__fab_post(f);
 	*out = (struct shemb__op *)op;
 out:
 	pthread_mutex_unlock(&f->lock);
@@ -390,8 +392,7 @@ static void progress_while_moving(struct fab *f, struct op *op)
 
 		if (shemb__fab_progress(f) > 0) {
 			last = shemb__fab_now_ns();
-			if (atomic_load_explicit(&f->callers,
-						 memory_order_relaxed) == 0)
+			if (!shemb__fab_callers_waiting(f))
 				continue;
 		}
 		now = shemb__fab_now_ns();

@@ -665,6 +665,12 @@ static void check_timeouts(struct fab *f, uint64_t now)
 	}
 }
 
+void shemb__fab_post(struct fab *f)
+{
+	post_queue(f, false);
+	post_queue(f, true);
+}
+
 int shemb__fab_progress(struct fab *f)
 {
 	uint64_t now, finished = f->finished;
@@ -673,12 +679,17 @@ int shemb__fab_progress(struct fab *f)
 	flush_ctrl_backlog(f);
 	post_queue(f, false);
 	post_queue(f, true);
-	/* until an op finishes: its waiter, or a caller that would start
-	 * the next collective, must not wait for the busy ones */
-	while (f->finished == finished && (got = read_cq(f)) > 0 && n < 4096)
+	/* until an op finishes or a caller wants the lock: a waiter, or a
+	 * caller that would start the next collective, must not wait for
+	 * the busy ones */
+	while (f->finished == finished && !shemb__fab_callers_waiting(f) &&
+	       (got = read_cq(f)) > 0 && n < 4096) {
 		n += got;
-	post_queue(f, false);
-	post_queue(f, true);
+		/* what the completions released (receives a header let
+		 * through, sends below their op's bound) goes at once */
+		shemb__fab_post(f);
+	}
+	shemb__fab_post(f);
 	now = shemb__fab_now_ns();
 	if (now >= f->next_check_ns) {
 		f->next_check_ns = now + CHECK_EVERY_NS;
@@ -702,7 +713,7 @@ void shemb__fab_lock(struct fab *f)
 static void let_callers_in(struct fab *f)
 {
 	pthread_mutex_unlock(&f->lock);
-	while (atomic_load_explicit(&f->callers, memory_order_relaxed) > 0)
+	while (shemb__fab_callers_waiting(f))
 		sched_yield();
 	pthread_mutex_lock(&f->lock);
 }
@@ -735,7 +746,7 @@ static void *progress_main(void *arg)
 			continue;
 		}
 		n = shemb__fab_progress(f);
-		if (atomic_load_explicit(&f->callers, memory_order_relaxed)) {
+		if (shemb__fab_callers_waiting(f)) {
 			let_callers_in(f);
 		} else if (f->active == 0) {
 			idle_wait(f); /* liveness is still checked each ms */

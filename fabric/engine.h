@@ -199,8 +199,14 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 			const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 int shemb__fab_progress(struct fab *f);
+/* Hand the transfers waiting to libfabric, without reading completions. */
+void shemb__fab_post(struct fab *f);
 /* The lock, for calls of the application (ahead of the progress thread). */
 void shemb__fab_lock(struct fab *f);
+static inline bool shemb__fab_callers_waiting(struct fab *f)
+{
+	return atomic_load_explicit(&f->callers, memory_order_relaxed) > 0;
+}
 int shemb__fab_start_thread(struct fab *f);
 void shemb__fab_stop_thread(struct fab *f);
 void shemb__fab_free_op(struct op *op);

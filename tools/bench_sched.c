@@ -32,14 +32,18 @@ const char bench_sched_usage[] =
 "                      4000)\n"
 "  --steps N           timed training steps per mode (default 30)\n"
 "  --reps N            repetitions of the latency measurement (default 20)\n"
+"  --chunk BYTES       libshemb's chunk_bytes (default: the library's)\n"
+"  --in-flight N       libshemb's chunks_in_flight (default: the library's)\n"
 "  --shemb-run PATH    the launcher (default: next to this program)\n";
 
 struct sched_opts {
-	int ranks, compute_us, steps, reps;
+	int ranks, compute_us, steps, reps, in_flight;
+	int64_t chunk;
 	const char *provider, *shemb_run;
 };
 
-enum { SO_PROVIDER = 1, SO_COMPUTE, SO_STEPS, SO_REPS, SO_RUN };
+enum { SO_PROVIDER = 1, SO_COMPUTE, SO_STEPS, SO_REPS, SO_RUN, SO_CHUNK,
+       SO_IN_FLIGHT };
 
 static const struct option sched_long[] = {
 	{ "ranks", required_argument, NULL, 'n' },
@@ -48,6 +52,8 @@ static const struct option sched_long[] = {
 	{ "steps", required_argument, NULL, SO_STEPS },
 	{ "reps", required_argument, NULL, SO_REPS },
 	{ "shemb-run", required_argument, NULL, SO_RUN },
+	{ "chunk", required_argument, NULL, SO_CHUNK },
+	{ "in-flight", required_argument, NULL, SO_IN_FLIGHT },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
@@ -71,6 +77,10 @@ static int sched_apply(void *p, int c, const char *arg)
 	case SO_RUN:
 		o->shemb_run = arg;
 		return 0;
+	case SO_CHUNK:
+		return comm_parse_count(arg, 1, (int64_t)1 << 40, &o->chunk);
+	case SO_IN_FLIGHT:
+		return comm_parse_int(arg, 1, 1024, &o->in_flight);
 	}
 	return -1;
 }
@@ -292,6 +302,8 @@ int bench_sched_rank(int argc, char **argv)
 		return 2;
 	shemb_ctx_attr_init(&ca);
 	ca.nthreads = 1;
+	ca.chunk_bytes = (size_t)o.chunk;
+	ca.chunks_in_flight = o.in_flight;
 	MUST(shemb_ctx_create(&ca, &ctx));
 	shemb_ctx_get_attr(ctx, &ca);
 	rank = ca.rank;
@@ -306,8 +318,9 @@ int bench_sched_rank(int argc, char **argv)
 	steps(o.steps, o.compute_us, b, &comm, &serial, &overlap);
 	hidden = comm > 0 ? (serial - overlap) / comm : 0;
 	if (rank == 0) {
-		printf("ranks %d, provider %s, 1 thread each\n", world,
-		       ca.provider);
+		printf("ranks %d, provider %s, 1 thread each, chunk_bytes "
+		       "%zu, chunks_in_flight %d\n", world, ca.provider,
+		       ca.chunk_bytes, ca.chunks_in_flight);
 		printf("(1) alltoallv of %d B per peer: alone %.1f us, while a "
 		       "64 MiB allreduce is in flight %.1f us (%.2fx)\n",
 		       SMALL_BYTES, alone * 1e6, loaded * 1e6, loaded / alone);
@@ -336,7 +349,7 @@ int bench_sched_rank(int argc, char **argv)
 int bench_sched(int argc, char **argv)
 {
 	struct sched_opts o;
-	char num[16], us[16], st[16], reps[16];
+	char num[16], us[16], st[16], reps[16], chunk[24], flight[16];
 	struct comm_buf out = { 0 }, err = { 0 };
 	char *save = NULL;
 	int rc;
@@ -355,6 +368,8 @@ int bench_sched(int argc, char **argv)
 	snprintf(us, sizeof(us), "%d", o.compute_us);
 	snprintf(st, sizeof(st), "%d", o.steps);
 	snprintf(reps, sizeof(reps), "%d", o.reps);
+	snprintf(chunk, sizeof(chunk), "%lld", (long long)o.chunk);
+	snprintf(flight, sizeof(flight), "%d", o.in_flight);
 	{
 		char *argv2[] = { (char *)o.shemb_run, (char *)"-n", num,
 				  (char *)"--provider", (char *)o.provider,
@@ -362,8 +377,17 @@ int bench_sched(int argc, char **argv)
 				  (char *)comm_self_exe(),
 				  (char *)"sched-rank", (char *)"--compute-us",
 				  us, (char *)"--steps", st, (char *)"--reps",
-				  reps, NULL };
+				  reps, NULL, NULL, NULL, NULL, NULL };
+		int n = 15;
 
+		if (o.chunk) {
+			argv2[n++] = (char *)"--chunk";
+			argv2[n++] = chunk;
+		}
+		if (o.in_flight) {
+			argv2[n++] = (char *)"--in-flight";
+			argv2[n++] = flight;
+		}
 		comm_adopt_orphans();
 		printf("shemb-bench sched: libshemb %s\n",
 		       shemb_version_string());
