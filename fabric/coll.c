@@ -107,6 +107,7 @@ static void fill_header(struct op *op, int peer, uint64_t bytes,
 	h->dtype = (uint8_t)op->c.dtype;
 	h->op = (uint8_t)op->c.op;
 	h->seq = op->seq;
+	h->lane = (uint32_t)op->lane;
 	h->from = (uint32_t)op->f->rank;
 	h->bytes = bytes;
 	h->expect = expect;
@@ -411,6 +412,12 @@ int shemb__coll_check_header(struct op *op, int peer)
 		snprintf(why, n, "collective call %u: rank %d is in %s (its "
 			 "call %u), this rank in %s", op->seq, peer,
 			 kind_name(h->kind), h->seq, kind_name(op->kind));
+	else if (h->lane != (uint32_t)op->lane)
+		snprintf(why, n, "collective call %u: rank %d gives it a "
+			 "priority %s SHEMB_PRIO_DENSE, this rank one %s: give "
+			 "it the same priority on every rank", op->seq, peer,
+			 h->lane == LANE_URGENT ? "above" : "at or below",
+			 op->lane == LANE_URGENT ? "above" : "at or below");
 	else if (op->kind == SHEMB__ALLREDUCE &&
 		 (h->count != op->c.count || h->dtype != op->c.dtype ||
 		  h->op != op->c.op))

@@ -95,26 +95,31 @@ static int choose_provider(struct fab *f, const struct shemb__fabric_cfg *cfg,
 	return rc;
 }
 
+/* Every rank's address on each lane, through the rendezvous (or the
+ * host's allgather), one lane after the other. */
 static int exchange_names(struct fab *f, const struct shemb__fabric_cfg *cfg,
 			  char *err, size_t errlen)
 {
-	char mine[NAME_SLOT] = { 0 };
 	char *all = calloc((size_t)f->world, NAME_SLOT);
-	size_t len = NAME_SLOT - 4;
-	uint32_t len32;
-	int rc;
+	int rc = all ? 0 : SHEMB_ENOMEM;
 
-	if (!all)
-		return SHEMB_ENOMEM;
-	rc = shemb__ep_name(f, mine + 4, &len);
-	if (rc)
-		snprintf(err, errlen, "the endpoint has no address");
-	len32 = (uint32_t)len;
-	memcpy(mine, &len32, 4);
-	if (!rc)
+	for (int lane = 0; !rc && lane < NLANES; lane++) {
+		char mine[NAME_SLOT] = { 0 };
+		size_t len = NAME_SLOT - 4;
+		uint32_t len32;
+
+		rc = shemb__ep_name(f, lane, mine + 4, &len);
+		if (rc) {
+			snprintf(err, errlen, "the endpoint has no address");
+			break;
+		}
+		len32 = (uint32_t)len;
+		memcpy(mine, &len32, 4);
 		rc = allgather(f, cfg, mine, all, NAME_SLOT, err, errlen);
-	if (!rc)
-		rc = shemb__ep_insert_peers(f, all, NAME_SLOT, err, errlen);
+		if (!rc)
+			rc = shemb__ep_insert_peers(f, lane, all, NAME_SLOT,
+						    err, errlen);
+	}
 	free(all);
 	return rc;
 }
@@ -321,6 +326,7 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	op->f = f;
 	op->kind = c->kind;
 	op->prio = c->prio;
+	op->lane = c->prio > SHEMB_PRIO_DENSE ? LANE_URGENT : LANE_BULK;
 	op->seq = f->next_seq++;
 	rc = copy_args(op, c);
 	if (!rc)
@@ -365,7 +371,7 @@ static int fab_test(void *comm, struct shemb__op *h, int *done, char *why,
 
 	shemb__fab_lock(f);
 	if (f->progress_mode == SHEMB_PROGRESS_CALLER)
-		shemb__fab_progress(f);
+		shemb__fab_progress(f, true);
 	*done = op->done;
 	if (op->done)
 		rc = op_result(op, why, len);
@@ -385,12 +391,15 @@ static int fab_test(void *comm, struct shemb__op *h, int *done, char *why,
 static void progress_while_moving(struct fab *f, struct op *op)
 {
 	uint64_t last = shemb__fab_now_ns();
+	/* with a progress thread, a waiter of the urgent lane leaves the
+	 * bulk lane (and its long reads) to the thread */
+	bool bulk = !f->have_thread || op->lane == LANE_BULK;
 
-	f->waiters_progressing++;
+	f->waiters_progressing += bulk;
 	while (!op->done) {
 		uint64_t now;
 
-		if (shemb__fab_progress(f) > 0) {
+		if (shemb__fab_progress(f, bulk) > 0) {
 			last = shemb__fab_now_ns();
 			if (!shemb__fab_callers_waiting(f))
 				continue;
@@ -402,7 +411,7 @@ static void progress_while_moving(struct fab *f, struct op *op)
 		sched_yield();
 		pthread_mutex_lock(&f->lock);
 	}
-	f->waiters_progressing--;
+	f->waiters_progressing -= bulk;
 }
 
 static int fab_wait(void *comm, struct shemb__op *h, char *why, size_t len)

@@ -226,17 +226,19 @@ static void advance(struct fab *f, struct op *op)
 static ssize_t post_one(struct fab *f, struct xfer *x)
 {
 	void *desc = shemb__ep_desc(f, x);
+	int lane = shemb__xfer_lane(x);
+	fi_addr_t peer = *shemb__fab_peer(f, lane, x->peer);
 	ssize_t rc;
 
 	if (f->mr_local && x->len && !x->mr)
 		return -FI_EKEYREJECTED; /* the buffer could not be registered */
 
 	if (x->send)
-		rc = fi_tsend(f->ep, x->buf, x->len, desc, f->peers[x->peer],
-			      x->tag, &x->fctx);
+		rc = fi_tsend(f->ep[lane], x->buf, x->len, desc, peer, x->tag,
+			      &x->fctx);
 	else
-		rc = fi_trecv(f->ep, x->buf, x->len, desc, f->peers[x->peer],
-			      x->tag, 0, &x->fctx);
+		rc = fi_trecv(f->ep[lane], x->buf, x->len, desc, peer, x->tag,
+			      0, &x->fctx);
 	if (rc)
 		shemb__ep_undesc(f, x);
 	return rc;
@@ -275,30 +277,36 @@ static void unlink_xfer(struct xfer **at, struct xfer **tail,
 
 /*
  * Post from one queue, in its order, while the provider and our caps
- * allow.  The bound on data sends is per op: an op whose chunks wait for
- * a peer that has not reached them (the next round of a ring) must not
- * hold up the chunks of others, which that peer may be waiting for.
+ * allow, lane by lane.  The bound on data sends is per op: an op whose
+ * chunks wait for a peer that has not reached them (the next round of a
+ * ring) must not hold up the chunks of others, which that peer may be
+ * waiting for.
  */
 static void post_queue(struct fab *f, bool send)
 {
 	struct xfer **head = send ? &f->sq_head : &f->rq_head;
 	struct xfer **tail = send ? &f->sq_tail : &f->rq_tail;
-	int *posted = send ? &f->sends_posted : &f->recvs_posted;
+	int *posted = send ? f->sends_posted : f->recvs_posted;
 	int cap = send ? MAX_SENDS_POSTED : f->max_recvs;
+	bool full[NLANES] = { false };
 	struct xfer **at = head, *prev = NULL;
 
-	while (*at && *posted < cap) {
+	while (*at && !(full[LANE_BULK] && full[LANE_URGENT])) {
 		struct xfer *x = *at;
+		int lane = shemb__xfer_lane(x);
 		ssize_t rc;
 
-		if (held_back(f, x)) {
+		if (!full[lane] && posted[lane] >= cap)
+			full[lane] = true;
+		rc = full[lane] || held_back(f, x) ? -FI_EAGAIN
+						   : post_one(f, x);
+		if (rc == -FI_EAGAIN) {
+			if (!held_back(f, x))
+				full[lane] = true; /* the provider's queue */
 			prev = x;
 			at = &x->next;
 			continue;
 		}
-		rc = post_one(f, x);
-		if (rc == -FI_EAGAIN)
-			return;
 		unlink_xfer(at, tail, prev);
 		if (rc) {
 			refused(f, x, rc);
@@ -309,7 +317,7 @@ static void post_queue(struct fab *f, bool send)
 		x->posted = true;
 		x->op->posted++;
 		x->op->chunks_posted += is_chunk(x);
-		(*posted)++;
+		posted[lane]++;
 	}
 }
 
@@ -324,7 +332,8 @@ static void post_ctrl_rx_one(struct fab *f, int i)
 {
 	struct xfer *x = &f->ctrl_rx[i];
 
-	x->posted = fi_trecv(f->ep, &f->ctrl_buf[i], sizeof(f->ctrl_buf[i]),
+	x->posted = fi_trecv(f->ep[LANE_URGENT], &f->ctrl_buf[i],
+			     sizeof(f->ctrl_buf[i]),
 			     NULL, FI_ADDR_UNSPEC,
 			     shemb__fab_tag(TAG_CTRL, 0, 0, 0),
 			     (1ull << 62) - 1, &x->fctx) == 0;
@@ -376,8 +385,8 @@ struct ctrl_tx {
 
 static bool send_ctrl(struct fab *f, struct ctrl_tx *t)
 {
-	ssize_t rc = fi_tsend(f->ep, &t->c, sizeof(t->c), NULL,
-			      f->peers[t->x.peer],
+	ssize_t rc = fi_tsend(f->ep[LANE_URGENT], &t->c, sizeof(t->c), NULL,
+			      *shemb__fab_peer(f, LANE_URGENT, t->x.peer),
 			      shemb__fab_tag(TAG_CTRL, 0, 0, 0), &t->x.fctx);
 
 	if (rc == -FI_EAGAIN)
@@ -495,7 +504,7 @@ static bool wrong_message(struct fab *f, struct xfer *x, uint64_t tag, int err)
 		return false;
 	x->posted = false;
 	x->op->posted--;
-	f->recvs_posted--;
+	f->recvs_posted[shemb__xfer_lane(x)]--;
 	shemb__ep_undesc(f, x);
 	if (!x->op->done) {
 		x->next = f->rq_head; /* first in line again */
@@ -543,7 +552,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 
 	x->posted = false;
 	op->posted--;
-	(*(x->send ? &f->sends_posted : &f->recvs_posted))--;
+	(x->send ? f->sends_posted : f->recvs_posted)[shemb__xfer_lane(x)]--;
 	op->chunks_posted -= is_chunk(x);
 	shemb__ep_undesc(f, x);
 	if (op->done) {
@@ -601,29 +610,58 @@ static void on_completion(struct fab *f, void *ctx, size_t len,
 	}
 }
 
-static int read_cq(struct fab *f)
+/*
+ * Read a lane's completion queue.  The bulk lane's is read without the
+ * lock, by one thread at a time: reading it is where shm copies the data
+ * of the chunks that arrived, which takes milliseconds, and the urgent
+ * lane's collectives must meanwhile be started, posted and completed
+ * (the domain is FI_THREAD_SAFE).  The entries are handled under the
+ * lock; their transfers stay allocated while posted.
+ */
+static int read_cq(struct fab *f, int lane)
 {
 	struct fi_cq_tagged_entry e[32];
 	struct fi_cq_err_entry err;
-	ssize_t n = fi_cq_read(f->cq, e, 32);
+	bool unlocked = lane == LANE_BULK;
+	ssize_t n;
 
-	if (n > 0) {
-		for (ssize_t i = 0; i < n; i++)
-			on_completion(f, e[i].op_context, e[i].len,
-				      e[i].flags & FI_RECV ? e[i].tag
-							   : ((struct xfer *)
-								e[i].op_context)->tag,
-				      0);
-		return (int)n;
+	if (unlocked) {
+		if (f->bulk_reader)
+			return 0;
+		f->bulk_reader = true;
+		pthread_mutex_unlock(&f->lock);
 	}
-	if (n != -FI_EAVAIL)
-		return 0;
+	n = fi_cq_read(f->cq[lane], e, 32);
 	memset(&err, 0, sizeof(err));
-	if (fi_cq_readerr(f->cq, &err, 0) != 1)
-		return 0;
-	on_completion(f, err.op_context, err.len,
-		      ((struct xfer *)err.op_context)->tag, err.err);
-	return 1;
+	if (n == -FI_EAVAIL && fi_cq_readerr(f->cq[lane], &err, 0) != 1)
+		n = 0;
+	if (unlocked) {
+		pthread_mutex_lock(&f->lock);
+		f->bulk_reader = false;
+	}
+	for (ssize_t i = 0; i < n; i++)
+		on_completion(f, e[i].op_context, e[i].len,
+			      e[i].flags & FI_RECV ? e[i].tag
+						   : ((struct xfer *)
+							e[i].op_context)->tag,
+			      0);
+	if (n == -FI_EAVAIL) {
+		on_completion(f, err.op_context, err.len,
+			      ((struct xfer *)err.op_context)->tag, err.err);
+		return 1;
+	}
+	return n > 0 ? (int)n : 0;
+}
+
+/* The urgent lane first, and again after each batch of the bulk one
+ * (unless the caller leaves the bulk lane to the progress thread). */
+static int read_cqs(struct fab *f, bool bulk)
+{
+	int n = read_cq(f, LANE_URGENT);
+
+	if (n == 0 && bulk)
+		n = read_cq(f, LANE_BULK) + read_cq(f, LANE_URGENT);
+	return n;
 }
 
 /* ---- failure: a rank left, or nothing moved for too long ---- */
@@ -671,7 +709,7 @@ void shemb__fab_post(struct fab *f)
 	post_queue(f, true);
 }
 
-int shemb__fab_progress(struct fab *f)
+int shemb__fab_progress(struct fab *f, bool bulk)
 {
 	uint64_t now, finished = f->finished;
 	int n = 0, got;
@@ -683,7 +721,7 @@ int shemb__fab_progress(struct fab *f)
 	 * caller that would start the next collective, must not wait for
 	 * the busy ones */
 	while (f->finished == finished && !shemb__fab_callers_waiting(f) &&
-	       (got = read_cq(f)) > 0 && n < 4096) {
+	       (got = read_cqs(f, bulk)) > 0 && n < 4096) {
 		n += got;
 		/* what the completions released (receives a header let
 		 * through, sends below their op's bound) goes at once */
@@ -745,7 +783,7 @@ static void *progress_main(void *arg)
 			idle_wait(f);
 			continue;
 		}
-		n = shemb__fab_progress(f);
+		n = shemb__fab_progress(f, true);
 		if (shemb__fab_callers_waiting(f)) {
 			let_callers_in(f);
 		} else if (f->active == 0) {

@@ -12,7 +12,12 @@
  * The queues are ordered by the ops' priority (ties: first come, first
  * served), and each op has at most max_chunks data sends in flight: a
  * collective of a higher priority overtakes the chunks of bulk ones that
- * wait, and waits for at most max_chunks of each.
+ * wait.  Ops above SHEMB_PRIO_DENSE (a lookup's and a backward's
+ * exchanges, barriers, urgent ones of the application) travel on a
+ * second endpoint, the urgent lane, with a completion queue of its own
+ * that is read first: a provider that moves each endpoint's messages in
+ * order (shm) would otherwise make them wait behind every chunk of the
+ * bulk ones already handed over.  Control messages take that lane too.
  *
  * Tags: [63:62] class, [61:32] op sequence number, [31:19] round,
  * [18:0] chunk.  Receives name their source, so ranks need no tag bits.
@@ -47,6 +52,9 @@
 #define MAX_WORLD 4096
 #define MAX_EARLY 64
 #define MAX_RECVS 1024
+#define NLANES 2
+#define LANE_BULK 0
+#define LANE_URGENT 1
 #define CTRL_RX 4                    /* receives kept for control messages */
 
 /* Sent first to each peer of an op: what this rank is doing, so that
@@ -56,6 +64,7 @@ struct shemb__hdr {
 	uint16_t kind;
 	uint8_t dtype, op;
 	uint32_t seq;
+	uint32_t lane;       /* where the data travels (the priority's) */
 	uint32_t from;
 	uint64_t bytes;      /* bytes the sender sends to the receiver */
 	uint64_t expect;     /* bytes the sender expects from the receiver */
@@ -109,6 +118,7 @@ struct op {
 	int kind;
 	uint32_t seq;
 	int prio;                    /* higher: its transfers go first */
+	int lane;                    /* LANE_BULK or LANE_URGENT */
 	int status;
 	bool done, released;
 	int cur, nrounds;
@@ -137,9 +147,9 @@ struct fab {
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	fi_addr_t *peers;
+	struct fid_cq *cq[NLANES];
+	struct fid_ep *ep[NLANES];
+	fi_addr_t *peers;            /* lane by lane, world each */
 	bool mr_local;               /* provider wants registered buffers */
 
 	size_t chunk;
@@ -155,8 +165,11 @@ struct fab {
 				      * not wake it */
 	pthread_t thread;
 	bool have_thread, stop;
-	int waiters_progressing;     /* callers driving progress themselves:
-				      * the thread stands back meanwhile */
+	int waiters_progressing;     /* callers driving progress on both
+				      * lanes themselves: the thread stands
+				      * back meanwhile */
+	bool bulk_reader;            /* a thread reads the bulk lane's
+				      * completions (without the lock) */
 	atomic_int callers;          /* callers waiting for the lock: the
 				      * thread lets them in (a collective
 				      * started meanwhile must not wait for
@@ -168,8 +181,8 @@ struct fab {
 	uint64_t finished;           /* ops that finished, ever */
 	struct xfer *rq_head, *rq_tail; /* receives waiting to be posted */
 	struct xfer *sq_head, *sq_tail; /* sends waiting to be posted */
-	int sends_posted, recvs_posted;
-	int max_recvs;               /* receives posted, at most */
+	int sends_posted[NLANES], recvs_posted[NLANES];
+	int max_recvs;               /* receives posted on a lane, at most */
 	uint64_t next_check_ns;      /* liveness and timeouts */
 	struct mr_slot *mrs;         /* registration cache (mr_local) */
 	uint64_t mr_key;             /* the last key asked for */
@@ -192,13 +205,28 @@ struct fab {
 	char fail_why[256];
 };
 
+/* Headers take the urgent lane whatever their op's: ranks whose calls
+ * disagree (another collective, a priority of the other lane) still meet
+ * there and find out from the headers. */
+static inline int shemb__xfer_lane(const struct xfer *x)
+{
+	return x->is_hdr ? LANE_URGENT : x->op->lane;
+}
+
+static inline fi_addr_t *shemb__fab_peer(struct fab *f, int lane, int rank)
+{
+	return &f->peers[(size_t)lane * (size_t)f->world + (size_t)rank];
+}
+
 /* engine.c */
 uint64_t shemb__fab_tag(uint64_t cls, uint32_t seq, int round, int chunk);
 void shemb__fab_enqueue_round(struct fab *f, struct op *op);
 void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 			const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-int shemb__fab_progress(struct fab *f);
+/* Move transfers along: post, read completions (the bulk lane's too, if
+ * bulk), check liveness; the completions handled. */
+int shemb__fab_progress(struct fab *f, bool bulk);
 /* Hand the transfers waiting to libfabric, without reading completions. */
 void shemb__fab_post(struct fab *f);
 /* The lock, for calls of the application (ahead of the progress thread). */
@@ -229,9 +257,9 @@ int shemb__coll_check_header(struct op *op, int peer);
 /* ep.c */
 int shemb__ep_open(struct fab *f, const char *provider, const char *node,
 		   char *err, size_t errlen);
-int shemb__ep_name(struct fab *f, void *name, size_t *len);
-int shemb__ep_insert_peers(struct fab *f, const void *names, size_t slot,
-			   char *err, size_t errlen);
+int shemb__ep_name(struct fab *f, int lane, void *name, size_t *len);
+int shemb__ep_insert_peers(struct fab *f, int lane, const void *names,
+			   size_t slot, char *err, size_t errlen);
 void shemb__ep_close(struct fab *f);
 /* The descriptor for x's buffer (registering it if the provider wants
  * registered memory), and its release once x completed. */

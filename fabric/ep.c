@@ -1,8 +1,9 @@
 /*
- * ep.c - the libfabric objects of a communicator: one RDM endpoint with
- * tagged messages and directed receives, its completion queue and address
- * vector, and memory registrations for providers that want registered
- * buffers (FI_MR_LOCAL: verbs, efa).
+ * ep.c - the libfabric objects of a communicator: two RDM endpoints (the
+ * lanes: bulk and urgent traffic, see engine.h) with tagged messages and
+ * directed receives, a completion queue each, one address vector, and
+ * memory registrations for providers that want registered buffers
+ * (FI_MR_LOCAL: verbs, efa).
  *
  * A registration is shared by the transfers in flight on the same pages
  * (the chunks of one message) and closed when the last one completes.  It
@@ -47,7 +48,7 @@ struct mr_slot {
  * removes the regions of ranks it saw killed.  The string is libfabric's
  * to free, so it comes from the C library's strdup.
  */
-static int name_shm_region(struct fi_info *hints)
+static int name_shm_region(struct fi_info *info)
 {
 	char name[64];
 	uint64_t rnd;
@@ -56,11 +57,11 @@ static int name_shm_region(struct fi_info *hints)
 		rnd = shemb__fab_now_ns();
 	snprintf(name, sizeof(name), "fi_shm://shemb-%d-%016llx", (int)getpid(),
 		 (unsigned long long)rnd);
-	hints->src_addr = strdup(name);
-	if (!hints->src_addr)
+	info->src_addr = strdup(name);
+	if (!info->src_addr)
 		return SHEMB_ENOMEM;
-	hints->src_addrlen = strlen(name) + 1;
-	hints->addr_format = FI_ADDR_STR;
+	info->src_addrlen = strlen(name) + 1;
+	info->addr_format = FI_ADDR_STR;
 	return 0;
 }
 
@@ -76,7 +77,9 @@ static struct fi_info *make_hints(const char *provider, const char *node)
 	/* what we can honour: registration where the provider asks */
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 				  FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	/* the bulk lane's completions are read without the engine's lock
+	 * (engine.c, read_cq) */
+	h->domain_attr->threading = FI_THREAD_SAFE;
 	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	if (node)
 		h->addr_format = FI_SOCKADDR_IN;
@@ -113,29 +116,70 @@ static int getinfo(struct fab *f, const char *provider, const char *node,
 	return 0;
 }
 
-static int open_objects(struct fab *f)
+static bool is_shm_info(const struct fi_info *info)
+{
+	return !strncmp(info->fabric_attr->prov_name, "shm", 3);
+}
+
+/* The fi_info of a lane's endpoint: shm names each endpoint's region
+ * after its source address, so the second one needs a name of its own,
+ * which new hints give it (the first one's info is libfabric's to free,
+ * with its allocator). */
+static int lane_info(struct fab *f, int lane, struct fi_info **info)
+{
+	struct fi_info *hints;
+	int rc;
+
+	*info = f->info;
+	if (lane == 0 || !is_shm_info(f->info))
+		return 0;
+	hints = make_hints(f->provider, NULL);
+	if (!hints)
+		return -FI_ENOMEM;
+	rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL,
+			NULL, 0, hints, info);
+	fi_freeinfo(hints);
+	if (rc)
+		*info = NULL;
+	return rc;
+}
+
+static int open_lane(struct fab *f, int lane)
 {
 	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_TAGGED,
 				  .wait_obj = FI_WAIT_NONE,
 				  .size = 8192 };
+	struct fi_info *info;
+	int rc = lane_info(f, lane, &info);
+
+	if (!rc)
+		rc = fi_cq_open(f->domain, &cqa, &f->cq[lane], NULL);
+	if (!rc)
+		rc = fi_endpoint(f->domain, info, &f->ep[lane], NULL);
+	if (!rc)
+		rc = fi_ep_bind(f->ep[lane], &f->av->fid, 0);
+	if (!rc)
+		rc = fi_ep_bind(f->ep[lane], &f->cq[lane]->fid,
+				FI_TRANSMIT | FI_RECV);
+	if (!rc)
+		rc = fi_enable(f->ep[lane]);
+	if (info && info != f->info)
+		fi_freeinfo(info);
+	return rc;
+}
+
+static int open_objects(struct fab *f)
+{
 	struct fi_av_attr ava = { .type = FI_AV_TABLE,
-				  .count = (size_t)f->world };
+				  .count = (size_t)f->world * NLANES };
 	int rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
 
 	if (!rc)
 		rc = fi_domain(f->fabric, f->info, &f->domain, NULL);
 	if (!rc)
-		rc = fi_cq_open(f->domain, &cqa, &f->cq, NULL);
-	if (!rc)
 		rc = fi_av_open(f->domain, &ava, &f->av, NULL);
-	if (!rc)
-		rc = fi_endpoint(f->domain, f->info, &f->ep, NULL);
-	if (!rc)
-		rc = fi_ep_bind(f->ep, &f->av->fid, 0);
-	if (!rc)
-		rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (!rc)
-		rc = fi_enable(f->ep);
+	for (int lane = 0; !rc && lane < NLANES; lane++)
+		rc = open_lane(f, lane);
 	return rc;
 }
 
@@ -160,7 +204,7 @@ int shemb__ep_open(struct fab *f, const char *provider, const char *node,
 	if (rc)
 		return rc;
 	f->mrs = calloc(MR_SLOTS, sizeof(*f->mrs));
-	f->peers = calloc((size_t)f->world, sizeof(*f->peers));
+	f->peers = calloc((size_t)f->world * NLANES, sizeof(*f->peers));
 	if (!f->mrs || !f->peers)
 		return SHEMB_ENOMEM;
 	rc = open_objects(f);
@@ -175,19 +219,20 @@ int shemb__ep_open(struct fab *f, const char *provider, const char *node,
 	return 0;
 }
 
-int shemb__ep_name(struct fab *f, void *name, size_t *len)
+int shemb__ep_name(struct fab *f, int lane, void *name, size_t *len)
 {
-	return fi_getname(&f->ep->fid, name, len) ? SHEMB_EIO : 0;
+	return fi_getname(&f->ep[lane]->fid, name, len) ? SHEMB_EIO : 0;
 }
 
 /* names: world slots of slot bytes, each a 4-byte length then the name */
-int shemb__ep_insert_peers(struct fab *f, const void *names, size_t slot,
-			   char *err, size_t errlen)
+int shemb__ep_insert_peers(struct fab *f, int lane, const void *names,
+			   size_t slot, char *err, size_t errlen)
 {
 	for (int r = 0; r < f->world; r++) {
 		const char *s = (const char *)names + (size_t)r * slot;
 
-		if (fi_av_insert(f->av, s + 4, 1, &f->peers[r], 0, NULL) != 1) {
+		if (fi_av_insert(f->av, s + 4, 1, shemb__fab_peer(f, lane, r),
+				 0, NULL) != 1) {
 			snprintf(err, errlen, "rank %d's %s address cannot be "
 				 "used here", r, f->provider);
 			return SHEMB_EIO;
@@ -209,14 +254,19 @@ void shemb__ep_close(struct fab *f)
 			fi_close(&f->mrs[i].mr->fid);
 	free(f->mrs);
 	f->mrs = NULL;
-	close_fid(f->ep ? &f->ep->fid : NULL);
+	for (int lane = 0; lane < NLANES; lane++) {
+		close_fid(f->ep[lane] ? &f->ep[lane]->fid : NULL);
+		f->ep[lane] = NULL;
+	}
 	close_fid(f->av ? &f->av->fid : NULL);
-	close_fid(f->cq ? &f->cq->fid : NULL);
+	for (int lane = 0; lane < NLANES; lane++) {
+		close_fid(f->cq[lane] ? &f->cq[lane]->fid : NULL);
+		f->cq[lane] = NULL;
+	}
 	close_fid(f->domain ? &f->domain->fid : NULL);
 	close_fid(f->fabric ? &f->fabric->fid : NULL);
 	fi_freeinfo(f->info);
 	free(f->peers);
-	f->ep = NULL;
 	f->info = NULL;
 	f->peers = NULL;
 }

@@ -10,7 +10,7 @@
  *
  * Scenarios: alltoallv, alltoallv-big (one 64 MiB pair), allgatherv,
  * allreduce, barrier, concurrent, priorities (40 collectives of random
- * priorities in flight), mismatch-count, mismatch-order,
+ * priorities in flight), mismatch-count, mismatch-order, mismatch-prio,
  * kill-one (rank world-1 dies in the middle of a large alltoallv; the
  * others must fail with SHEMB_EPEER or SHEMB_ETIMEDOUT, and a later call
  * too), kill-steps (it dies with steps started on the others: each of
@@ -457,6 +457,26 @@ static void run_mismatch_order(void)
 	CHECK(shemb_barrier(ctx, NULL));
 }
 
+/* Rank 0 gives an allreduce an urgent priority, the others the default:
+ * their data would travel on different lanes, which the headers tell. */
+static void run_mismatch_prio(void)
+{
+	float v = 1;
+	int st = shemb_allreduce_prio(ctx, &v, &v, 1, SHEMB_F32,
+				      SHEMB_REDUCE_SUM,
+				      rank == 0 ? SHEMB_PRIO_LOOKUP
+						: SHEMB_PRIO_DENSE, NULL);
+
+	expect_einval(st, "priority mismatch");
+	/* priorities on the same side of SHEMB_PRIO_DENSE may differ */
+	v = 1;
+	st = shemb_allreduce_prio(ctx, &v, &v, 1, SHEMB_F32, SHEMB_REDUCE_SUM,
+				  SHEMB_PRIO_DENSE - rank, NULL);
+	CHECK(st);
+	if (v != (float)world)
+		FAIL("allreduce after the mismatch: %g, want %d", v, world);
+}
+
 /* ---- a rank that dies ---- */
 
 static void run_kill_one(void)
@@ -616,6 +636,8 @@ int main(int argc, char **argv)
 		run_mismatch_count();
 	else if (!strcmp(s, "mismatch-order"))
 		run_mismatch_order();
+	else if (!strcmp(s, "mismatch-prio"))
+		run_mismatch_prio();
 	else if (!strcmp(s, "kill-one"))
 		run_kill_one();
 	else if (!strcmp(s, "kill-steps"))

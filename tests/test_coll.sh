@@ -15,7 +15,8 @@ one() { # provider ranks scenario [options...]
 for p in shm "tcp;ofi_rxm"; do
 	for n in 2 3 4; do
 		for s in alltoallv allgatherv allreduce barrier concurrent \
-			priorities mismatch-count mismatch-order; do
+			priorities mismatch-count mismatch-order \
+			mismatch-prio; do
 			one "$p" "$n" "$s"
 		done
 		one "$p" "$n" alltoallv-big
