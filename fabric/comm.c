@@ -340,6 +340,7 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	op->next = f->ops;
 	f->ops = op;
 	f->active++;
+	f->active_bulk += op->lane == LANE_BULK;
 	op->last_ns = shemb__fab_now_ns();
 	shemb__fab_enqueue_round(f, op);
 	/* Post the first transfers now, from the caller: the data starts
@@ -396,6 +397,7 @@ static void progress_while_moving(struct fab *f, struct op *op)
 	bool bulk = !f->have_thread || op->lane == LANE_BULK;
 
 	f->waiters_progressing += bulk;
+	f->urgent_waiters += !bulk;
 	while (!op->done) {
 		uint64_t now;
 
@@ -412,6 +414,7 @@ static void progress_while_moving(struct fab *f, struct op *op)
 		pthread_mutex_lock(&f->lock);
 	}
 	f->waiters_progressing -= bulk;
+	f->urgent_waiters -= !bulk;
 }
 
 static int fab_wait(void *comm, struct shemb__op *h, char *why, size_t len)

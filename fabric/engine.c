@@ -1,7 +1,8 @@
 /*
  * engine.c - posting transfers, reading completions, moving ops along,
  * failing them; the progress thread.  Every function here runs with the
- * communicator's lock held, except the thread's main loop.
+ * communicator's lock held, except the thread's main loop; read_cq()
+ * lets it go while it reads the bulk lane's completion queue.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -113,6 +114,7 @@ static void finish(struct fab *f, struct op *op, int status)
 	op->status = status;
 	op->done = true;
 	f->active--;
+	f->active_bulk -= op->lane == LANE_BULK;
 	f->finished++;
 	pthread_cond_broadcast(&f->cond);
 	maybe_free(f, op);
@@ -777,7 +779,8 @@ static void *progress_main(void *arg)
 	while (!f->stop) {
 		int n;
 
-		if (f->waiters_progressing) {
+		if (f->waiters_progressing ||
+		    (f->urgent_waiters && f->active_bulk == 0)) {
 			/* a caller moves the transfers and checks liveness:
 			 * keep off its lock and its CPU */
 			idle_wait(f);

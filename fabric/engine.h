@@ -168,6 +168,9 @@ struct fab {
 	int waiters_progressing;     /* callers driving progress on both
 				      * lanes themselves: the thread stands
 				      * back meanwhile */
+	int urgent_waiters;          /* callers driving the urgent lane only:
+				      * the thread stands back unless bulk
+				      * ops are active */
 	bool bulk_reader;            /* a thread reads the bulk lane's
 				      * completions (without the lock) */
 	atomic_int callers;          /* callers waiting for the lock: the
@@ -178,6 +181,7 @@ struct fab {
 	uint32_t next_seq;
 	struct op *ops;
 	int active;                  /* ops not done */
+	int active_bulk;             /* ... of them on the bulk lane */
 	uint64_t finished;           /* ops that finished, ever */
 	struct xfer *rq_head, *rq_tail; /* receives waiting to be posted */
 	struct xfer *sq_head, *sq_tail; /* sends waiting to be posted */
