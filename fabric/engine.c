@@ -296,14 +296,15 @@ static void post_queue(struct fab *f, bool send)
 	while (*at && !(full[LANE_BULK] && full[LANE_URGENT])) {
 		struct xfer *x = *at;
 		int lane = shemb__xfer_lane(x);
-		ssize_t rc;
+		bool held = held_back(f, x);
+		ssize_t rc = -FI_EAGAIN;
 
-		if (!full[lane] && posted[lane] >= cap)
+		if (posted[lane] >= cap)
 			full[lane] = true;
-		rc = full[lane] || held_back(f, x) ? -FI_EAGAIN
-						   : post_one(f, x);
+		if (!full[lane] && !held)
+			rc = post_one(f, x);
 		if (rc == -FI_EAGAIN) {
-			if (!held_back(f, x))
+			if (!held)
 				full[lane] = true; /* the provider's queue */
 			prev = x;
 			at = &x->next;
@@ -661,8 +662,10 @@ static int read_cqs(struct fab *f, bool bulk)
 {
 	int n = read_cq(f, LANE_URGENT);
 
-	if (n == 0 && bulk)
-		n = read_cq(f, LANE_BULK) + read_cq(f, LANE_URGENT);
+	/* the bulk lane at least every few batches, even under a steady
+	 * stream of urgent completions */
+	if (bulk && (n == 0 || ++f->urgent_batches % 8 == 0))
+		n += read_cq(f, LANE_BULK) + read_cq(f, LANE_URGENT);
 	return n;
 }
 
@@ -719,17 +722,18 @@ int shemb__fab_progress(struct fab *f, bool bulk)
 	flush_ctrl_backlog(f);
 	post_queue(f, false);
 	post_queue(f, true);
-	/* until an op finishes or a caller wants the lock: a waiter, or a
-	 * caller that would start the next collective, must not wait for
-	 * the busy ones */
-	while (f->finished == finished && !shemb__fab_callers_waiting(f) &&
-	       (got = read_cqs(f, bulk)) > 0 && n < 4096) {
+	/* a batch at least, then until an op finishes or a caller wants
+	 * the lock: a waiter, or a caller that would start the next
+	 * collective, must not wait for the busy ones */
+	while ((got = read_cqs(f, bulk)) > 0) {
 		n += got;
 		/* what the completions released (receives a header let
 		 * through, sends below their op's bound) goes at once */
 		shemb__fab_post(f);
+		if (f->finished != finished || n >= 4096 ||
+		    shemb__fab_callers_waiting(f))
+			break;
 	}
-	shemb__fab_post(f);
 	now = shemb__fab_now_ns();
 	if (now >= f->next_check_ns) {
 		f->next_check_ns = now + CHECK_EVERY_NS;
@@ -753,7 +757,8 @@ void shemb__fab_lock(struct fab *f)
 static void let_callers_in(struct fab *f)
 {
 	pthread_mutex_unlock(&f->lock);
-	while (shemb__fab_callers_waiting(f))
+	/* bounded: callers that keep coming must not stop the thread */
+	for (int i = 0; i < 64 && shemb__fab_callers_waiting(f); i++)
 		sched_yield();
 	pthread_mutex_lock(&f->lock);
 }

@@ -7,7 +7,8 @@
  * transfers of every op in flight from one queue, receives before sends,
  * reads the completion queue, moves ops from round to round, and fails
  * them on a mismatched header, a peer that left, or a timeout.  All of it
- * runs under one lock, from a progress thread or from the callers' waits.
+ * runs under one lock, from a progress thread or from the callers' waits,
+ * except the reading of the bulk lane's completion queue (engine.c).
  *
  * The queues are ordered by the ops' priority (ties: first come, first
  * served), and each op has at most max_chunks data sends in flight: a
@@ -146,7 +147,7 @@ struct fab {
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
-	struct fid_av *av;
+	struct fid_av *av[NLANES];
 	struct fid_cq *cq[NLANES];
 	struct fid_ep *ep[NLANES];
 	fi_addr_t *peers;            /* lane by lane, world each */
@@ -168,6 +169,7 @@ struct fab {
 	int waiters_progressing;     /* callers driving progress on both
 				      * lanes themselves: the thread stands
 				      * back meanwhile */
+	unsigned urgent_batches;     /* batches read from the urgent lane */
 	int urgent_waiters;          /* callers driving the urgent lane only:
 				      * the thread stands back unless bulk
 				      * ops are active */

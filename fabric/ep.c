@@ -1,8 +1,8 @@
 /*
  * ep.c - the libfabric objects of a communicator: two RDM endpoints (the
  * lanes: bulk and urgent traffic, see engine.h) with tagged messages and
- * directed receives, a completion queue each, one address vector, and
- * memory registrations for providers that want registered buffers
+ * directed receives, a completion queue and an address vector each (shm
+ * takes at most 256 addresses in one), and memory registrations for providers that want registered buffers
  * (FI_MR_LOCAL: verbs, efa).
  *
  * A registration is shared by the transfers in flight on the same pages
@@ -149,15 +149,19 @@ static int open_lane(struct fab *f, int lane)
 	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_TAGGED,
 				  .wait_obj = FI_WAIT_NONE,
 				  .size = 8192 };
+	struct fi_av_attr ava = { .type = FI_AV_TABLE,
+				  .count = (size_t)f->world };
 	struct fi_info *info;
 	int rc = lane_info(f, lane, &info);
 
+	if (!rc)
+		rc = fi_av_open(f->domain, &ava, &f->av[lane], NULL);
 	if (!rc)
 		rc = fi_cq_open(f->domain, &cqa, &f->cq[lane], NULL);
 	if (!rc)
 		rc = fi_endpoint(f->domain, info, &f->ep[lane], NULL);
 	if (!rc)
-		rc = fi_ep_bind(f->ep[lane], &f->av->fid, 0);
+		rc = fi_ep_bind(f->ep[lane], &f->av[lane]->fid, 0);
 	if (!rc)
 		rc = fi_ep_bind(f->ep[lane], &f->cq[lane]->fid,
 				FI_TRANSMIT | FI_RECV);
@@ -170,22 +174,19 @@ static int open_lane(struct fab *f, int lane)
 
 static int open_objects(struct fab *f)
 {
-	struct fi_av_attr ava = { .type = FI_AV_TABLE,
-				  .count = (size_t)f->world * NLANES };
 	int rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
 
 	if (!rc)
 		rc = fi_domain(f->fabric, f->info, &f->domain, NULL);
-	if (!rc)
-		rc = fi_av_open(f->domain, &ava, &f->av, NULL);
 	for (int lane = 0; !rc && lane < NLANES; lane++)
 		rc = open_lane(f, lane);
 	return rc;
 }
 
-/* Receives the engine may post at once: what the provider's receive
- * queue holds (shm: 1024, refused beyond with FI_ENOMEM), less the control
- * receives, at most MAX_RECVS. */
+/* Receives the engine may post on a lane at once: what the provider's
+ * receive queue holds (shm: 1024, refused beyond with FI_ENOMEM), less the
+ * control receives (the urgent lane's) and as many again for slack, at
+ * most MAX_RECVS. */
 static int recv_room(const struct fi_info *info)
 {
 	size_t size = info->rx_attr ? info->rx_attr->size : 0;
@@ -231,7 +232,8 @@ int shemb__ep_insert_peers(struct fab *f, int lane, const void *names,
 	for (int r = 0; r < f->world; r++) {
 		const char *s = (const char *)names + (size_t)r * slot;
 
-		if (fi_av_insert(f->av, s + 4, 1, shemb__fab_peer(f, lane, r),
+		if (fi_av_insert(f->av[lane], s + 4, 1,
+				 shemb__fab_peer(f, lane, r),
 				 0, NULL) != 1) {
 			snprintf(err, errlen, "rank %d's %s address cannot be "
 				 "used here", r, f->provider);
@@ -258,9 +260,10 @@ void shemb__ep_close(struct fab *f)
 		close_fid(f->ep[lane] ? &f->ep[lane]->fid : NULL);
 		f->ep[lane] = NULL;
 	}
-	close_fid(f->av ? &f->av->fid : NULL);
 	for (int lane = 0; lane < NLANES; lane++) {
+		close_fid(f->av[lane] ? &f->av[lane]->fid : NULL);
 		close_fid(f->cq[lane] ? &f->cq[lane]->fid : NULL);
+		f->av[lane] = NULL;
 		f->cq[lane] = NULL;
 	}
 	close_fid(f->domain ? &f->domain->fid : NULL);

@@ -170,12 +170,13 @@ struct shemb_ctx_attr {
 				  * queued here); NULL (default): a stream
 				  * of the context's own */
 	int chunks_in_flight;    /* data chunks a rank has handed to the
-				  * transport and not yet seen sent, over
-				  * all its collectives: more keep bulk
-				  * transfers streaming, fewer let a
-				  * collective of a higher priority
-				  * overtake sooner; 0 (default): 16 on
-				  * shm, 32 otherwise; at most 1024 */
+				  * transport and not yet seen sent, per
+				  * collective: more keep bulk transfers
+				  * streaming, fewer let a collective of
+				  * a higher priority on the same lane
+				  * (see enum shemb_priority) overtake
+				  * sooner; 0 (default): 16 on shm, 32
+				  * otherwise; at most 256 */
 };
 
 /* Where a context's kernels run. */
@@ -563,10 +564,14 @@ SHEMB_API int shemb_table_flush(shemb_table *table);
 /*
  * Priorities.  Of the transfers a rank has waiting, those of the
  * collective with the highest priority go first (ties: in the order the
- * collectives started), so an urgent exchange overtakes a bulk one that is
- * under way once the chunks already handed to the transport are sent (at
- * most chunks_in_flight of them).  Any int is a priority; give a
- * collective the same one on every rank.  The default order is EmbRace's:
+ * collectives started).  Collectives above SHEMB_PRIO_DENSE move their data
+ * on a lane of their own (a second endpoint of the transport), so they do
+ * not wait for the chunks of those at or below it at all; on one lane, an
+ * urgent exchange overtakes a bulk one under way once the chunks already
+ * handed to the transport are sent (at most chunks_in_flight of each
+ * collective).  Any int is a priority; give a collective the same one on
+ * every rank (priorities on both sides of SHEMB_PRIO_DENSE fail it with
+ * SHEMB_EINVAL).  The default order is EmbRace's:
  * the next forward's embedding traffic, then embedding gradients, then
  * dense gradients, in reverse layer order (give layer l, counted from
  * the input, SHEMB_PRIO_DENSE - l: the next forward needs layer 0 first).

@@ -13,7 +13,9 @@
 #endif
 
 #define DEFAULT_TIMEOUT_MS 30000
-#define MAX_CHUNKS_IN_FLIGHT 1024
+/* Well below the sends a lane may have posted (1024): one collective whose
+ * chunks wait for a peer must leave room for the others'. */
+#define MAX_CHUNKS_IN_FLIGHT 256
 
 extern const struct shemb_comm_ops shemb__self_comm_ops;
 

@@ -266,7 +266,7 @@ START_TEST(ctx_transport_attrs)
 	shemb_ctx_attr_init(&a);
 	a.chunks_in_flight = -1;
 	ctx_refused(&a, SHEMB_EINVAL);
-	a.chunks_in_flight = 1025;
+	a.chunks_in_flight = 257;
 	ctx_refused(&a, SHEMB_EINVAL);
 }
 END_TEST

@@ -80,7 +80,7 @@ static int sched_apply(void *p, int c, const char *arg)
 	case SO_CHUNK:
 		return comm_parse_count(arg, 1, (int64_t)1 << 40, &o->chunk);
 	case SO_IN_FLIGHT:
-		return comm_parse_int(arg, 1, 1024, &o->in_flight);
+		return comm_parse_int(arg, 1, 256, &o->in_flight);
 	}
 	return -1;
 }
