@@ -514,6 +514,19 @@ SHEMB_API int shemb_backward_start(shemb_ctx *ctx, int n,
 				   shemb_request **req);
 
 /*
+ * One output of a lookup started without waiting: shemb_wait_part()
+ * returns once out[i] (bag set i) is written, before the rest of the
+ * lookup may be (tables are pooled one after another: the next layer can
+ * start on the first); shemb_test_part() sets *done to 1 if it is, else
+ * 0.  Either may be called any number of times, until the request is
+ * freed, and neither consumes the status shemb_wait() reports.  A lookup
+ * that failed gives its error (for every set).  On a CUDA context an
+ * output is final only when the whole lookup is.
+ */
+SHEMB_API int shemb_wait_part(shemb_request *req, int i);
+SHEMB_API int shemb_test_part(shemb_request *req, int i, int *done);
+
+/*
  * Load into the device tier the rows that n bag sets (of the next step)
  * will need, so that their lookup finds them resident: call it for step
  * t + 1 before computing step t.  Tables without a device tier are

@@ -13,6 +13,7 @@
 
 #include "cpu/reduce.h"
 #include "lib/comm.h"
+#include "lib/parts.h"
 #include "lib/stepq.h"
 
 struct shemb_request {
@@ -138,6 +139,52 @@ SHEMB_API int shemb_test(shemb_request *r, int *done)
 	}
 	*done = d;
 	return d ? report(r, rc, why) : 0;
+}
+
+/* The outputs of the lookup behind r, with the checks of its arguments. */
+static int parts_of(shemb_request *r, int i, struct shemb__parts **out)
+{
+	struct shemb__parts *p;
+
+	if (!r)
+		return shemb__fail(NULL, SHEMB_EINVAL, "req is NULL");
+	p = shemb__stepq_parts(r->job);
+	if (!p)
+		return shemb__fail(r->ctx, SHEMB_EINVAL, "the request is not "
+				   "one of shemb_lookup_start()");
+	if (i < 0 || i >= shemb__parts_count(p))
+		return shemb__fail(r->ctx, SHEMB_EINVAL, "bag set %d is not "
+				   "in [0, %d) of the lookup", i,
+				   shemb__parts_count(p));
+	*out = p;
+	return 0;
+}
+
+static int part_status(shemb_request *r, int rc)
+{
+	return rc ? shemb__fail(r->ctx, rc, "the lookup failed: %s",
+				shemb__stepq_why(r->job))
+		  : 0;
+}
+
+SHEMB_API int shemb_wait_part(shemb_request *r, int i)
+{
+	struct shemb__parts *p;
+	int done, rc = parts_of(r, i, &p);
+
+	return rc ? rc : part_status(r, shemb__parts_get(p, i, true, &done));
+}
+
+SHEMB_API int shemb_test_part(shemb_request *r, int i, int *done)
+{
+	struct shemb__parts *p;
+	int rc = parts_of(r, i, &p);
+
+	if (!rc && !done)
+		rc = shemb__fail(r->ctx, SHEMB_EINVAL, "done is NULL");
+	if (rc)
+		return rc;
+	return part_status(r, shemb__parts_get(p, i, false, done));
 }
 
 SHEMB_API void shemb_request_free(shemb_request *r)

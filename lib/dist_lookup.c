@@ -413,8 +413,11 @@ static int pool_all(struct shemb__step *st, struct shemb__plan **plans,
 	size_t *seen = calloc((size_t)x->world, sizeof(size_t));
 	int rc = seen ? 0 : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 
-	for (int g = 0; !rc && g < st->ngroups; g++)
+	for (int g = 0; !rc && g < st->ngroups; g++) {
 		rc = pool_one(st, g, plans[g], x, seen, out);
+		if (!rc)
+			shemb__step_group_done(st, g);
+	}
 	free(seen);
 	return rc;
 }

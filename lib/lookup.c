@@ -13,6 +13,7 @@
 #include "lib/dist.h"
 #include "lib/plan.h"
 #include "lib/step.h"
+#include "lib/parts.h"
 #include "lib/stepq.h"
 
 static void add_shared_time(struct shemb__step *st, uint64_t ns)
@@ -290,11 +291,14 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 		rc = shemb__dist_lookup(st, plans, out, rc, kind);
 		shemb__traffic_prio(st->ctx, was);
 	}
-	for (int g = 0; !dist && !rc && g < st->ngroups; g++)
+	for (int g = 0; !dist && !rc && g < st->ngroups; g++) {
 		rc = shemb__dist_ahead(kind)
 			     ? ahead_local(st, &st->groups[g])
 			     : shemb__pool_local(st, &st->groups[g],
 						 plans ? plans[g] : NULL, out);
+		if (!rc)
+			shemb__step_group_done(st, g);
+	}
 	/* still under the tables' locks: a backward, which holds them
 	 * exclusively, never sees a plan change under it */
 	for (int g = 0; plans && g < st->ngroups; g++) {
@@ -411,8 +415,16 @@ static int lookup_direct(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	return rc;
 }
 
+void shemb__step_group_done(const struct shemb__step *st, int g)
+{
+	if (st->parts && st->ctx->attr.device == SHEMB_DEVICE_CPU)
+		shemb__parts_mark(st->parts, st->groups[g].index,
+				  st->groups[g].nsets);
+}
+
 int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
-		      float *const *out, unsigned flags)
+		      float *const *out, unsigned flags,
+		      struct shemb__parts *parts)
 {
 	struct shemb__step st;
 	uint64_t t0 = shemb__now_ns();
@@ -428,6 +440,7 @@ int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	if (rc && !shemb__distributed(ctx))
 		return rc;
+	st.parts = parts;
 	if (!rc)
 		rc = check_outputs(&st, out);
 	if (!rc)
@@ -472,7 +485,7 @@ SHEMB_API int shemb_lookup(shemb_ctx *ctx, int n,
 	int rc;
 
 	if (!ctx || !shemb__stepq_busy(ctx))
-		return shemb__lookup_now(ctx, n, bags, out, flags);
+		return shemb__lookup_now(ctx, n, bags, out, flags, NULL);
 	rc = shemb_lookup_start(ctx, n, bags, out, flags, &req);
 	return rc ? rc : shemb__request_finish(req);
 }

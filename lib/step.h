@@ -33,7 +33,13 @@ struct shemb__step {
 	int nstaged;
 	bool direct;                    /* device input used in place (the
 					 * backend checks it) */
+	struct shemb__parts *parts;     /* a started lookup's: which outputs
+					 * are final, or NULL */
 };
+
+/* Group g's outputs are written: a started lookup on the CPU tells its
+ * caller (on a GPU, outputs are final only once the stream is). */
+void shemb__step_group_done(const struct shemb__step *st, int g);
 
 /* Copy and group the caller's n bag sets; checks the structure of each
  * (table, pooling, counts, offsets, ids, weights).  On failure nothing is

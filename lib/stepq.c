@@ -10,6 +10,7 @@
 
 #include "lib/comm.h"
 #include "lib/jobq.h"
+#include "lib/parts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct shemb__step_job {
 	unsigned flags;
 	struct shemb_bags *bags;     /* a copy of the caller's array */
 	void **bufs;                 /* out or grad pointers, copied */
+	struct shemb__parts *parts;  /* a lookup's outputs that are final */
 	int status;
 	bool done;
 	bool orphan;                 /* released before done: the queue
@@ -44,6 +46,7 @@ static void job_free(struct shemb__step_job *j)
 	free(j->bags);
 	free(j->bufs);
 	free(j->arrays);
+	shemb__parts_free(j->parts);
 	free(j);
 }
 
@@ -60,13 +63,15 @@ static void run(void *arg, struct shemb__job *job)
 	if (j->kind == SHEMB__STEP_LOOKUP)
 		j->status = shemb__lookup_now(ctx, j->n, j->bags,
 					      (float *const *)j->bufs,
-					      j->flags);
+					      j->flags, j->parts);
 	else
 		j->status = shemb__backward_now(ctx, j->n, j->bags,
 						(const float *const *)j->bufs);
 	if (j->status)
 		snprintf(j->why, sizeof(j->why), "%s",
 			 shemb_ctx_last_error(ctx));
+	if (j->parts)
+		shemb__parts_end(j->parts, j->status);
 }
 
 static void job_done(void *arg, struct shemb__job *job)
@@ -109,7 +114,10 @@ static struct shemb__step_job *job_new(int kind, int n,
 		if (j->bufs)
 			memcpy(j->bufs, bufs, (size_t)n * sizeof(void *));
 	}
-	if ((n > 0 && bags && !j->bags) || (n > 0 && bufs && !j->bufs)) {
+	if (kind == SHEMB__STEP_LOOKUP)
+		j->parts = shemb__parts_new(n > 0 ? n : 0);
+	if ((n > 0 && bags && !j->bags) || (n > 0 && bufs && !j->bufs) ||
+	    (kind == SHEMB__STEP_LOOKUP && !j->parts)) {
 		job_free(j);
 		return NULL;
 	}
@@ -258,6 +266,18 @@ void shemb__stepq_release(shemb_ctx *ctx, struct shemb__step_job *job)
 		shemb__jobq_locked(q, mark_orphan, &d);
 	if (d.done)
 		job_free(job);
+}
+
+struct shemb__parts *shemb__stepq_parts(struct shemb__step_job *job)
+{
+	return job ? job->parts : NULL;
+}
+
+/* Read once the parts say the step ended, which orders it after the
+ * write. */
+const char *shemb__stepq_why(const struct shemb__step_job *job)
+{
+	return job->why;
 }
 
 bool shemb__stepq_busy(shemb_ctx *ctx)

@@ -44,6 +44,10 @@ int shemb__stepq_wait(shemb_ctx *ctx, struct shemb__step_job *job);
 void shemb__stepq_release(shemb_ctx *ctx, struct shemb__step_job *job);
 /* Steps queued or running: a blocking call then queues behind them. */
 bool shemb__stepq_busy(shemb_ctx *ctx);
+/* A started lookup's outputs (NULL for other jobs). */
+struct shemb__parts *shemb__stepq_parts(struct shemb__step_job *job);
+/* The detail of a failed step (read after it ended). */
+const char *shemb__stepq_why(const struct shemb__step_job *job);
 /* Context destroy: run what is queued, then stop the thread. */
 void shemb__stepq_stop(shemb_ctx *ctx);
 
@@ -55,8 +59,11 @@ int shemb__request_step(shemb_ctx *ctx, int kind, int n,
 int shemb__request_finish(shemb_request *r);
 
 /* lookup.c, backward.c: the steps themselves, on the calling thread */
+struct shemb__parts;
+/* parts: a started lookup's (which outputs are final), else NULL */
 int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
-		      float *const *out, unsigned flags);
+		      float *const *out, unsigned flags,
+		      struct shemb__parts *parts);
 int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 			const float *const *grad);
 

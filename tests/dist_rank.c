@@ -724,6 +724,7 @@ struct step {
 	int nmine;
 	struct shemb_bags mine[NCASES * MAX_SETS];
 	float *out[NCASES * MAX_SETS];
+	size_t out_len[NCASES * MAX_SETS];  /* floats */
 	const float *grad[NCASES * MAX_SETS];
 	int nref;
 	struct shemb_bags refb[NCASES * MAX_SETS * 4];
@@ -758,6 +759,8 @@ static void build_step(struct step *s, int step)
 					continue;
 				s->mine[s->nmine] = x->b;
 				s->out[s->nmine] = x->out;
+				s->out_len[s->nmine] = (size_t)x->out_rows *
+						       (size_t)cases[ci].dim;
 				s->grad[s->nmine++] = x->grad;
 			}
 		}
@@ -950,15 +953,42 @@ static void mixed_ahead(int step)
 	free(s);
 }
 
+/* Each output of the started lookup lk as shemb_wait_part() reports it
+ * final, last set first; compared once the whole lookup is done. */
+static float **outputs_when_final(struct step *s, shemb_request *lk)
+{
+	float **snap = calloc((size_t)s->nmine + 1, sizeof(*snap));
+
+	for (int i = s->nmine - 1; i >= 0; i--) {
+		CHECK_RC(ctx, shemb_wait_part(lk, i));
+		snap[i] = malloc(s->out_len[i] * sizeof(float) + 1);
+		memcpy(snap[i], s->out[i], s->out_len[i] * sizeof(float));
+	}
+	return snap;
+}
+
+static void same_outputs(struct step *s, float **snap, int step)
+{
+	for (int i = 0; i < s->nmine; i++) {
+		if (memcmp(snap[i], s->out[i], s->out_len[i] * sizeof(float)))
+			FAIL("step %d: output %d changed after "
+			     "shemb_wait_part() reported it final", step, i);
+		free(snap[i]);
+	}
+	free(snap);
+}
+
 /* --async: the step's lookup and backward started together with a dense
  * allreduce started between them (it takes its turn among the steps'
- * collectives on every rank), the reference run meanwhile, then all
- * waited for in reverse order. */
+ * collectives on every rank), the reference run meanwhile, then each
+ * output of the lookup as it is final and all requests in reverse
+ * order. */
 static void run_async(struct step *s, int step, int steps)
 {
 	enum { DENSE = 64 };
 	shemb_request *lk, *ar, *bw;
 	double dense[DENSE], sum[DENSE];
+	float **snap;
 
 	for (int i = 0; i < DENSE; i++)
 		dense[i] = rank + i + step;
@@ -972,9 +1002,11 @@ static void run_async(struct step *s, int step, int steps)
 		ahead_step(step + 1, false); /* queues behind them */
 	CHECK_RC(ref, shemb_lookup(ref, s->nref, s->refb, s->ref_out, 0));
 	CHECK_RC(ref, shemb_backward(ref, s->nref, s->refb, s->ref_grad));
+	snap = outputs_when_final(s, lk);
 	CHECK_RC(ctx, shemb_wait(bw));
 	CHECK_RC(ctx, shemb_wait(ar));
 	CHECK_RC(ctx, shemb_wait(lk));
+	same_outputs(s, snap, step);
 	for (int i = 0; i < DENSE; i++)
 		if (sum[i] != world * (double)(i + step) +
 				      world * (world - 1) / 2.0)

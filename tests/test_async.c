@@ -5,7 +5,8 @@
  * blocking calls on a twin table; many lookups in flight each complete
  * once; a request reports once; blocking calls queue behind started
  * steps; bad input fails at the wait with its detail and changes
- * nothing; requests never waited or freed early are reclaimed.
+ * nothing; requests never waited or freed early are reclaimed; each
+ * output of a started lookup is final once shemb_wait_part() returns.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -265,6 +266,96 @@ START_TEST(bad_input_fails_at_wait)
 }
 END_TEST
 
+/* shemb_wait_part(): each output is final when it returns (a copy taken
+ * then equals the blocking lookup of that set alone), before or after
+ * the whole request; bad arguments and failed lookups are reported. */
+enum { PARTS = 4 };
+
+static void lookup_alone(shemb_ctx *ctx, const struct shemb_bags *set,
+			 float *out)
+{
+	ck_assert_int_eq(shemb_lookup(ctx, 1, set, &out, SHEMB_LOOKUP_NO_GRAD),
+			 0);
+}
+
+START_TEST(parts_are_final_when_waited)
+{
+	static const int order[PARTS] = { 2, 0, 3, 1 };
+	shemb_ctx *ctx;
+	shemb_table *t[3];
+	struct run r;
+	struct shemb_bags set[PARTS];
+	float *ref[PARTS], *snap[PARTS], *out[PARTS];
+	size_t len[PARTS];
+	shemb_request *req, *other;
+	int done;
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
+	for (int k = 0; k < 3; k++)
+		t[k] = twin(ctx);
+	make_run(&r, t[0], 8);
+	for (int i = 0; i < PARTS; i++) { /* table 0 twice: sets 0 and 3 */
+		set[i] = tu_bags_view(&r.b[i], t[i % 3], poolings[i]);
+		len[i] = (size_t)tu_out_rows(&r.b[i], poolings[i]) * DIM *
+			 sizeof(float);
+		ref[i] = tu_calloc(len[i] + 4, 1);
+		snap[i] = tu_calloc(len[i] + 4, 1);
+		out[i] = tu_calloc(len[i] + 4, 1);
+		lookup_alone(ctx, &set[i], ref[i]);
+	}
+	ck_assert_int_eq(shemb_lookup_start(ctx, PARTS, set, out,
+					    SHEMB_LOOKUP_NO_GRAD, &req),
+			 0);
+	for (int k = 0; k < PARTS; k++) {
+		int i = order[k];
+
+		ck_assert_int_eq(shemb_wait_part(req, i), 0);
+		memcpy(snap[i], out[i], len[i]);
+		ck_assert_int_eq(shemb_test_part(req, i, &done), 0);
+		ck_assert_int_eq(done, 1);
+	}
+	ck_assert_int_eq(shemb_wait(req), 0);
+	for (int i = 0; i < PARTS; i++) {
+		ck_assert_mem_eq(snap[i], ref[i], len[i]);
+		ck_assert_mem_eq(out[i], ref[i], len[i]);
+	}
+	ck_assert_int_eq(shemb_wait_part(req, 1), 0); /* after: still 0 */
+
+	/* bad arguments */
+	ck_assert_int_eq(shemb_wait_part(req, PARTS), SHEMB_EINVAL);
+	ck_assert(tu_contains_all(shemb_ctx_last_error(ctx), "4", NULL));
+	ck_assert_int_eq(shemb_wait_part(req, -1), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_test_part(req, 0, NULL), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_wait_part(NULL, 0), SHEMB_EINVAL);
+	shemb_request_free(req);
+	ck_assert_int_eq(shemb_barrier(ctx, &other), 0);
+	ck_assert_int_eq(shemb_wait_part(other, 0), SHEMB_EINVAL);
+	ck_assert(tu_contains_all(shemb_ctx_last_error(ctx),
+				  "shemb_lookup_start", NULL));
+	shemb_request_free(other);
+
+	/* a lookup that fails: every part gives its error */
+	r.b[1].ids[0] = ROWS + 9;
+	ck_assert_int_eq(shemb_lookup_start(ctx, PARTS, set, out,
+					    SHEMB_LOOKUP_NO_GRAD, &req),
+			 0);
+	ck_assert_int_eq(shemb_wait_part(req, 1), SHEMB_EINVAL);
+	ck_assert(tu_contains_all(shemb_ctx_last_error(ctx), "509", NULL));
+	ck_assert_int_eq(shemb_wait(req), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_wait(req), SHEMB_ESTATE);
+	ck_assert_int_eq(shemb_test_part(req, 0, &done), SHEMB_EINVAL);
+	ck_assert_int_eq(done, 1);
+	shemb_request_free(req);
+	for (int i = 0; i < PARTS; i++) {
+		free(ref[i]);
+		free(snap[i]);
+		free(out[i]);
+	}
+	free_run(&r);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
 /* Freed before it ran, or never waited nor freed: the context reclaims
  * them (the leak checkers of the sanitizer and valgrind runs watch). */
 START_TEST(unwaited_requests_are_reclaimed)
@@ -300,6 +391,7 @@ static Suite *async_suite(void)
 	tcase_add_test(tc, blocking_calls_queue_behind);
 	tcase_add_test(tc, bad_input_fails_at_wait);
 	tcase_add_test(tc, unwaited_requests_are_reclaimed);
+	tcase_add_test(tc, parts_are_final_when_waited);
 	suite_add_tcase(s, tc);
 	return s;
 }
