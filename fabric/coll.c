@@ -232,6 +232,27 @@ static int build_allgatherv(struct op *op)
 	return rc;
 }
 
+size_t shemb__coll_landed(const struct op *op, int peer)
+{
+	const struct round *rd = &op->rounds[0];
+	size_t n = 0;
+
+	if (peer == op->f->rank || (op->done && op->status == 0))
+		return RC(op)[peer]; /* its own piece was copied at the start */
+	if (op->status)
+		return 0;
+	for (int i = 0; i < rd->nx; i++) {
+		const struct xfer *x = &rd->x[i];
+
+		if (x->send || x->is_hdr || x->peer != peer)
+			continue;
+		if (!x->landed)
+			break; /* chunks were added in order of offset */
+		n += x->len;
+	}
+	return n;
+}
+
 /* ---- barrier ---- */
 
 static int build_barrier(struct op *op)

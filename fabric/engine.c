@@ -591,6 +591,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		return;
 	}
 	op->last_ns = shemb__fab_now_ns();
+	x->landed = !x->send;
 	if (!x->send && !x->is_hdr && !on_chunk(f, op, x))
 		return;
 	if (--op->pending == 0)

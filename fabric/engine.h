@@ -94,6 +94,8 @@ struct xfer {
 	uint64_t tag;
 	int peer;
 	bool send, posted, is_hdr, is_ctrl;
+	bool landed;                 /* a receive that completed and checked
+				      * out */
 	bool gated;                  /* a receive posted only once the
 				      * peer's header checked out */
 	int gate_lo, gate_hi;        /* header receive: the receives it
@@ -259,6 +261,8 @@ uint64_t shemb__fab_now_ns(void);
  * peer's header against this rank's call (SHEMB_EINVAL, op->why) */
 int shemb__coll_build(struct fab *f, struct op *op);
 int shemb__coll_check_header(struct op *op, int peer);
+/* alltoallv: bytes from peer landed as one prefix of its piece */
+size_t shemb__coll_landed(const struct op *op, int peer);
 
 /* ep.c */
 int shemb__ep_open(struct fab *f, const char *provider, const char *node,

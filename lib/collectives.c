@@ -269,13 +269,26 @@ int shemb__request_finish(shemb_request *r)
 	return rc;
 }
 
-int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c)
+int shemb__coll_start(shemb_ctx *ctx, const struct shemb__coll *c,
+		      shemb_request **req)
 {
 	struct shemb__coll mine = *c;
 
 	mine.prio = atomic_load_explicit(&ctx->traffic_prio,
 					 memory_order_relaxed);
-	return launch_on(ctx, ctx->comm_ops, ctx->comm, &mine, NULL);
+	return launch_on(ctx, ctx->comm_ops, ctx->comm, &mine, req);
+}
+
+int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c)
+{
+	return shemb__coll_start(ctx, c, NULL);
+}
+
+size_t shemb__request_received(shemb_request *r, int peer)
+{
+	if (!r->op) /* complete when it was started */
+		return SIZE_MAX;
+	return r->ops->received ? r->ops->received(r->comm, r->op, peer) : 0;
 }
 
 int shemb__traffic_prio(shemb_ctx *ctx, int prio)

@@ -137,6 +137,9 @@ int shemb__xchg_init(struct shemb__xchg *x, int world);
 /* Allocate the buffers once the counts are set (displacements follow). */
 int shemb__xchg_alloc(struct shemb__xchg *x);
 int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x);
+/* ... without waiting: *req tracks it */
+int shemb__xchg_start(shemb_ctx *ctx, struct shemb__xchg *x,
+		      shemb_request **req);
 /* Add ns to the phase time of every table of st. */
 void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns);
 void shemb__xchg_free(struct shemb__xchg *x);

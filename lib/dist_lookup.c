@@ -9,9 +9,11 @@
  */
 #include "lib/dist.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Bytes of one row as rank r holds it. */
 /* Rows travel in the wire dtype, except for read_rows, which is exact. */
@@ -407,19 +409,94 @@ static int pool_one(struct shemb__step *st, int g,
 	return rc;
 }
 
-static int pool_all(struct shemb__step *st, struct shemb__plan **plans,
-		    const struct shemb__xchg *x, float *const *out)
+/* The rows exchange in flight, and its status once it ended. */
+struct landing {
+	shemb_request *req;
+	bool ended;
+	int status;
+	uint64_t all_ns;      /* when the last rows had landed */
+};
+
+/* Until end[p] bytes of every peer's piece have landed, or the exchange
+ * ended: 0, or its failure.  Polls, as a waiter of the transport does,
+ * and naps once nothing has come for a while (a slow peer must not cost
+ * a core). */
+static int await_rows(struct landing *l, const size_t *end, int world)
 {
-	size_t *seen = calloc((size_t)x->world, sizeof(size_t));
+	size_t last = 0;
+
+	for (int idle = 0; !l->ended; idle++) {
+		size_t got = 0;
+		int p = 0, done = 0;
+
+		while (p < world &&
+		       (got = shemb__request_received(l->req, p)) >= end[p])
+			p++;
+		if (p == world)
+			return 0;
+		if (got + (size_t)p != last) { /* something came */
+			last = got + (size_t)p;
+			idle = 0;
+		}
+		l->status = shemb_test(l->req, &done);
+		l->ended = done;
+		if (done)
+			break;
+		if (idle < 1000)
+			sched_yield();
+		else
+			nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
+	}
+	return l->status;
+}
+
+/*
+ * Each group pooled as soon as its rows have landed from every peer: a
+ * peer's piece holds the groups' rows in order, so group g needs the
+ * prefix up to its end, and the first tables are pooled while the rows
+ * of the later ones still travel (their outputs final meanwhile).
+ */
+static int pool_landed(struct shemb__step *st, struct shemb__plan **plans,
+		       const struct shemb__xchg *x, float *const *out,
+		       struct landing *l)
+{
+	size_t *seen = calloc(2 * (size_t)x->world, sizeof(size_t));
+	size_t *end = seen + x->world;
 	int rc = seen ? 0 : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 
 	for (int g = 0; !rc && g < st->ngroups; g++) {
-		rc = pool_one(st, g, plans[g], x, seen, out);
+		for (int p = 0; p < x->world; p++)
+			end[p] += rows_in(st, plans, g, p);
+		rc = await_rows(l, end, x->world);
+		if (g == st->ngroups - 1)
+			l->all_ns = shemb__now_ns();
+		if (!rc)
+			rc = pool_one(st, g, plans[g], x, seen, out);
 		if (!rc)
 			shemb__step_group_done(st, g);
 	}
 	free(seen);
 	return rc;
+}
+
+/* The rows exchange, pooling as the rows land; the rows phase's time is
+ * until the last rows landed (the pooling before it overlapped). */
+static int rows_and_pool(struct shemb__step *st, struct shemb__plan **plans,
+			 struct shemb__xchg *rows, float *const *out)
+{
+	uint64_t t0 = shemb__now_ns();
+	struct landing l = { 0 };
+	int rc = shemb__xchg_start(st->ctx, rows, &l.req), end;
+
+	if (rc)
+		return rc;
+	rc = pool_landed(st, plans, rows, out, &l);
+	/* every rank sees the exchange to its end, whatever its pooling */
+	end = l.ended ? l.status : shemb_wait(l.req);
+	shemb_request_free(l.req);
+	shemb__phase_time(st, SHEMB_PHASE_ROWS,
+			  (l.all_ns ? l.all_ns : shemb__now_ns()) - t0);
+	return rc ? rc : end;
 }
 
 /*
@@ -509,13 +586,7 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 	free(parts);
 	if (rc)
 		return refuse_rows(st, plans, rows, rc);
-	t0 = shemb__now_ns();
-	if (!rc)
-		rc = shemb__xchg_run(st->ctx, rows);
-	shemb__phase_time(st, SHEMB_PHASE_ROWS, shemb__now_ns() - t0);
-	if (!rc)
-		rc = pool_all(st, plans, rows, out);
-	return rc;
+	return rows_and_pool(st, plans, rows, out);
 }
 
 int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,

@@ -53,9 +53,9 @@ int shemb__xchg_alloc(struct shemb__xchg *x)
 	return x->sbuf && x->rbuf ? 0 : SHEMB_ENOMEM;
 }
 
-int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x)
+static struct shemb__coll xchg_coll(const struct shemb__xchg *x)
 {
-	struct shemb__coll c = {
+	return (struct shemb__coll){
 		.kind = SHEMB__ALLTOALLV,
 		.sendbuf = x->sbuf,
 		.recvbuf = x->rbuf,
@@ -64,8 +64,21 @@ int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x)
 		.recvcounts = x->rcount,
 		.rdispls = x->rdispl,
 	};
+}
+
+int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x)
+{
+	struct shemb__coll c = xchg_coll(x);
 
 	return shemb__coll_run(ctx, &c);
+}
+
+int shemb__xchg_start(shemb_ctx *ctx, struct shemb__xchg *x,
+		      shemb_request **req)
+{
+	struct shemb__coll c = xchg_coll(x);
+
+	return shemb__coll_start(ctx, &c, req);
 }
 
 void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns)
