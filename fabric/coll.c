@@ -141,6 +141,8 @@ static int headers_and_receive(struct op *op, int r, int peer, uint64_t bytes,
 		rc = add_chunks(op, r, false, peer, buf, len);
 	if (rc)
 		return rc;
+	if (op->next_rx && rd->nx > lo)
+		op->next_rx[peer] = lo;
 	for (int i = lo; i < rd->nx; i++)
 		rd->x[i].gated = true;
 	rd->x[hdr].gate_lo = lo;
@@ -177,6 +179,20 @@ static int first_peers_differ(const struct fab *f, int i)
 #define RC(op) ((op)->counts + 2 * (op)->f->world)
 #define RD(op) ((op)->counts + 3 * (op)->f->world)
 
+/* Where each peer's landed prefix stands (shemb__coll_landed). */
+static int track_landing(struct op *op)
+{
+	int w = op->f->world;
+
+	op->landed = calloc((size_t)w, sizeof(*op->landed));
+	op->next_rx = malloc((size_t)w * sizeof(*op->next_rx));
+	if (!op->landed || !op->next_rx)
+		return SHEMB_ENOMEM;
+	for (int p = 0; p < w; p++)
+		op->next_rx[p] = -1;
+	return 0;
+}
+
 static int build_alltoallv(struct op *op)
 {
 	struct fab *f = op->f;
@@ -184,6 +200,8 @@ static int build_alltoallv(struct op *op)
 	char *rb = op->c.recvbuf;
 	int rc = alloc_rounds(op, 1);
 
+	if (!rc)
+		rc = track_landing(op);
 	if (SC(op)[f->rank] != RC(op)[f->rank]) {
 		snprintf(op->why, sizeof(op->why),
 			 "sends %zu bytes to itself but expects %zu",
@@ -232,25 +250,35 @@ static int build_allgatherv(struct op *op)
 	return rc;
 }
 
-size_t shemb__coll_landed(const struct op *op, int peer)
+/* A data receive from peer? */
+static bool receives_from(const struct xfer *x, int peer)
+{
+	return !x->send && !x->is_hdr && x->peer == peer;
+}
+
+void shemb__coll_on_landed(struct op *op, const struct xfer *x)
 {
 	const struct round *rd = &op->rounds[0];
-	size_t n = 0;
+	int p = x->peer, *next;
 
+	if (!op->landed || op->cur != 0)
+		return;
+	next = &op->next_rx[p];
+	/* a peer's receives are consecutive, in order of offset */
+	while (*next >= 0 && rd->x[*next].landed) {
+		int after = *next + 1;
+
+		op->landed[p] += rd->x[*next].len;
+		*next = after < rd->nx && receives_from(&rd->x[after], p)
+				? after : -1;
+	}
+}
+
+size_t shemb__coll_landed(const struct op *op, int peer)
+{
 	if (peer == op->f->rank || (op->done && op->status == 0))
 		return RC(op)[peer]; /* its own piece was copied at the start */
-	if (op->status)
-		return 0;
-	for (int i = 0; i < rd->nx; i++) {
-		const struct xfer *x = &rd->x[i];
-
-		if (x->send || x->is_hdr || x->peer != peer)
-			continue;
-		if (!x->landed)
-			break; /* chunks were added in order of offset */
-		n += x->len;
-	}
-	return n;
+	return op->status || !op->landed ? 0 : op->landed[peer];
 }
 
 /* ---- barrier ---- */

@@ -84,6 +84,8 @@ void shemb__fab_free_op(struct op *op)
 	free(op->hdr_out);
 	free(op->hdr_in);
 	free(op->counts);
+	free(op->landed);
+	free(op->next_rx);
 	if (op->scratch)
 		keep_spare(op->f, op->scratch, op->scratch_len);
 	free(op);
@@ -592,6 +594,8 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	}
 	op->last_ns = shemb__fab_now_ns();
 	x->landed = !x->send;
+	if (!x->send && !x->is_hdr)
+		shemb__coll_on_landed(op, x);
 	if (!x->send && !x->is_hdr && !on_chunk(f, op, x))
 		return;
 	if (--op->pending == 0)

@@ -135,6 +135,10 @@ struct op {
 	struct shemb__coll c;        /* the arguments, arrays copied below */
 	size_t *counts;              /* 4 x world: sendcounts, sdispls,
 				      * recvcounts, rdispls */
+	size_t *landed;              /* alltoallv: per peer, the bytes of its
+				      * piece landed as one prefix */
+	int *next_rx;                /* ... and the index in round 0 of the
+				      * receive that extends it, or -1 */
 	void *scratch;               /* allreduce: incoming data */
 	size_t scratch_len;
 	char why[256];               /* the failure, for the caller */
@@ -263,6 +267,8 @@ int shemb__coll_build(struct fab *f, struct op *op);
 int shemb__coll_check_header(struct op *op, int peer);
 /* alltoallv: bytes from peer landed as one prefix of its piece */
 size_t shemb__coll_landed(const struct op *op, int peer);
+/* alltoallv: receive x of round 0 landed; extends its peer's prefix */
+void shemb__coll_on_landed(struct op *op, const struct xfer *x);
 
 /* ep.c */
 int shemb__ep_open(struct fab *f, const char *provider, const char *node,

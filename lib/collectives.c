@@ -6,6 +6,7 @@
 #include "lib/internal.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -162,8 +163,7 @@ static int parts_of(shemb_request *r, int i, struct shemb__parts **out)
 
 static int part_status(shemb_request *r, int rc)
 {
-	return rc ? shemb__fail(r->ctx, rc, "the lookup failed: %s",
-				shemb__stepq_why(r->job))
+	return rc ? shemb__fail(r->ctx, rc, "%s", shemb__stepq_why(r->job))
 		  : 0;
 }
 
@@ -286,9 +286,14 @@ int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c)
 
 size_t shemb__request_received(shemb_request *r, int peer)
 {
+	const struct shemb_comm_ops *ops = r->ops;
+
 	if (!r->op) /* complete when it was started */
 		return SIZE_MAX;
-	return r->ops->received ? r->ops->received(r->comm, r->op, peer) : 0;
+	if (ops->size <= offsetof(struct shemb_comm_ops, received) ||
+	    !ops->received)
+		return 0;
+	return ops->received(r->comm, r->op, peer);
 }
 
 int shemb__traffic_prio(shemb_ctx *ctx, int prio)

@@ -420,32 +420,38 @@ struct landing {
 /* Until end[p] bytes of every peer's piece have landed, or the exchange
  * ended: 0, or its failure.  Polls, as a waiter of the transport does,
  * and naps once nothing has come for a while (a slow peer must not cost
- * a core). */
+ * a core).  Peers are taken in turn: one that has reached its end stays
+ * there. */
 static int await_rows(struct landing *l, const size_t *end, int world)
 {
 	size_t last = 0;
+	int p = 0, idle = 0;
 
-	for (int idle = 0; !l->ended; idle++) {
+	while (!l->ended) {
 		size_t got = 0;
-		int p = 0, done = 0;
+		int done = 0, was = p;
 
 		while (p < world &&
 		       (got = shemb__request_received(l->req, p)) >= end[p])
 			p++;
 		if (p == world)
 			return 0;
-		if (got + (size_t)p != last) { /* something came */
-			last = got + (size_t)p;
+		if (p != was || got != last) { /* something came */
+			last = got;
 			idle = 0;
 		}
 		l->status = shemb_test(l->req, &done);
 		l->ended = done;
 		if (done)
 			break;
-		if (idle < 1000)
+		if (idle < 1000) {
+			idle++;
 			sched_yield();
-		else
-			nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
+		} else {
+			struct timespec nap = { .tv_nsec = 100000 };
+
+			nanosleep(&nap, NULL);
+		}
 	}
 	return l->status;
 }
@@ -479,8 +485,12 @@ static int pool_landed(struct shemb__step *st, struct shemb__plan **plans,
 	return rc;
 }
 
-/* The rows exchange, pooling as the rows land; the rows phase's time is
- * until the last rows landed (the pooling before it overlapped). */
+/*
+ * The rows exchange, pooling as the rows land; the rows phase's time is
+ * until the last rows landed (the pooling before it overlapped).  When
+ * only the callers move the transport (SHEMB_PROGRESS_CALLER), nothing
+ * would move while a table is pooled: the whole exchange comes first.
+ */
 static int rows_and_pool(struct shemb__step *st, struct shemb__plan **plans,
 			 struct shemb__xchg *rows, float *const *out)
 {
@@ -490,13 +500,18 @@ static int rows_and_pool(struct shemb__step *st, struct shemb__plan **plans,
 
 	if (rc)
 		return rc;
+	if (st->ctx->attr.progress == SHEMB_PROGRESS_CALLER) {
+		l.status = shemb_wait(l.req);
+		l.ended = true;
+	}
 	rc = pool_landed(st, plans, rows, out, &l);
 	/* every rank sees the exchange to its end, whatever its pooling */
 	end = l.ended ? l.status : shemb_wait(l.req);
 	shemb_request_free(l.req);
 	shemb__phase_time(st, SHEMB_PHASE_ROWS,
 			  (l.all_ns ? l.all_ns : shemb__now_ns()) - t0);
-	return rc ? rc : end;
+	/* the exchange's failure, which the other ranks share, first */
+	return end ? end : rc;
 }
 
 /*

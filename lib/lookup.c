@@ -12,8 +12,8 @@
 
 #include "lib/dist.h"
 #include "lib/plan.h"
-#include "lib/step.h"
 #include "lib/parts.h"
+#include "lib/step.h"
 #include "lib/stepq.h"
 
 static void add_shared_time(struct shemb__step *st, uint64_t ns)

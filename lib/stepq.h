@@ -15,6 +15,7 @@ enum shemb__step_kind {
 };
 
 struct shemb__step_job;
+struct shemb__parts;
 struct shemb__coll;
 struct shemb__op;
 struct shemb_comm_ops;
@@ -59,7 +60,6 @@ int shemb__request_step(shemb_ctx *ctx, int kind, int n,
 int shemb__request_finish(shemb_request *r);
 
 /* lookup.c, backward.c: the steps themselves, on the calling thread */
-struct shemb__parts;
 /* parts: a started lookup's (which outputs are final), else NULL */
 int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 		      float *const *out, unsigned flags,

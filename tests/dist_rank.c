@@ -4,7 +4,7 @@
  *
  * Usage: dist_rank [--deterministic] [--steps N] [--wire bf16|f16]
  *                  [--pool-at-owner] [--deterministic-on-last]
- *                  [--cache PCT [--cold]] [--async]
+ *                  [--cache PCT [--cold]] [--async] [--caller]
  *
  * Every rank trains the same tables (each shard plan with each optimizer)
  * for N steps on random bags, and alongside it a single-process reference:
@@ -36,7 +36,9 @@
  *
  * With --async, each step's lookup and backward are started without
  * waiting, with a dense allreduce between them, and waited for after the
- * reference ran: the same results as the blocking calls.
+ * reference ran: the same results as the blocking calls; each output of
+ * the lookup is taken as shemb_wait_part() reports it final.  With
+ * --caller, only the context's calls move its transfers.
  *
  * With --cache PCT, every table keeps PCT% of the rows each rank holds in
  * a device tier (policy by rank and table; with --cold, over a file), the
@@ -63,6 +65,7 @@ static int rank, world, deterministic, wire = SHEMB_F32;
 static int pool_at = SHEMB_POOL_AT_AUTO;
 static int cache_pct;
 static int async_steps;
+static int caller_progress;         /* SHEMB_PROGRESS_CALLER */
 #define ANNOUNCED 3 /* --cache: steps announced ahead */
 static char cold_dir[64];
 static shemb_ctx *ctx, *ref;
@@ -962,6 +965,8 @@ static float **outputs_when_final(struct step *s, shemb_request *lk)
 	for (int i = s->nmine - 1; i >= 0; i--) {
 		CHECK_RC(ctx, shemb_wait_part(lk, i));
 		snap[i] = malloc(s->out_len[i] * sizeof(float) + 1);
+		if (!snap[i])
+			FAIL("no memory");
 		memcpy(snap[i], s->out[i], s->out_len[i] * sizeof(float));
 	}
 	return snap;
@@ -1099,6 +1104,8 @@ int main(int argc, char **argv)
 			pool_at = SHEMB_POOL_AT_OWNER;
 		else if (!strcmp(argv[i], "--async"))
 			async_steps = 1;
+		else if (!strcmp(argv[i], "--caller"))
+			caller_progress = 1;
 		else if (!strcmp(argv[i], "--cache") && i + 1 < argc)
 			cache_pct = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--cold"))
@@ -1119,6 +1126,8 @@ int main(int argc, char **argv)
 				  atoi(getenv("SHEMB_RANK")) ==
 					  atoi(getenv("SHEMB_WORLD_SIZE")) - 1;
 	a.timeout_ms = 60000;
+	if (caller_progress)
+		a.progress = SHEMB_PROGRESS_CALLER;
 	/* the last rank's budget is small: see check_planner */
 	if (getenv("SHEMB_RANK") && getenv("SHEMB_WORLD_SIZE") &&
 	    atoi(getenv("SHEMB_WORLD_SIZE")) > 1 &&

@@ -35,6 +35,7 @@ one shm 2 --async
 one shm 3 --async --pool-at-owner --steps 8
 one shm 4 --async --deterministic --steps 8
 one "tcp;ofi_rxm" 2 --async --steps 6
+one shm 3 --async --caller --steps 6
 one shm 3 --async --cache 75 --steps 8
 one shm 2 --cache 75 --cold
 one shm 3 --cache 75 --deterministic --cold
