@@ -2,8 +2,8 @@
  * ep.c - the libfabric objects of a communicator: two RDM endpoints (the
  * lanes: bulk and urgent traffic, see engine.h) with tagged messages and
  * directed receives, a completion queue and an address vector each (shm
- * takes at most 256 addresses in one), and memory registrations for providers that want registered buffers
- * (FI_MR_LOCAL: verbs, efa).
+ * takes at most 256 addresses in one), and memory registrations for
+ * providers that want registered buffers (FI_MR_LOCAL: verbs, efa).
  *
  * A registration is shared by the transfers in flight on the same pages
  * (the chunks of one message) and closed when the last one completes.  It
