@@ -606,8 +606,9 @@ static void open_ctx(int argc, char **argv)
 	shemb_ctx_get_attr(ctx, &a);
 	rank = a.rank;
 	world = a.world_size;
-	if (world > 64)
-		FAIL("this test handles at most 64 ranks");
+	/* the per-rank arrays of the scenarios that exchange data */
+	if (world > 64 && (argc < 2 || strcmp(argv[1], "barrier")))
+		FAIL("this test handles at most 64 ranks but in barrier");
 	if (rank == 0)
 		printf("%d ranks over %s\n", world, a.provider);
 }
