@@ -39,6 +39,7 @@
 #include "fabric/boot_proto.h"
 #include "fabric/siphash.h"
 #include "shemb.h"
+#include "tools/free_port.h"
 
 #define MAX_KIDS 16
 #define KID_ALARM_S 25       /* a child stuck this long dies */
@@ -266,19 +267,14 @@ static void kill_kid(struct kid *k)
 
 /* ---- addresses ---- */
 
-/* A port nobody listens on right now: bind port 0, read it, close. */
+/* A port nobody listens on right now (outside the ephemeral range, so
+ * the connections of tests running alongside do not take it). */
 static int free_port(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t sl = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	unsigned port = shemb_tool_free_port();
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-	close(fd);
-	return ntohs(sa.sin_port);
+	ck_assert_uint_ne(port, 0);
+	return (int)port;
 }
 
 /* ---- a rank ---- */

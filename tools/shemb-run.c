@@ -22,6 +22,7 @@
 #include "tools/shemb_run_options.h"
 #include "tools/shemb_run_output.h"
 #include "tools/shm_regions.h"
+#include "tools/free_port.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -142,60 +143,12 @@ static int fail_errno(struct job *job, const char *what)
 
 /* ---- the environment of the ranks ---- */
 
-/* The first port the kernel hands out for outgoing connections. */
-static unsigned ephemeral_low(void)
-{
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-	unsigned lo = 32768, hi;
-
-	if (f) {
-		if (fscanf(f, "%u %u", &lo, &hi) != 2)
-			lo = 32768;
-		fclose(f);
-	}
-	return lo;
-}
-
-/* Bind 127.0.0.1:port (0: any); the port bound, or 0. */
-static unsigned try_port(unsigned port)
-{
-	struct sockaddr_in a = {
-		.sin_family = AF_INET,
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-		.sin_port = htons((uint16_t)port),
-	};
-	socklen_t alen = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	unsigned got = 0;
-
-	if (fd < 0)
-		return 0;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
-		got = ntohs(a.sin_port);
-	(void)close(fd);
-	return got;
-}
-
-/*
- * 127.0.0.1 and a port free at the moment, which rank 0 binds after we
- * let it go.  Below the kernel's range for outgoing connections when
- * there is room (the ranks' own connections, and those of other jobs on
- * the host, then never take it in between), else any port the kernel
- * gives; --root is the way out when another program takes it anyway.
- */
+/* 127.0.0.1 and a free port (tools/free_port.h); --root is the way out
+ * when another program takes it before rank 0 binds it. */
 static int free_root(struct job *job, char *buf, size_t len)
 {
-	unsigned lo = ephemeral_low(), port = 0;
-	uint32_t rnd;
+	unsigned port = shemb_tool_free_port();
 
-	for (int i = 0; lo > 11024 && i < 64 && !port; i++) {
-		if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-			rnd = (uint32_t)time(NULL) + (uint32_t)i;
-		port = try_port(10000 + rnd % (lo - 10000));
-	}
-	if (!port)
-		port = try_port(0);
 	if (!port)
 		return fail_errno(job, "finding a free port on 127.0.0.1");
 	snprintf(buf, len, "127.0.0.1:%u", port);
