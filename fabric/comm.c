@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,14 @@ static int refuse_op(struct fab *f, struct op *op, int rc, char *why,
 	return rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL;
 }
 
+/* A barrier (the application's, the library's, the close's) moves no
+ * data: nothing is gained by letting it wait behind any. */
+static int prio_of(const struct shemb__coll *c)
+{
+	return c->kind == SHEMB__BARRIER || c->kind == SHEMB__CLOSE ? INT_MAX
+								      : c->prio;
+}
+
 static int fab_start(void *comm, const struct shemb__coll *c,
 		     struct shemb__op **out, char *why, size_t len)
 {
@@ -325,8 +334,8 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	}
 	op->f = f;
 	op->kind = c->kind;
-	op->prio = c->prio;
-	op->lane = c->prio > SHEMB_PRIO_DENSE ? LANE_URGENT : LANE_BULK;
+	op->prio = prio_of(c);
+	op->lane = op->prio > SHEMB_PRIO_DENSE ? LANE_URGENT : LANE_BULK;
 	op->seq = f->next_seq++;
 	rc = copy_args(op, c);
 	if (!rc)

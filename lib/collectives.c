@@ -5,7 +5,6 @@
  */
 #include "lib/internal.h"
 
-#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -688,13 +687,9 @@ SHEMB_API int shemb_allreduce(shemb_ctx *ctx, const void *sendbuf,
 				    SHEMB_PRIO_DENSE, req);
 }
 
-/* It moves no data: nothing is gained by letting it wait behind any. */
-#define BARRIER_PRIO INT_MAX
-
 SHEMB_API int shemb_barrier(shemb_ctx *ctx, shemb_request **req)
 {
-	struct shemb__coll c = { .kind = SHEMB__BARRIER,
-				 .prio = BARRIER_PRIO };
+	struct shemb__coll c = { .kind = SHEMB__BARRIER };
 	int rc = check_ctx(ctx);
 
 	return rc ? rc : launch(ctx, &c, req);
