@@ -92,6 +92,24 @@ static int build_plans(struct shemb__step *st, struct shemb__plan **plans)
 	return 0;
 }
 
+/* The pooling of set b from store, as the set gives it (ids, weights). */
+static struct shemb__pool_job set_job(const struct shemb_bags *b,
+				      const struct shemb__store *store,
+				      int in_mem)
+{
+	return (struct shemb__pool_job){
+		.store = store,
+		.pooling = b->pooling,
+		.nbags = b->nbags,
+		.nids = b->nids,
+		.offsets = b->offsets,
+		.ids = b->ids,
+		.weights = b->weights,
+		.out_mem = b->mem,
+		.in_mem = in_mem,
+	};
+}
+
 int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 		      const struct shemb__plan *plan, float *const *out,
 		      const struct shemb__store *store, const int64_t *rows_of)
@@ -103,25 +121,18 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 	for (int s = 0; s < grp->nsets; s++) {
 		const struct shemb_bags *b = grp->sets[s];
 		const struct shemb__plan_set *ps = plan ? &plan->sets[s] : NULL;
-		struct shemb__pool_job job = {
-			.store = store,
-			.pooling = b->pooling,
-			.nbags = b->nbags,
-			.nids = b->nids,
-			.offsets = b->offsets,
-			.ids = rows_of ? rows_of + (ps ? ps->pos_base : base)
-				       : b->ids,
-			.weights = b->weights,
-			.out = out[grp->index[s]],
-			.out_mem = b->mem,
-			.in_mem = st->direct ? SHEMB_MEM_DEVICE
-					     : SHEMB_MEM_HOST,
-			.argmax = ps && b->pooling == SHEMB_POOL_MAX
-					  ? plan->argmax + ps->argmax_off
-					  : NULL,
-			.pos_base = ps ? ps->pos_base : 0,
-		};
-		int rc = t->ctx->mem->gather_pool(t->ctx->be, &job);
+		struct shemb__pool_job job = set_job(b, store, st->direct
+							       ? SHEMB_MEM_DEVICE
+							       : SHEMB_MEM_HOST);
+		int rc;
+
+		if (rows_of)
+			job.ids = rows_of + (ps ? ps->pos_base : base);
+		job.out = out[grp->index[s]];
+		if (ps && b->pooling == SHEMB_POOL_MAX)
+			job.argmax = plan->argmax + ps->argmax_off;
+		job.pos_base = ps ? ps->pos_base : 0;
+		rc = t->ctx->mem->gather_pool(t->ctx->be, &job);
 
 		base += b->nids;
 		if (rc)
@@ -363,21 +374,12 @@ static int bad_device_set(struct shemb__step *st, int i, const int64_t *bad)
 	return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: weights[%lld] is "
 			   "not finite", i, (long long)bad[2]);
 }
-
 static int check_device_sets(struct shemb__step *st)
 {
 	for (int i = 0; i < st->n; i++) {
 		const struct shemb_bags *b = &st->bags[i];
-		struct shemb__pool_job job = {
-			.store = &b->table->store,
-			.pooling = b->pooling,
-			.nbags = b->nbags,
-			.nids = b->nids,
-			.offsets = b->offsets,
-			.ids = b->ids,
-			.weights = b->weights,
-			.in_mem = SHEMB_MEM_DEVICE,
-		};
+		struct shemb__pool_job job = set_job(b, &b->table->store,
+						     SHEMB_MEM_DEVICE);
 		int64_t bad[3];
 		int rc = st->ctx->mem->check_bags(st->ctx->be, &job,
 						  b->table->attr.rows, bad);
