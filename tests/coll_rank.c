@@ -582,7 +582,7 @@ static void run_kill_steps(void)
 static void open_ctx(int argc, char **argv)
 {
 	struct shemb_ctx_attr a;
-	int rc;
+	int rc, in_flight;
 
 	shemb_ctx_attr_init(&a);
 	a.nthreads = 1;
@@ -603,9 +603,16 @@ static void open_ctx(int argc, char **argv)
 			shemb_ctx_last_error(NULL));
 		exit(1);
 	}
+	in_flight = a.chunks_in_flight;
 	shemb_ctx_get_attr(ctx, &a);
 	rank = a.rank;
 	world = a.world_size;
+	/* the value in use: the one asked for, or the documented default */
+	if (!in_flight)
+		in_flight = strncmp(a.provider, "shm", 3) ? 32 : 16;
+	if (a.chunks_in_flight != in_flight)
+		FAIL("chunks_in_flight in use is %d, want %d",
+		     a.chunks_in_flight, in_flight);
 	/* the per-rank arrays of the scenarios that exchange data */
 	if (world > 64 && (argc < 2 || strcmp(argv[1], "barrier")))
 		FAIL("this test handles at most 64 ranks but in barrier");
