@@ -703,6 +703,12 @@ struct shemb_table_stats {
 	uint64_t cache_bytes_out;  /* bytes written back from it */
 	uint64_t prefetch_hits;    /* hits on rows a prefetch loaded, at
 				    * their first use */
+	/* more than one rank, a lookup started behind a backward: */
+	uint64_t relaxed_lookups;  /* bag sets looked up while the
+				    * backward before them still ran */
+	uint64_t early_rows;       /* rows this rank sent them before that
+				    * backward's update, which did not
+				    * touch them */
 };
 
 /* Cumulative counters of a table since creation or the last reset. */

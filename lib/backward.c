@@ -175,6 +175,12 @@ static void step_done(const struct shemb__group *grp)
 	consume_plan(grp->table);
 }
 
+void shemb__backward_done(const struct shemb__step *st)
+{
+	for (int g = 0; g < st->ngroups; g++)
+		step_done(&st->groups[g]);
+}
+
 static int update_all(shemb_ctx *ctx, struct shemb__step *st,
 		      const float *const *grad, struct shemb__bwd_set *sets,
 		      const struct shemb__rows_view *views)
@@ -224,14 +230,15 @@ static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 
 /* Across ranks: every rank meets, even when its own checks failed. */
 static int apply_dist(struct shemb__step *st, const float *const *grad,
-		      int status)
+		      int status, struct shemb__then *then)
 {
 	int was = shemb__traffic_prio(st->ctx, SHEMB_PRIO_GRAD);
-	int rc = shemb__dist_backward(st, grad, status);
+	int rc = then ? shemb__dist_relaxed(st, grad, status, then)
+		      : shemb__dist_backward(st, grad, status);
 
 	shemb__traffic_prio(st->ctx, was);
-	for (int g = 0; !rc && g < st->ngroups; g++)
-		step_done(&st->groups[g]);
+	if (!rc && !(then && then->ran))
+		shemb__backward_done(st);
 	return rc;
 }
 
@@ -246,7 +253,7 @@ static int check_grads(struct shemb__step *st, const float *const *grad)
 }
 
 int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
-			const float *const *grad)
+			const float *const *grad, struct shemb__then *then)
 {
 	struct shemb__bwd_set *sets;
 	struct shemb__step st;
@@ -280,7 +287,7 @@ int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 		SHEMB__STAT_ADD(st.groups[g].table, validate_ns,
 				(shemb__now_ns() - t0) / (uint64_t)st.ngroups);
 	if (shemb__distributed(ctx))
-		rc = apply_dist(&st, grad, rc);
+		rc = apply_dist(&st, grad, rc, then);
 	else if (!rc)
 		rc = apply_all(ctx, &st, grad, sets);
 	shemb__step_unlock(&st);
@@ -297,7 +304,7 @@ SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,
 	int rc;
 
 	if (!ctx || !shemb__stepq_busy(ctx))
-		return shemb__backward_now(ctx, n, bags, grad);
+		return shemb__backward_now(ctx, n, bags, grad, NULL);
 	rc = shemb_backward_start(ctx, n, bags, grad, &req);
 	return rc ? rc : shemb__request_finish(req);
 }

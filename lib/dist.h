@@ -37,8 +37,11 @@ enum shemb__dist_kind {
 	SHEMB__DIST_READ = 3,
 	SHEMB__DIST_WRITE = 4,
 	SHEMB__DIST_PREFETCH = 5,
-	SHEMB__DIST_ANNOUNCE = 6
+	SHEMB__DIST_ANNOUNCE = 6,
+	SHEMB__DIST_EARLY = 7     /* a relaxed lookup's early rows */
 };
+
+struct shemb__then;
 
 /* A read_rows() across ranks, made as a lookup. */
 static inline bool shemb__step_reads(const struct shemb__step *st)
@@ -154,6 +157,16 @@ void shemb__xchg_free(struct shemb__xchg *x);
 int shemb__dist_agree(shemb_ctx *ctx, int kind, uint64_t sig, int status,
 		      struct shemb__xchg *x);
 
+/* ... and what every rank offers: *offers in, on return the bits every
+ * rank set (0 on failure). */
+enum {
+	SHEMB__OFFER_RELAX = 1 /* the lookup queued next may run relaxed
+				* (dist_relax.c) */
+};
+int shemb__dist_agree_offers(shemb_ctx *ctx, int kind, uint64_t sig,
+			     int status, struct shemb__xchg *x,
+			     unsigned *offers);
+
 /* Every rank's 8 bytes, rank r's at all[r]. */
 int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all);
 
@@ -170,10 +183,57 @@ uint64_t shemb__dist_signature(int kind, const struct shemb__step *st);
 int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 		       float *const *out, int status, int kind);
 
+/* ... its pieces, for dist_relax.c: open routes the ids, meets the ranks
+ * (status as for shemb__dist_agree) and packs *ids (initialised here);
+ * take_in reads what the peers asked for into the routes (at[]: where
+ * each part starts); count_rows sets the rows exchange's counts;
+ * rows_in: table g's bytes from owner p in it; row_bytes: of one row as
+ * rank r holds it; read_owned: an owner's local rows, as they travel;
+ * pool_rows: every table pooled from a rows exchange that has landed. */
+int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
+			    int status, int kind, struct shemb__xchg *ids);
+int shemb__lookup_take_in(struct shemb__step *st, struct shemb__plan **plans,
+			  const struct shemb__xchg *x, size_t *at);
+void shemb__lookup_count_rows(struct shemb__step *st,
+			      struct shemb__plan **plans,
+			      struct shemb__xchg *x);
+size_t shemb__lookup_rows_in(const struct shemb__step *st,
+			     struct shemb__plan *const *plans, int g, int p);
+size_t shemb__lookup_row_bytes(const struct shemb__step *st,
+			       const shemb_table *t, int r);
+size_t shemb__pooled_row_bytes(const shemb_table *t);
+int shemb__lookup_read_owned(struct shemb__step *st, shemb_table *t,
+			     int64_t n, const int64_t *rows, char *at);
+int shemb__lookup_pool_rows(struct shemb__step *st, struct shemb__plan **plans,
+			    const struct shemb__xchg *rows, float *const *out);
+
 /* dist_backward.c: a backward whose plans were checked (status 0) or
  * not; applies every table's updates. */
 int shemb__dist_backward(struct shemb__step *st, const float *const *grad,
 			 int status);
+/* ... in three parts, for a lookup to run between them (dist_relax.c):
+ * open makes the gradient rows, meets the ranks (with offer's offers,
+ * when set) and packs b->x; once b->x has landed, apply
+ * updates every table; close frees b, whatever happened. */
+struct shemb__dist_bwd {
+	void *grads;          /* each table's gradient rows */
+	struct shemb__xchg x; /* their exchange */
+	uint64_t t0;
+};
+struct shemb__offer {
+	/* this rank's offers, asked for at the last moment before the
+	 * ranks meet (status: the backward's so far) */
+	unsigned (*make)(void *arg, int status);
+	void *arg;
+	unsigned agreed;      /* on return: what every rank offered */
+};
+int shemb__dist_backward_open(struct shemb__step *st, const float *const *grad,
+			      int status, struct shemb__offer *offer,
+			      struct shemb__dist_bwd *b);
+int shemb__dist_backward_apply(struct shemb__step *st,
+			       struct shemb__dist_bwd *b);
+void shemb__dist_backward_close(struct shemb__step *st,
+				struct shemb__dist_bwd *b);
 
 /* backward.c: the optimizer of t's next step; the backward view of the
  * sets of grp under plan p */
@@ -185,6 +245,15 @@ struct shemb__update_job shemb__plan_job(const struct shemb__plan *p,
 void shemb__bwd_sets(const struct shemb__group *grp,
 		     const struct shemb__plan *p, const float *const *grad,
 		     struct shemb__bwd_set *sets);
+
+/* dist_relax.c: a backward (status: its own checks) with the lookup
+ * queued behind it (then), which it runs with itself, relaxed, when every
+ * rank can: then->ran says whether it did. */
+int shemb__dist_relaxed(struct shemb__step *st, const float *const *grad,
+			int status, struct shemb__then *then);
+/* backward.c: st's tables are a step further, their plans used up (the
+ * relaxed lookup's plans come after) */
+void shemb__backward_done(const struct shemb__step *st);
 
 /* dist_write.c: write_rows across ranks, after this rank's own checks
  * (status) */

@@ -528,23 +528,16 @@ static int prepare_all(struct shemb__step *st, const struct grads *gr,
 	return rc;
 }
 
-static int send_and_apply(struct shemb__step *st, const struct grads *gr,
-			  const float *const *grad, struct shemb__xchg *x)
+/* The grads landed in b->x: every table's update, once every rank has
+ * prepared its part. */
+int shemb__dist_backward_apply(struct shemb__step *st,
+			       struct shemb__dist_bwd *b)
 {
 	struct owner_part *parts;
-	uint64_t t0;
 	int rc;
 
-	if (shemb__xchg_alloc(x))
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	pack_all(st, gr, grad, x);
-	t0 = shemb__now_ns();
-	rc = shemb__xchg_run(st->ctx, x);
-	shemb__phase_time(st, SHEMB_PHASE_GRADS, shemb__now_ns() - t0);
-	if (rc)
-		return rc;
 	parts = calloc((size_t)st->ngroups + 1, sizeof(*parts));
-	rc = parts ? prepare_all(st, gr, x, parts)
+	rc = parts ? prepare_all(st, b->grads, &b->x, parts)
 		   : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	rc = shemb__dist_all_ok(st->ctx, rc, "its part of this backward");
 	for (int g = 0; !rc && g < st->ngroups; g++)
@@ -557,38 +550,68 @@ static int send_and_apply(struct shemb__step *st, const struct grads *gr,
 	return rc;
 }
 
-int shemb__dist_backward(struct shemb__step *st, const float *const *grad,
-			 int status)
+int shemb__dist_backward_open(struct shemb__step *st, const float *const *grad,
+			      int status, struct shemb__offer *offer,
+			      struct shemb__dist_bwd *b)
 {
 	int world = st->ctx->attr.world_size, rc;
 	struct grads *gr = calloc((size_t)st->ngroups + 1, sizeof(*gr));
-	struct shemb__xchg x = { 0 };
-	uint64_t t0 = shemb__now_ns();
+	struct shemb__xchg *x = &b->x;
 
-	if (!gr || shemb__xchg_init(&x, world)) {
-		free(gr);
+	memset(b, 0, sizeof(*b));
+	b->t0 = shemb__now_ns();
+	b->grads = gr;
+	if (offer)
+		offer->agreed = 0;
+	if (!gr || shemb__xchg_init(x, world))
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	}
 	for (int g = 0; !status && g < st->ngroups; g++)
 		status = make_grads(st, g, grad, &gr[g]);
 	for (int p = 0; !status && p < world; p++) {
-		x.scount[p] = 8 * (size_t)st->ngroups;
+		x->scount[p] = 8 * (size_t)st->ngroups;
 		for (int g = 0; g < st->ngroups; g++)
-			x.scount[p] += bytes_to(st, g, p);
+			x->scount[p] += bytes_to(st, g, p);
 	}
-	rc = shemb__dist_agree(st->ctx, SHEMB__DIST_BACKWARD,
-			       status ? 0
-				      : shemb__dist_signature(
-						SHEMB__DIST_BACKWARD, st),
-			       status, &x);
+	if (offer)
+		offer->agreed = offer->make(offer->arg, status);
+	rc = shemb__dist_agree_offers(
+		st->ctx, SHEMB__DIST_BACKWARD,
+		status ? 0 : shemb__dist_signature(SHEMB__DIST_BACKWARD, st),
+		status, x, offer ? &offer->agreed : NULL);
+	if (!rc && shemb__xchg_alloc(x))
+		rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	if (!rc)
-		rc = send_and_apply(st, gr, grad, &x);
-	for (int g = 0; g < st->ngroups; g++) {
+		pack_all(st, gr, grad, x);
+	return rc;
+}
+
+void shemb__dist_backward_close(struct shemb__step *st,
+				struct shemb__dist_bwd *b)
+{
+	struct grads *gr = b->grads;
+
+	for (int g = 0; gr && g < st->ngroups; g++) {
 		free(gr[g].rows);
 		SHEMB__STAT_ADD(st->groups[g].table, exchange_ns,
-				shemb__now_ns() - t0);
+				shemb__now_ns() - b->t0);
 	}
 	free(gr);
-	shemb__xchg_free(&x);
+	shemb__xchg_free(&b->x);
+}
+
+int shemb__dist_backward(struct shemb__step *st, const float *const *grad,
+			 int status)
+{
+	struct shemb__dist_bwd b;
+	int rc = shemb__dist_backward_open(st, grad, status, NULL, &b);
+	uint64_t t0 = shemb__now_ns();
+
+	if (!rc) {
+		rc = shemb__xchg_run(st->ctx, &b.x);
+		shemb__phase_time(st, SHEMB_PHASE_GRADS, shemb__now_ns() - t0);
+	}
+	if (!rc)
+		rc = shemb__dist_backward_apply(st, &b);
+	shemb__dist_backward_close(st, &b);
 	return rc;
 }

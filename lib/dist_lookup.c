@@ -22,8 +22,8 @@ static int row_dtype(const struct shemb__step *st, const shemb_table *t)
 	return shemb__step_reads(st) ? t->attr.dtype : shemb__wire_rows(t);
 }
 
-static size_t row_bytes_at(const struct shemb__step *st, const shemb_table *t,
-			   int r)
+size_t shemb__lookup_row_bytes(const struct shemb__step *st,
+			       const shemb_table *t, int r)
 {
 	int c0, n;
 
@@ -179,8 +179,8 @@ static int take_part(struct shemb__step *st, struct shemb__plan **plans,
 
 /* What each peer asked this rank for, into each table's route; at[]
  * gets where each part starts. */
-static int take_in(struct shemb__step *st, struct shemb__plan **plans,
-		   const struct shemb__xchg *x, size_t *at)
+int shemb__lookup_take_in(struct shemb__step *st, struct shemb__plan **plans,
+			  const struct shemb__xchg *x, size_t *at)
 {
 	int64_t *entries = calloc((size_t)st->ngroups + 1, sizeof(int64_t));
 	int rc = entries ? 0 : SHEMB_ENOMEM;
@@ -204,15 +204,13 @@ static int take_in(struct shemb__step *st, struct shemb__plan **plans,
 	return rc;
 }
 
-/* fp32 rows of a pooled table's pairs. */
-static size_t pooled_row_bytes(const shemb_table *t)
+size_t shemb__pooled_row_bytes(const shemb_table *t)
 {
 	return (size_t)t->attr.dim * sizeof(float);
 }
 
-/* Bytes of table g's rows that this rank expects from owner p. */
-static size_t rows_in(const struct shemb__step *st,
-		      struct shemb__plan *const *plans, int g, int p)
+size_t shemb__lookup_rows_in(const struct shemb__step *st,
+			     struct shemb__plan *const *plans, int g, int p)
 {
 	const shemb_table *t = st->groups[g].table;
 	const struct shemb__route *r = plans[g]->route;
@@ -220,27 +218,28 @@ static size_t rows_in(const struct shemb__step *st,
 
 	if (r->pooled)
 		return (size_t)(r->pair_first[p + 1] - r->pair_first[p]) *
-		       pooled_row_bytes(t);
+		       shemb__pooled_row_bytes(t);
 	slots_to(t, plans[g], p, &lo, &hi);
-	return (size_t)(hi - lo) * row_bytes_at(st, t, p);
+	return (size_t)(hi - lo) * shemb__lookup_row_bytes(st, t, p);
 }
 
-static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
-		       struct shemb__xchg *x)
+void shemb__lookup_count_rows(struct shemb__step *st,
+			      struct shemb__plan **plans,
+			      struct shemb__xchg *x)
 {
 	for (int p = 0; p < x->world; p++) {
 		x->scount[p] = x->rcount[p] = 0;
 		for (int g = 0; g < st->ngroups; g++) {
 			const shemb_table *t = st->groups[g].table;
 			const struct shemb__route *r = plans[g]->route;
-			size_t in = rows_in(st, plans, g, p), out;
+			size_t in = shemb__lookup_rows_in(st, plans, g, p), out;
 
 			out = (size_t)(r->from_first[p + 1] -
 				       r->from_first[p]) *
-			      row_bytes_at(st, t, t->shard.rank);
+			      shemb__lookup_row_bytes(st, t, t->shard.rank);
 			if (r->npairs[p] >= 0)
 				out = (size_t)r->npairs[p] *
-				      pooled_row_bytes(t);
+				      shemb__pooled_row_bytes(t);
 			x->rcount[p] += in;
 			x->scount[p] += out;
 			shemb__stats_peer(st->groups[g].table,
@@ -252,9 +251,8 @@ static void count_rows(struct shemb__step *st, struct shemb__plan **plans,
 /* The owner's rows for every peer, in the order it asked (pooled
  * parts: a pooled row per pair); parts[] locates the ids message's
  * parts. */
-/* Owner: local rows rows[0 .. n) into at, as they travel. */
-static int read_owned(struct shemb__step *st, shemb_table *t, int64_t n,
-		      const int64_t *rows, char *at)
+int shemb__lookup_read_owned(struct shemb__step *st, shemb_table *t,
+			     int64_t n, const int64_t *rows, char *at)
 {
 	struct shemb__rows_view v;
 	int rc;
@@ -295,7 +293,7 @@ static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
 					m[g], at);
 				n = r->npairs[p];
 			} else {
-				rc = n ? read_owned(st, t, n,
+				rc = n ? shemb__lookup_read_owned(st, t, n,
 						    r->local + r->from_first[p],
 						    at)
 				       : 0;
@@ -304,8 +302,8 @@ static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
 				return shemb__fail(ctx, rc, "table '%s': "
 						   "reading rows failed",
 						   t->name);
-			at += (size_t)n * (m[g] < 0 ? pooled_row_bytes(t)
-						    : row_bytes_at(
+			at += (size_t)n * (m[g] < 0 ? shemb__pooled_row_bytes(t)
+						    : shemb__lookup_row_bytes(
 							      st, t,
 							      t->shard.rank));
 		}
@@ -326,7 +324,7 @@ static void assemble(struct shemb__step *st, int g,
 
 	for (int p = 0; p < x->world; p++) {
 		const char *from = x->rbuf + x->rdispl[p] + seen[p];
-		size_t rb = row_bytes_at(st, t, p);
+		size_t rb = shemb__lookup_row_bytes(st, t, p);
 		int64_t lo, hi;
 		int c0, nc;
 
@@ -356,7 +354,7 @@ static int pool_at_owners(struct shemb__step *st, int g,
 	for (int p = 0; p < x->world; p++) {
 		rows_at[p] = x->rbuf + x->rdispl[p] + seen[p];
 		seen[p] += (size_t)(r->pair_first[p + 1] - r->pair_first[p]) *
-			   pooled_row_bytes(st->groups[g].table);
+			   shemb__pooled_row_bytes(st->groups[g].table);
 	}
 	shemb__pool_combine(st, g, pl, out, rows_at);
 	free(rows_at);
@@ -402,7 +400,8 @@ static int pool_one(struct shemb__step *st, int g,
 		int64_t lo, hi;
 
 		slots_to(t, pl, p, &lo, &hi);
-		seen[p] += (size_t)(hi - lo) * row_bytes_at(st, t, p);
+		seen[p] += (size_t)(hi - lo) *
+			   shemb__lookup_row_bytes(st, t, p);
 	}
 	free(v.base);
 	free(rows_of);
@@ -472,7 +471,7 @@ static int pool_landed(struct shemb__step *st, struct shemb__plan **plans,
 
 	for (int g = 0; !rc && g < st->ngroups; g++) {
 		for (int p = 0; p < x->world; p++)
-			end[p] += rows_in(st, plans, g, p);
+			end[p] += shemb__lookup_rows_in(st, plans, g, p);
 		rc = await_rows(l, end, x->world);
 		if (g == st->ngroups - 1)
 			l->all_ns = shemb__now_ns();
@@ -532,7 +531,7 @@ static int refuse_rows(struct shemb__step *st, struct shemb__plan **plans,
 	for (int p = 0; p < x->world; p++) {
 		x->scount[p] = x->rcount[p] = 0;
 		for (int g = 0; g < st->ngroups; g++)
-			x->rcount[p] += rows_in(st, plans, g, p);
+			x->rcount[p] += shemb__lookup_rows_in(st, plans, g, p);
 	}
 	if (!shemb__xchg_alloc(x))
 		shemb__xchg_run(st->ctx, x); /* fails: the counts differ */
@@ -564,14 +563,9 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		    struct shemb__xchg *rows)
 {
 	size_t *parts;
-	uint64_t t0;
-	int rc;
+	uint64_t t0 = shemb__now_ns();
+	int rc = shemb__xchg_run(st->ctx, ids);
 
-	if (shemb__xchg_alloc(ids))
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	pack_ids(st, plans, ids);
-	t0 = shemb__now_ns();
-	rc = shemb__xchg_run(st->ctx, ids);
 	shemb__phase_time(st, SHEMB_PHASE_IDS, shemb__now_ns() - t0);
 	if (rc)
 		return rc;
@@ -579,7 +573,7 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		       sizeof(size_t));
 	if (!parts)
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	rc = take_in(st, plans, ids, parts);
+	rc = shemb__lookup_take_in(st, plans, ids, parts);
 	if (shemb__dist_ahead(st->kind)) {
 		free(parts);
 		if (!rc)
@@ -592,7 +586,7 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 						    "prefetch");
 	}
 	if (!rc) {
-		count_rows(st, plans, rows);
+		shemb__lookup_count_rows(st, plans, rows);
 		if (shemb__xchg_alloc(rows))
 			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
@@ -604,6 +598,35 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 	return rows_and_pool(st, plans, rows, out);
 }
 
+int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
+			    int status, int kind, struct shemb__xchg *ids)
+{
+	int rc;
+
+	if (shemb__xchg_init(ids, st->ctx->attr.world_size))
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	if (!status)
+		status = route_all(st, plans);
+	if (!status)
+		count_ids(st, plans, ids);
+	rc = shemb__dist_agree(st->ctx, kind,
+			       status ? 0 : shemb__dist_signature(kind, st),
+			       status, ids);
+	if (!rc && shemb__xchg_alloc(ids))
+		rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	if (!rc)
+		pack_ids(st, plans, ids);
+	return rc;
+}
+
+int shemb__lookup_pool_rows(struct shemb__step *st, struct shemb__plan **plans,
+			    const struct shemb__xchg *rows, float *const *out)
+{
+	struct landing l = { .ended = true };
+
+	return pool_landed(st, plans, rows, out, &l);
+}
+
 int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 		       float *const *out, int status, int kind)
 {
@@ -611,19 +634,9 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 	struct shemb__xchg ids = { 0 }, rows = { 0 };
 	uint64_t t0 = shemb__now_ns();
 
-
-	if (shemb__xchg_init(&ids, world) || shemb__xchg_init(&rows, world)) {
-		shemb__xchg_free(&ids);
-		shemb__xchg_free(&rows);
+	if (shemb__xchg_init(&rows, world))
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	}
-	if (!status)
-		status = route_all(st, plans);
-	if (!status)
-		count_ids(st, plans, &ids);
-	rc = shemb__dist_agree(st->ctx, kind,
-			       status ? 0 : shemb__dist_signature(kind, st),
-			       status, &ids);
+	rc = shemb__dist_lookup_open(st, plans, status, kind, &ids);
 	if (!rc)
 		rc = exchange(st, plans, out, &ids, &rows);
 	for (int g = 0; g < st->ngroups; g++)

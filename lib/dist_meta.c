@@ -17,7 +17,8 @@ struct meta {
 	uint32_t kind;
 	uint64_t sig;
 	uint64_t bytes;     /* of the next message to the receiver */
-	char why[104];      /* the failure's detail, when status is set */
+	uint32_t offers;    /* SHEMB__OFFER_* bits */
+	char why[100];      /* the failure's detail, when status is set */
 };
 
 int shemb__xchg_init(struct shemb__xchg *x, int world)
@@ -167,6 +168,8 @@ static const char *kind_name(uint32_t kind)
 		return "a prefetch";
 	case SHEMB__DIST_ANNOUNCE:
 		return "an announcement";
+	case SHEMB__DIST_EARLY:
+		return "the early rows of a lookup";
 	default:
 		return "an unknown call";
 	}
@@ -206,6 +209,13 @@ static int judge(shemb_ctx *ctx, int kind, uint64_t sig,
 int shemb__dist_agree(shemb_ctx *ctx, int kind, uint64_t sig, int status,
 		      struct shemb__xchg *x)
 {
+	return shemb__dist_agree_offers(ctx, kind, sig, status, x, NULL);
+}
+
+int shemb__dist_agree_offers(shemb_ctx *ctx, int kind, uint64_t sig,
+			     int status, struct shemb__xchg *x,
+			     unsigned *offers)
+{
 	int world = ctx->attr.world_size, rc;
 	struct shemb__xchg m;
 	struct meta *out, *in;
@@ -229,6 +239,7 @@ int shemb__dist_agree(shemb_ctx *ctx, int kind, uint64_t sig, int status,
 		out[r].kind = (uint32_t)kind;
 		out[r].sig = status ? 0 : sig;
 		out[r].bytes = status ? 0 : x->scount[r];
+		out[r].offers = offers && !status ? *offers : 0;
 		if (status)
 			snprintf(out[r].why, sizeof(out[r].why), "%s",
 				 shemb_ctx_last_error(ctx));
@@ -238,8 +249,13 @@ int shemb__dist_agree(shemb_ctx *ctx, int kind, uint64_t sig, int status,
 		rc = status; /* this rank's own detail stays recorded */
 	if (!rc)
 		rc = judge(ctx, kind, sig, in, world);
-	for (int r = 0; !rc && r < world; r++)
+	for (int r = 0; !rc && r < world; r++) {
 		x->rcount[r] = in[r].bytes;
+		if (offers)
+			*offers &= in[r].offers;
+	}
+	if (rc && offers)
+		*offers = 0;
 	shemb__xchg_free(&m);
 	return rc;
 }

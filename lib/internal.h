@@ -80,6 +80,8 @@ struct shemb__stats {
 	atomic_uint_fast64_t cache_hits, cache_misses, cache_evictions;
 	atomic_uint_fast64_t cache_writebacks, cache_bytes_in, cache_bytes_out;
 	atomic_uint_fast64_t prefetch_hits;
+	atomic_uint_fast64_t relaxed_lookups;
+	atomic_uint_fast64_t early_rows;
 	/* [phase][0 sent, 1 received][rank]: 3 * 2 * world entries */
 	atomic_uint_fast64_t *peer_bytes;
 };

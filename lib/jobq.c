@@ -4,6 +4,7 @@
 #include "lib/jobq.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 #include "lib/thread.h"
 
@@ -19,6 +20,21 @@ struct shemb__jobq {
 	void *arg;
 };
 
+static void pop(struct shemb__jobq *q)
+{
+	q->head = q->head->next;
+	if (!q->head)
+		q->tail = NULL;
+}
+
+/* Under q->mu. */
+static void end_job(struct shemb__jobq *q, struct shemb__job *j)
+{
+	q->ops->done(q->arg, j);
+	atomic_fetch_sub(&q->pending, 1);
+	pthread_cond_broadcast(&q->done);
+}
+
 static void *jobq_main(void *p)
 {
 	struct shemb__jobq *q = p;
@@ -32,15 +48,11 @@ static void *jobq_main(void *p)
 		if (!q->head)
 			break; /* stopped, nothing left */
 		j = q->head;
-		q->head = j->next;
-		if (!q->head)
-			q->tail = NULL;
+		pop(q);
 		pthread_mutex_unlock(&q->mu);
 		q->ops->run(q->arg, j);
 		pthread_mutex_lock(&q->mu);
-		q->ops->done(q->arg, j);
-		atomic_fetch_sub(&q->pending, 1);
-		pthread_cond_broadcast(&q->done);
+		end_job(q, j);
 	}
 	pthread_mutex_unlock(&q->mu);
 	return NULL;
@@ -124,6 +136,39 @@ static bool any_pending(void *q)
 void shemb__jobq_drain(struct shemb__jobq *q)
 {
 	shemb__jobq_wait(q, any_pending, q);
+}
+
+struct shemb__job *shemb__jobq_next(struct shemb__jobq *q, long wait_ns)
+{
+	struct shemb__job *j;
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += wait_ns;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&q->mu);
+	while (wait_ns > 0 && !q->head && !q->stop &&
+	       !pthread_cond_timedwait(&q->work, &q->mu, &until))
+		;
+	j = q->head;
+	pthread_mutex_unlock(&q->mu);
+	return j;
+}
+
+void shemb__jobq_take(struct shemb__jobq *q, struct shemb__job *j)
+{
+	pthread_mutex_lock(&q->mu);
+	if (q->head == j)
+		pop(q);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void shemb__jobq_end(struct shemb__jobq *q, struct shemb__job *j)
+{
+	pthread_mutex_lock(&q->mu);
+	end_job(q, j);
+	pthread_mutex_unlock(&q->mu);
 }
 
 void shemb__jobq_locked(struct shemb__jobq *q, void (*fn)(void *arg),

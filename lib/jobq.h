@@ -45,6 +45,16 @@ void shemb__jobq_drain(struct shemb__jobq *q);
 /* fn(arg) under the queue's lock (to read or mark a job's state). */
 void shemb__jobq_locked(struct shemb__jobq *q, void (*fn)(void *arg),
 			void *arg);
+/*
+ * On the queue's thread, while it runs a job: the job queued next, if
+ * one is or comes within wait_ns (NULL: none); and, to run it as part of
+ * the running one, take it out of the queue (it must still be next: only
+ * this thread takes jobs) and end it (ops->done, the waiters woken) once
+ * it is over.
+ */
+struct shemb__job *shemb__jobq_next(struct shemb__jobq *q, long wait_ns);
+void shemb__jobq_take(struct shemb__jobq *q, struct shemb__job *j);
+void shemb__jobq_end(struct shemb__jobq *q, struct shemb__job *j);
 /* Run what is queued, end the thread, free the queue; *slot = NULL. */
 void shemb__jobq_stop(struct shemb__jobq **slot);
 

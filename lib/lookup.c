@@ -271,6 +271,34 @@ static int check_outputs(struct shemb__step *st, float *const *out)
  * planned or not, and the ranks meet even when this one's input failed
  * its checks (status), so that all fail together.
  */
+static struct shemb__plan **alloc_plans(struct shemb__step *st, int *rc)
+{
+	struct shemb__plan **plans;
+
+	if (*rc)
+		return NULL;
+	plans = calloc((size_t)st->ngroups + 1, sizeof(*plans));
+	if (!plans)
+		*rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	return plans;
+}
+
+/* Still under the tables' locks: a backward, which holds them
+ * exclusively, never sees a plan change under it. */
+static void settle_plans(struct shemb__step *st, struct shemb__plan **plans,
+			 int rc)
+{
+	for (int g = 0; plans && g < st->ngroups; g++) {
+		if (!plans[g])
+			continue;
+		if (rc || !st->planned)
+			give_back(st->groups[g].table, plans[g]);
+		else
+			commit_plan(st->groups[g].table, plans[g]);
+	}
+	free(plans);
+}
+
 static int run_lookup(struct shemb__step *st, float *const *out,
 		      bool planned, int status, int kind)
 {
@@ -283,11 +311,8 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 		return rc;
 	st->planned = planned;
 	st->kind = kind;
-	if (!rc && need_plans) {
-		plans = calloc((size_t)st->ngroups + 1, sizeof(*plans));
-		if (!plans)
-			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	}
+	if (need_plans)
+		plans = alloc_plans(st, &rc);
 	shemb__step_lock(st, false);
 	for (int g = 0; kind == SHEMB__DIST_LOOKUP && g < st->ngroups; g++) {
 		shemb__tier_lookup_begin(st->groups[g].table);
@@ -310,19 +335,49 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 		if (!rc)
 			shemb__step_group_done(st, g);
 	}
-	/* still under the tables' locks: a backward, which holds them
-	 * exclusively, never sees a plan change under it */
-	for (int g = 0; plans && g < st->ngroups; g++) {
-		if (!plans[g])
-			continue;
-		if (rc || !planned)
-			give_back(st->groups[g].table, plans[g]);
-		else
-			commit_plan(st->groups[g].table, plans[g]);
-	}
+	settle_plans(st, plans, rc);
 	shemb__step_unlock(st);
-	free(plans);
 	return rc;
+}
+
+int shemb__lookup_then_begin(struct shemb__step *st, shemb_ctx *ctx,
+			     const struct shemb__then *then)
+{
+	uint64_t t0 = shemb__now_ns();
+	int rc;
+
+	if (then->flags & ~SHEMB_LOOKUP_NO_GRAD)
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "unknown lookup flags 0x%x", then->flags);
+	rc = shemb__step_begin(st, ctx, then->n, then->bags);
+	if (rc)
+		return rc;
+	st->parts = then->parts;
+	st->planned = !(then->flags & SHEMB_LOOKUP_NO_GRAD);
+	st->kind = SHEMB__DIST_LOOKUP;
+	rc = check_outputs(st, then->out);
+	if (!rc)
+		add_shared_time(st, shemb__now_ns() - t0);
+	else
+		shemb__step_end(st);
+	return rc;
+}
+
+struct shemb__plan **shemb__lookup_then_plans(struct shemb__step *st,
+					      int *rc)
+{
+	struct shemb__plan **plans = alloc_plans(st, rc);
+
+	if (!*rc)
+		*rc = build_plans(st, plans);
+	return plans;
+}
+
+void shemb__lookup_then_end(struct shemb__step *st,
+			    struct shemb__plan **plans, int rc)
+{
+	settle_plans(st, plans, rc);
+	shemb__step_end(st);
 }
 
 /*

@@ -52,6 +52,8 @@ SHEMB_API int shemb_table_stats(const shemb_table *t,
 		.cache_bytes_in = LOAD(m, cache_bytes_in),
 		.cache_bytes_out = LOAD(m, cache_bytes_out),
 		.prefetch_hits = LOAD(m, prefetch_hits),
+		.relaxed_lookups = LOAD(m, relaxed_lookups),
+		.early_rows = LOAD(m, early_rows),
 	};
 	memcpy((char *)out + sizeof(size_t), (char *)&s + sizeof(size_t),
 	       (out->size < sizeof(s) ? out->size : sizeof(s)) -
@@ -85,6 +87,8 @@ SHEMB_API int shemb_table_stats_reset(shemb_table *t)
 	ZERO(t, cache_bytes_in);
 	ZERO(t, cache_bytes_out);
 	ZERO(t, prefetch_hits);
+	ZERO(t, relaxed_lookups);
+	ZERO(t, early_rows);
 	for (int i = 0; i < 6 * t->ctx->attr.world_size; i++)
 		atomic_store_explicit(&t->stats.peer_bytes[i], 0,
 				      memory_order_relaxed);

@@ -50,9 +50,49 @@ static void job_free(struct shemb__step_job *j)
 	free(j);
 }
 
+/*
+ * The lookup queued right behind the running backward, if any.  A caller
+ * that starts a backward and then the next lookup queues the lookup a few
+ * microseconds after the backward, when this thread may already have
+ * looked: it waits that long for one.
+ */
+#define THEN_WAIT_NS 200000L
+
+static bool fetch_then(struct shemb__then *then)
+{
+	struct shemb__jobq *q = shemb__jobq_peek(&then->ctx->steps);
+	struct shemb__step_job *next;
+
+	next = q ? (struct shemb__step_job *)shemb__jobq_next(q, THEN_WAIT_NS)
+		 : NULL;
+	if (!next || next->kind != SHEMB__STEP_LOOKUP)
+		return false;
+	then->job = next;
+	then->n = next->n;
+	then->bags = next->bags;
+	then->out = (float *const *)next->bufs;
+	then->flags = next->flags;
+	then->parts = next->parts;
+	return true;
+}
+
+/* The backward ran the lookup queued after it: that job is over. */
+static void end_then(shemb_ctx *ctx, struct shemb__step_job *next,
+		     const struct shemb__then *then)
+{
+	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
+
+	shemb__jobq_take(q, &next->link);
+	next->status = then->status;
+	memcpy(next->why, then->why, sizeof(next->why));
+	shemb__parts_end(next->parts, next->status);
+	shemb__jobq_end(q, &next->link);
+}
+
 static void run(void *arg, struct shemb__job *job)
 {
 	struct shemb__step_job *j = (struct shemb__step_job *)job;
+	struct shemb__then then = { .fetch = fetch_then, .ctx = arg };
 	shemb_ctx *ctx = arg;
 
 	if (j->kind == SHEMB__STEP_COLL) {
@@ -66,12 +106,15 @@ static void run(void *arg, struct shemb__job *job)
 					      j->flags, j->parts);
 	else
 		j->status = shemb__backward_now(ctx, j->n, j->bags,
-						(const float *const *)j->bufs);
+						(const float *const *)j->bufs,
+						&then);
 	if (j->status)
 		snprintf(j->why, sizeof(j->why), "%s",
 			 shemb_ctx_last_error(ctx));
 	if (j->parts)
 		shemb__parts_end(j->parts, j->status);
+	if (then.ran)
+		end_then(ctx, then.job, &then);
 }
 
 static void job_done(void *arg, struct shemb__job *job)

@@ -18,6 +18,8 @@ struct shemb__step_job;
 struct shemb__parts;
 struct shemb__coll;
 struct shemb__op;
+struct shemb__plan;
+struct shemb__step;
 struct shemb_comm_ops;
 
 /* Queue a step; the caller's arrays (bags and what they point to, out or
@@ -59,12 +61,45 @@ int shemb__request_step(shemb_ctx *ctx, int kind, int n,
 			unsigned flags, shemb_request **req);
 int shemb__request_finish(shemb_request *r);
 
+/*
+ * The lookup queued right behind a started backward, which the backward
+ * may run with itself, relaxed (dist_relax.c): fetch looks for it (as
+ * late as the backward can) and fills in its call; then whether it ran,
+ * with its status and detail.
+ */
+struct shemb__then {
+	bool (*fetch)(struct shemb__then *then);
+	shemb_ctx *ctx;
+	void *job;
+	int n;
+	const struct shemb_bags *bags;
+	float *const *out;
+	unsigned flags;
+	struct shemb__parts *parts;
+	bool ran;
+	int status;
+	char why[512];
+};
+
 /* lookup.c, backward.c: the steps themselves, on the calling thread */
 /* parts: a started lookup's (which outputs are final), else NULL */
 int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 		      float *const *out, unsigned flags,
 		      struct shemb__parts *parts);
+/* then: the lookup queued next, or NULL */
 int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
-			const float *const *grad);
+			const float *const *grad, struct shemb__then *then);
+
+/* lookup.c: the lookup a backward runs with itself, on its thread and
+ * under its locks: begin takes the call in (0, or its failure with
+ * nothing held), plans makes the step plans (*rc: their status; free
+ * them with end), end keeps them (rc 0 and planned) or gives them back,
+ * and ends the step. */
+int shemb__lookup_then_begin(struct shemb__step *st, shemb_ctx *ctx,
+			     const struct shemb__then *then);
+struct shemb__plan **shemb__lookup_then_plans(struct shemb__step *st,
+					      int *rc);
+void shemb__lookup_then_end(struct shemb__step *st,
+			    struct shemb__plan **plans, int rc);
 
 #endif

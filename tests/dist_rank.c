@@ -5,6 +5,7 @@
  * Usage: dist_rank [--deterministic] [--steps N] [--wire bf16|f16]
  *                  [--pool-at-owner] [--deterministic-on-last]
  *                  [--cache PCT [--cold]] [--async] [--caller]
+ *                  [--relaxed]
  *
  * Every rank trains the same tables (each shard plan with each optimizer)
  * for N steps on random bags, and alongside it a single-process reference:
@@ -40,6 +41,10 @@
  * the lookup is taken as shemb_wait_part() reports it final.  With
  * --caller, only the context's calls move its transfers.
  *
+ * With --relaxed, each step's backward is started with the next step's
+ * lookup queued right behind it (run_relaxed): the same results as the
+ * strict order of the reference, bit for bit with --deterministic.
+ *
  * With --cache PCT, every table keeps PCT% of the rows each rank holds in
  * a device tier (policy by rank and table; with --cold, over a file), the
  * bags are smaller so that a call fits, each step announces the bags of
@@ -65,6 +70,7 @@ static int rank, world, deterministic, wire = SHEMB_F32;
 static int pool_at = SHEMB_POOL_AT_AUTO;
 static int cache_pct;
 static int async_steps;
+static int relaxed_steps;           /* see run_relaxed */
 static int caller_progress;         /* SHEMB_PROGRESS_CALLER */
 #define ANNOUNCED 3 /* --cache: steps announced ahead */
 static char cold_dir[64];
@@ -1023,6 +1029,117 @@ static void run_async(struct step *s, int step, int steps)
 	shemb_request_free(bw);
 }
 
+static struct step *new_step(int step)
+{
+	struct step *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		FAIL("no memory");
+	build_step(s, step);
+	return s;
+}
+
+/* Over every table: bag sets looked up relaxed (or, early: the rows
+ * this rank sent them before the update). */
+static uint64_t relaxed_lookups(bool early)
+{
+	uint64_t n = 0;
+
+	for (int ci = 0; ci < ncases; ci++) {
+		struct shemb_table_stats st = { .size = sizeof(st) };
+
+		CHECK_RC(ctx, shemb_table_stats(cases[ci].t, &st));
+		n += early ? st.early_rows : st.relaxed_lookups;
+	}
+	return n;
+}
+
+/* The lookup started behind a backward, with other tables on the last
+ * rank: it fails on every rank, the backward does not. */
+static void relaxed_mismatch(struct step *s, struct step *n)
+{
+	shemb_request *lk, *bw;
+	int rc;
+
+	CHECK_RC(ctx, shemb_backward_start(ctx, s->nmine, s->mine, s->grad,
+					   &bw));
+	CHECK_RC(ctx, shemb_lookup_start(ctx, rank == world - 1 ? 1
+								: n->nmine,
+					 n->mine, n->out, 0, &lk));
+	CHECK_RC(ref, shemb_backward(ref, s->nref, s->refb, s->ref_grad));
+	CHECK_RC(ctx, shemb_wait(bw));
+	rc = shemb_wait(lk);
+	if (rc != SHEMB_EINVAL ||
+	    !strstr(shemb_ctx_last_error(ctx), "other tables"))
+		FAIL("a lookup with other tables on rank %d gave %d: %s",
+		     world - 1, rc, shemb_ctx_last_error(ctx));
+	shemb_request_free(lk);
+	shemb_request_free(bw);
+	CHECK_RC(ctx, shemb_lookup(ctx, n->nmine, n->mine, n->out, 0));
+}
+
+/*
+ * --relaxed: each step's backward is started with the next step's lookup
+ * right behind it, which the library runs with the backward when every
+ * rank has it queued; the reference runs them in the strict order.  The
+ * outputs must be the same (taken as shemb_wait_part() reports them
+ * final), and some steps must have run relaxed.
+ */
+static void run_relaxed(int steps)
+{
+	struct step *s = new_step(0), *n;
+	shemb_request *lk = NULL, *bw;
+
+	CHECK_RC(ctx, shemb_lookup(ctx, s->nmine, s->mine, s->out, 0));
+	CHECK_RC(ref, shemb_lookup(ref, s->nref, s->refb, s->ref_out, 0));
+	check_outputs(s, 0);
+	for (int step = 0; step < steps; step++) {
+		n = step + 1 < steps ? new_step(step + 1) : NULL;
+		if (n && step == steps / 2 && world > 1 && ncases > 1) {
+			relaxed_mismatch(s, n);
+		} else {
+			CHECK_RC(ctx, shemb_backward_start(ctx, s->nmine,
+							   s->mine, s->grad,
+							   &bw));
+			if (n)
+				CHECK_RC(ctx, shemb_lookup_start(
+						      ctx, n->nmine, n->mine,
+						      n->out, 0, &lk));
+			CHECK_RC(ref, shemb_backward(ref, s->nref, s->refb,
+						     s->ref_grad));
+			if (n) {
+				float **snap = outputs_when_final(n, lk);
+
+				CHECK_RC(ctx, shemb_wait(lk));
+				same_outputs(n, snap, step + 1);
+				shemb_request_free(lk);
+			}
+			CHECK_RC(ctx, shemb_wait(bw));
+			shemb_request_free(bw);
+		}
+		if (n)
+			CHECK_RC(ref, shemb_lookup(ref, n->nref, n->refb,
+						   n->ref_out, 0));
+		if (n)
+			check_outputs(n, step + 1);
+		free_step(s);
+		free(s);
+		s = n;
+	}
+	/* the odds that a rank's lookup came later than the backward
+	 * looked for it (stepq.c) at every step are nil */
+	if (world > 1 && steps > 2 && !cache_pct && relaxed_lookups(false) == 0)
+		FAIL("no lookup of %d ran relaxed", steps - 1);
+	/* the rows of one step's bags are few of a table's: most of the
+	 * next step's are untouched */
+	if (relaxed_lookups(false) > 0 && relaxed_lookups(true) == 0)
+		FAIL("relaxed lookups sent no row early");
+	if (rank == 0)
+		printf("relaxed lookups: %llu bag sets, %llu rows early\n",
+		       (unsigned long long)relaxed_lookups(false),
+		       (unsigned long long)relaxed_lookups(true));
+}
+
 static void run_step(int step, int steps)
 {
 	struct step *s = calloc(1, sizeof(*s));
@@ -1104,6 +1221,8 @@ int main(int argc, char **argv)
 			pool_at = SHEMB_POOL_AT_OWNER;
 		else if (!strcmp(argv[i], "--async"))
 			async_steps = 1;
+		else if (!strcmp(argv[i], "--relaxed"))
+			relaxed_steps = 1;
 		else if (!strcmp(argv[i], "--caller"))
 			caller_progress = 1;
 		else if (!strcmp(argv[i], "--cache") && i + 1 < argc)
@@ -1152,7 +1271,9 @@ int main(int argc, char **argv)
 	check_exact_read();
 	for (int s = 0; cache_pct && s < ANNOUNCED && s < steps; s++)
 		ahead_step(s, true);
-	for (int step = 0; step < steps; step++)
+	if (relaxed_steps)
+		run_relaxed(steps);
+	for (int step = 0; !relaxed_steps && step < steps; step++)
 		run_step(step, steps);
 	if (cache_pct)
 		check_tiers_moved_rows();

@@ -6,7 +6,8 @@
 # and gradients in 16 bits on the wire, and with SUM and MEAN bags pooled
 # by the owners; with device tiers of 75% of each rank's rows (over files,
 # some), prefetching each next step; with steps started without waiting
-# and a dense allreduce among them; every run bounded in time.
+# and a dense allreduce among them; with each backward started with the
+# next lookup behind it (relaxed); every run bounded in time.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/dist_rank
 # the ranks' cold files go here, gone even when a rank was killed
@@ -37,6 +38,11 @@ one shm 4 --async --deterministic --steps 8
 one "tcp;ofi_rxm" 2 --async --steps 6
 one shm 3 --async --caller --steps 6
 one shm 3 --async --cache 75 --steps 8
+one shm 2 --relaxed
+one shm 4 --relaxed --deterministic --steps 8
+one shm 3 --relaxed --pool-at-owner --wire bf16 --steps 8
+one "tcp;ofi_rxm" 3 --relaxed --steps 6
+one shm 3 --relaxed --caller --steps 6
 one shm 2 --cache 75 --cold
 one shm 3 --cache 75 --deterministic --cold
 one shm 4 --cache 75 --pool-at-owner --steps 10
