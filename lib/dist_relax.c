@@ -94,27 +94,47 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The local rows the backward updates on this rank, sorted: those its
- * route of the last lookup received (a replicated table: none needed,
- * its lookups have no exchange). */
-static int64_t *touched_rows(const shemb_table *t, int64_t *n)
+/* The local rows the backward updates on this rank: a bitmap over the
+ * table's rows where it is not much larger than the rows' list, else
+ * the list sorted. */
+struct touched {
+	uint8_t *bits;
+	int64_t *rows;
+	int64_t n;
+};
+
+/* Those its route of the last lookup received (a replicated table: none
+ * needed, its lookups have no exchange). */
+static int touched_make(const shemb_table *t, struct touched *tr)
 {
 	const struct shemb__route *old = t->plan ? t->plan->route : NULL;
-	int64_t *rows;
+	int64_t n = old && old->from_first ? old->from_first[old->world] : 0;
+	size_t nbits = (size_t)t->store.rows;
 
-	*n = old && old->from_first ? old->from_first[old->world] : 0;
-	rows = malloc(((size_t)*n + 1) * sizeof(*rows));
-	if (!rows)
-		return NULL;
-	if (*n)
-		memcpy(rows, old->local, (size_t)*n * sizeof(*rows));
-	qsort(rows, (size_t)*n, sizeof(*rows), cmp_i64);
-	return rows;
+	memset(tr, 0, sizeof(*tr));
+	if (nbits / 8 <= 64 * ((size_t)n + 1024)) {
+		tr->bits = calloc(nbits / 8 + 1, 1);
+		for (int64_t i = 0; tr->bits && i < n; i++)
+			tr->bits[old->local[i] / 8] |=
+				(uint8_t)(1u << (old->local[i] % 8));
+		return tr->bits ? 0 : SHEMB_ENOMEM;
+	}
+	tr->rows = malloc(((size_t)n + 1) * sizeof(*tr->rows));
+	if (!tr->rows)
+		return SHEMB_ENOMEM;
+	if (n)
+		memcpy(tr->rows, old->local, (size_t)n * sizeof(*tr->rows));
+	qsort(tr->rows, (size_t)n, sizeof(*tr->rows), cmp_i64);
+	tr->n = n;
+	return 0;
 }
 
-static bool touched(const int64_t *rows, int64_t n, int64_t row)
+static bool touched(const struct touched *tr, int64_t row)
 {
-	return bsearch(&row, rows, (size_t)n, sizeof(row), cmp_i64) != NULL;
+	if (tr->bits)
+		return (tr->bits[row / 8] >> (row % 8)) & 1;
+	return bsearch(&row, tr->rows, (size_t)tr->n, sizeof(row),
+		       cmp_i64) != NULL;
 }
 
 /* Table g's ids received: early or not, and each peer's bytes of both
@@ -124,12 +144,14 @@ static int classify_table(struct relax *r, int g)
 	shemb_table *t = r->lst.groups[g].table;
 	const struct shemb__route *nr = r->plans[g]->route;
 	size_t rb = own_row_bytes(r, t);
-	int64_t nt, all = nr->from_first[nr->world];
-	int64_t *rows = touched_rows(t, &nt);
+	int64_t all = nr->from_first[nr->world];
+	struct touched tr;
+	int rc = touched_make(t, &tr);
 
 	r->is_early[g] = calloc((size_t)all + 1, 1);
-	if (!rows || !r->is_early[g]) {
-		free(rows);
+	if (rc || !r->is_early[g]) {
+		free(tr.bits);
+		free(tr.rows);
 		return SHEMB_ENOMEM;
 	}
 	for (int p = 0; p < nr->world; p++) {
@@ -142,14 +164,15 @@ static int classify_table(struct relax *r, int g)
 			continue;
 		}
 		for (int64_t i = lo; i < lo + n; i++) {
-			r->is_early[g][i] = !touched(rows, nt, nr->local[i]);
+			r->is_early[g][i] = !touched(&tr, nr->local[i]);
 			k += r->is_early[g][i];
 		}
 		r->early.scount[p] += shemb__pad8(((size_t)n + 7) / 8) +
 				      shemb__pad8((size_t)k * rb);
 		r->late.scount[p] += shemb__pad8((size_t)(n - k) * rb);
 	}
-	free(rows);
+	free(tr.bits);
+	free(tr.rows);
 	return 0;
 }
 
@@ -531,7 +554,8 @@ static unsigned offer_relax(void *arg, int status)
 	struct offer_arg *o = arg;
 	struct relax *r = o->r;
 
-	if (status || !o->then->fetch(o->then) ||
+	if (status || r->ctx->attr.device != SHEMB_DEVICE_CPU ||
+	    !o->then->fetch(o->then) ||
 	    shemb__lookup_then_begin(&r->lst, r->ctx, o->then))
 		return 0;
 	o->begun = true;
