@@ -551,6 +551,50 @@ static bool on_chunk(struct fab *f, struct op *op, const struct xfer *x)
 	return rc == 0;
 }
 
+static void check_liveness(struct fab *f);
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/*
+ * A transfer failed.  Providers report a peer that died in the middle of
+ * a transfer in ways of their own (shm: an I/O error, tcp;ofi_rxm: the
+ * operation canceled), often before the rendezvous connections tell of
+ * the death: an error that does not name a lost connection waits up to
+ * LEFT_WAIT_MS (at most the timeout) for that news, so that the call
+ * reports SHEMB_EPEER as every call after the loss does, and SHEMB_EIO
+ * only when no rank left.  Rare, and under the engine's lock.
+ */
+#define LEFT_WAIT_MS 2000u
+
+static void transfer_failed(struct fab *f, struct op *op, int peer, int err)
+{
+	uint64_t wait = f->timeout_ms > 0 && (unsigned)f->timeout_ms <
+						     LEFT_WAIT_MS
+				? (uint64_t)f->timeout_ms
+				: LEFT_WAIT_MS;
+	uint64_t until = mono_ms() + wait;
+	bool failed_before = f->failed != 0;
+
+	while (!peer_gone(err) && !f->failed && mono_ms() < until) {
+		struct timespec nap = { .tv_nsec = 1000000 };
+
+		check_liveness(f);
+		if (!f->failed)
+			nanosleep(&nap, NULL);
+	}
+	if (!failed_before && f->failed)
+		return; /* failed with the others (and maybe freed) */
+	shemb__fab_fail_op(f, op, peer_gone(err) ? SHEMB_EPEER : SHEMB_EIO,
+			   "transfer with rank %d failed: %s", peer,
+			   fi_strerror(err));
+}
+
 static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 {
 	struct op *op = x->op;
@@ -571,9 +615,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		return;
 	}
 	if (err) {
-		shemb__fab_fail_op(f, op, peer_gone(err) ? SHEMB_EPEER : SHEMB_EIO,
-				   "transfer with rank %d failed: %s", x->peer,
-				   fi_strerror(err));
+		transfer_failed(f, op, x->peer, err);
 		return;
 	}
 	if (!x->send && x->is_hdr) {

@@ -14,11 +14,14 @@
  * kill-one (rank world-1 dies in the middle of a large alltoallv; the
  * others must fail with SHEMB_EPEER or SHEMB_ETIMEDOUT, and a later call
  * too), kill-steps (it dies with steps started on the others: each of
- * their requests fails), async-error.
+ * their requests fails), kill-relaxed (it dies during a backward run with
+ * the lookup behind it: their requests end, by success or the death),
+ * async-error.
  */
 #define _GNU_SOURCE
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -579,6 +582,88 @@ static void run_kill_steps(void)
 	shemb_table_destroy(t);
 }
 
+/* One request of a relaxed pair: done, or failed as a dead peer makes
+ * it (then every later one must fail too). */
+static bool pair_request(shemb_request *r, bool *failed, const char *what)
+{
+	int st = shemb_wait(r);
+
+	shemb_request_free(r);
+	if (!st && *failed)
+		FAIL("%s succeeded after an earlier one saw rank %d dead",
+		     what, world - 1);
+	if (st)
+		want_peer_failure(st, what);
+	*failed |= st != 0;
+	return st == 0;
+}
+
+/* Rank world-1 dies a moment after starting a backward with the next
+ * lookup behind it, so the others' pairs, run relaxed, lose it at any
+ * point: each of their requests succeeds or fails with the peer's
+ * death, never hangs, and once one failed the later ones fail. */
+static void run_kill_relaxed(void)
+{
+	enum { PAIRS = 40, VICTIM_PAIR = 6, BAGS = 256, LEN = 8, DIM = 32 };
+	static int64_t offsets[BAGS + 1], ids[2][BAGS * LEN];
+	static float out[2][BAGS * DIM], grad[BAGS * DIM];
+	const float *g = grad;
+	struct shemb_table_attr ta;
+	struct shemb_bags b[2];
+	bool failed = false;
+	shemb_table *t;
+	int done = 0;
+
+	shemb_table_attr_init(&ta);
+	ta.rows = 1 << 16;
+	ta.dim = DIM;
+	CHECK(shemb_table_create(ctx, &ta, &t));
+	for (int k = 0; k <= BAGS; k++)
+		offsets[k] = (int64_t)k * LEN;
+	for (int k = 0; k < BAGS * DIM; k++)
+		grad[k] = 0.01f;
+	for (int s = 0; s < 2; s++) {
+		shemb_bags_init(&b[s]);
+		b[s].table = t;
+		b[s].nbags = BAGS;
+		b[s].offsets = offsets;
+		b[s].nids = BAGS * LEN;
+		b[s].ids = ids[s];
+	}
+	for (int k = 0; k < BAGS * LEN; k++)
+		ids[0][k] = (int64_t)(mix((uint64_t)k * 31 + (uint64_t)rank) %
+				      (1 << 16));
+	CHECK(shemb_lookup(ctx, 1, &b[0], (float *const[]){ out[0] }, 0));
+	for (int p = 0; p < PAIRS && !failed; p++) {
+		int cur = p % 2, nxt = cur ^ 1;
+		shemb_request *bw, *lk;
+
+		for (int k = 0; k < BAGS * LEN; k++)
+			ids[nxt][k] = (int64_t)(mix((uint64_t)(k + p * 7919) *
+						    31 + (uint64_t)rank) %
+						(1 << 16));
+		if (shemb_backward_start(ctx, 1, &b[cur], &g, &bw) ||
+		    shemb_lookup_start(ctx, 1, &b[nxt],
+				       (float *const[]){ out[nxt] }, 0, &lk)) {
+			want_peer_failure(shemb_ctx_async_error(ctx),
+					  "starting a pair");
+			break;
+		}
+		if (rank == world - 1 && p == VICTIM_PAIR) {
+			usleep((useconds_t)(mix((uint64_t)getpid()) % 3000));
+			raise(SIGKILL);
+		}
+		pair_request(bw, &failed, "a started backward");
+		done += pair_request(lk, &failed, "the lookup behind it");
+	}
+	if (!failed)
+		FAIL("%d pairs ran with rank %d dead", PAIRS, world - 1);
+	want_peer_failure(shemb_barrier(ctx, NULL), "a barrier after them");
+	printf("%d lookups ran before the failure was seen: %s\n", done,
+	       shemb_ctx_last_error(ctx));
+	shemb_table_destroy(t);
+}
+
 static void open_ctx(int argc, char **argv)
 {
 	struct shemb_ctx_attr a;
@@ -650,6 +735,8 @@ int main(int argc, char **argv)
 		run_kill_one();
 	else if (!strcmp(s, "kill-steps"))
 		run_kill_steps();
+	else if (!strcmp(s, "kill-relaxed"))
+		run_kill_relaxed();
 	else
 		FAIL("unknown scenario '%s'", s);
 	shemb_ctx_destroy(ctx);

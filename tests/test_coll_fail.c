@@ -1,6 +1,7 @@
 /*
  * test_coll_fail.c - a rank killed in the middle of a large alltoallv, or
- * with steps started without waiting on the others: they must fail with
+ * with steps started without waiting on the others (also a backward with
+ * the lookup behind it, run relaxed): they must fail with
  * SHEMB_EPEER (or SHEMB_ETIMEDOUT) within the timeout, never hang.
  * Starts its own ranks (shemb-run would kill them all as soon as one
  * dies), on loopback, over shm and tcp;ofi_rxm; every child is killed and
@@ -20,7 +21,7 @@
 #include "tools/shm_regions.h"
 
 #define WORLD 3
-#define LIMIT_S 120
+#define LIMIT_S 240
 
 static pid_t kids[WORLD];
 
@@ -110,5 +111,7 @@ int main(void)
 	ok &= run(prog, "kill-one", "tcp;ofi_rxm");
 	ok &= run(prog, "kill-steps", "shm");
 	ok &= run(prog, "kill-steps", "tcp;ofi_rxm");
+	ok &= run(prog, "kill-relaxed", "shm");
+	ok &= run(prog, "kill-relaxed", "tcp;ofi_rxm");
 	return ok ? 0 : 1;
 }
