@@ -8,37 +8,21 @@
  * reaped if the test runs out of time.
  */
 #define _GNU_SOURCE
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/free_port.h"
 #include "tools/shm_regions.h"
 
 #define WORLD 3
 #define LIMIT_S 240
 
 static pid_t kids[WORLD];
-
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len))
-		exit(99);
-	port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
 
 static void start_rank(int r, const char *prog, const char *scenario,
 		       const char *provider, int port)
@@ -78,8 +62,10 @@ static void on_alarm(int sig)
 /* The survivors exit 0 (they saw the failure), the victim by SIGKILL. */
 static int run(const char *prog, const char *scenario, const char *provider)
 {
-	int ok = 1, port = free_port();
+	int ok = 1, port = (int)shemb_tool_free_port();
 
+	if (port == 0)
+		return 0;
 	for (int r = 0; r < WORLD; r++)
 		start_rank(r, prog, scenario, provider, port);
 	for (int r = 0; r < WORLD; r++) {
