@@ -48,7 +48,8 @@ struct relax {
 	uint8_t **is_early;    /* per table: per id received, sent early */
 	shemb_request *ereq;   /* the early rows in flight */
 	int status;            /* this rank's failure after the early
-				* rows' record (its detail recorded) */
+				* rows' record, and its detail */
+	char why[256];
 };
 
 /* ---- whether the pair can run relaxed ---- */
@@ -420,6 +421,9 @@ static int send_early(struct relax *r)
 	 * late rows tells them of the failure */
 	rc = shemb__xchg_start(r->ctx, &r->early, &r->ereq);
 	r->status = r->status ? r->status : rc;
+	if (r->status) /* the backward's calls come in between */
+		snprintf(r->why, sizeof(r->why), "%s",
+			 shemb_ctx_last_error(r->ctx));
 	return 0;
 }
 
@@ -430,6 +434,8 @@ static int send_late(struct relax *r, float *const *out)
 	int world = r->ctx->attr.world_size, rc = r->status;
 	uint64_t t0 = shemb__now_ns();
 
+	if (rc)
+		shemb__fail(r->ctx, rc, "%s", r->why);
 	if (r->ereq) {
 		int end = shemb_wait(r->ereq);
 
