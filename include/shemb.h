@@ -554,6 +554,24 @@ SHEMB_API int shemb_prefetch(shemb_ctx *ctx, int n,
 SHEMB_API int shemb_announce(shemb_ctx *ctx, int n,
 			     const struct shemb_bags *bags);
 
+/*
+ * Checkpoints (shemb-checkpoint(5)).  shemb_table_save writes the table's
+ * rows, optimizer state and step count into the directory dir (which
+ * every rank sees: a shared file system across hosts), replacing the
+ * checkpoint there atomically: a crash leaves the old one or the new one.
+ * shemb_table_load makes a table from the checkpoint in dir, whatever the
+ * world size and shard plan that wrote it, every checksum verified
+ * (SHEMB_ECORRUPT naming the file, and no table); attr NULL: the saved
+ * attributes, with the shard plan SHEMB_SHARD_AUTO; else attr, whose
+ * rows, dim, dtype and optimizer must be the checkpoint's.  Both are
+ * collective.  flags: 0.
+ */
+SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
+			       unsigned flags);
+SHEMB_API int shemb_table_load(shemb_ctx *ctx, const char *dir,
+			       const struct shemb_table_attr *attr,
+			       shemb_table **table);
+
 /* Write every changed row (and its optimizer state) of the table's device
  * tier back to host memory or its file; rows stay cached.  Not
  * collective: each rank flushes its own part. */

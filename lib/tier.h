@@ -66,6 +66,12 @@ int shemb__tier_read(shemb_table *t, int64_t n, const int64_t *rows,
 int shemb__tier_write(shemb_table *t, int64_t n, const int64_t *rows,
 		      const void *in, int dtype, const float *reset_state);
 
+/* Whole records (row and optimizer state, in the table's record layout,
+ * t->store.stride apart) of local rows rows[0 .. n) into buf, or (write)
+ * from it, through the device tier in passes (rows without repeats). */
+int shemb__tier_records(shemb_table *t, int64_t n, const int64_t *rows,
+			void *buf, bool write);
+
 /* Queue the rows of a coming step (any order, `distinct` as above) for
  * SHEMB_CACHE_LOOKAHEAD, without loading them; each lookup of the table
  * uses up the oldest queued step.  Other policies ignore it. */

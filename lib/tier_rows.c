@@ -47,6 +47,46 @@ static int in_passes(shemb_table *t, int64_t n, const int64_t *rows,
 	return rc;
 }
 
+/* The table's record layout over host memory at base, for n records. */
+static struct shemb__store host_records(const shemb_table *t, void *base,
+					int64_t n)
+{
+	struct shemb__store h = t->store;
+
+	h.base = base;
+	h.on_device = 0;
+	h.rows = n;
+	h.bytes = (size_t)n * h.stride;
+	return h;
+}
+
+int shemb__tier_records(shemb_table *t, int64_t n, const int64_t *rows,
+			void *buf, bool write)
+{
+	shemb_ctx *ctx = t->ctx;
+	int64_t step = pass_rows(t, n);
+	int rc = 0;
+
+	for (int64_t i = 0; !rc && i < n; i += step) {
+		int64_t m = n - i < step ? n - i : step;
+		struct shemb__store h = host_records(
+			t, (char *)buf + (size_t)i * t->store.stride, m);
+		struct shemb__rows_view v;
+
+		rc = shemb__rows_acquire(t, m, rows + i, false,
+					 write ? SHEMB__ROWS_WRITE
+					       : SHEMB__ROWS_READ, &v);
+		if (!rc && write)
+			rc = ctx->mem->copy_records(ctx->be, v.store, v.at, &h,
+						    NULL, m);
+		else if (!rc)
+			rc = ctx->mem->copy_records(ctx->be, &h, NULL, v.store,
+						    v.at, m);
+		shemb__rows_release(t, &v);
+	}
+	return rc;
+}
+
 int shemb__tier_read(shemb_table *t, int64_t n, const int64_t *rows,
 		     void *out, int dtype)
 {

@@ -1,0 +1,330 @@
+/*
+ * ckpt_format.c - the bytes of a checkpoint's MANIFEST and of a shard
+ * file's header (shemb-checkpoint(5)), little-endian whatever the host.
+ * The parsers take any bytes: they are fuzzed.
+ */
+#include "lib/ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/crc32c.h"
+#include "shemb.h"
+
+#define MANIFEST_MAGIC "SHEMBCKP"
+#define SHARD_MAGIC "SHEMBSHD"
+#define FIXED 112     /* the manifest's bytes before its name */
+#define FILE_ENTRY 40 /* bytes of one file's entry */
+
+/* ---- little-endian fields ---- */
+
+struct cursor {
+	unsigned char *w;       /* writing, or */
+	const unsigned char *r; /* reading */
+	size_t at, len;
+	bool short_;            /* a read past the end */
+};
+
+static void put(struct cursor *c, uint64_t v, int bytes)
+{
+	for (int i = 0; i < bytes; i++)
+		c->w[c->at + (size_t)i] = (unsigned char)(v >> (8 * i));
+	c->at += (size_t)bytes;
+}
+
+static uint64_t get(struct cursor *c, int bytes)
+{
+	uint64_t v = 0;
+
+	if (c->at + (size_t)bytes > c->len) {
+		c->short_ = true;
+		return 0;
+	}
+	for (int i = 0; i < bytes; i++)
+		v |= (uint64_t)c->r[c->at + (size_t)i] << (8 * i);
+	c->at += (size_t)bytes;
+	return v;
+}
+
+static void put_f32(struct cursor *c, float f)
+{
+	uint32_t v;
+
+	memcpy(&v, &f, 4);
+	put(c, v, 4);
+}
+
+static float get_f32(struct cursor *c)
+{
+	uint32_t v = (uint32_t)get(c, 4);
+	float f;
+
+	memcpy(&f, &v, 4);
+	return f;
+}
+
+/* ---- MANIFEST ---- */
+
+static size_t manifest_bytes(const struct shemb__ckpt_manifest *m)
+{
+	return FIXED + strlen(m->name) + 4 + (size_t)m->nfiles * FILE_ENTRY +
+	       4;
+}
+
+int shemb__ckpt_manifest_encode(const struct shemb__ckpt_manifest *m,
+				unsigned char **out, size_t *len)
+{
+	struct cursor c = { .len = manifest_bytes(m) };
+	size_t nlen = strlen(m->name);
+
+	c.w = malloc(c.len);
+	if (!c.w)
+		return SHEMB_ENOMEM;
+	memcpy(c.w, MANIFEST_MAGIC, 8);
+	c.at = 8;
+	put(&c, SHEMB__CKPT_VERSION, 4);
+	put(&c, 0, 4); /* flags */
+	put(&c, m->generation, 8);
+	put(&c, m->rows, 8);
+	put(&c, m->dim, 4);
+	put(&c, m->dtype, 4);
+	put(&c, m->optimizer, 4);
+	put(&c, m->weight_decay_mode, 4);
+	put(&c, (uint64_t)m->table_id, 8);
+	put(&c, m->seed, 8);
+	put(&c, m->step, 8);
+	put_f32(&c, m->lr);
+	put_f32(&c, m->eps);
+	put_f32(&c, m->beta1);
+	put_f32(&c, m->beta2);
+	put_f32(&c, m->weight_decay);
+	put_f32(&c, m->initial_accumulator);
+	put(&c, m->shard, 4);
+	put(&c, m->world, 4);
+	put(&c, nlen, 4);
+	memcpy(c.w + c.at, m->name, nlen);
+	c.at += nlen;
+	put(&c, m->nfiles, 4);
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		const struct shemb__ckpt_file *f = &m->files[i];
+
+		put(&c, f->rank, 4);
+		put(&c, f->col0, 4);
+		put(&c, f->ncols, 4);
+		put(&c, f->nstate, 4);
+		put(&c, f->nrecords, 8);
+		put(&c, f->bytes, 8);
+		put(&c, f->crc, 4);
+		put(&c, 0, 4); /* reserved */
+	}
+	put(&c, shemb__crc32c(0, c.w, c.at), 4);
+	*out = c.w;
+	*len = c.at;
+	return 0;
+}
+
+static int corrupt(char *why, size_t len, const char *what)
+{
+	snprintf(why, len, "%s", what);
+	return SHEMB_ECORRUPT;
+}
+
+/* The fixed fields, checked for what a table can be. */
+static int parse_fixed(struct cursor *c, struct shemb__ckpt_manifest *m,
+		       char *why, size_t wl)
+{
+	uint32_t version, nlen;
+
+	if (c->len < 8 || memcmp(c->r, MANIFEST_MAGIC, 8))
+		return corrupt(why, wl, "not a libshemb checkpoint manifest");
+	c->at = 8;
+	version = (uint32_t)get(c, 4);
+	if (version != SHEMB__CKPT_VERSION)
+		return corrupt(why, wl, "unknown format version");
+	get(c, 4); /* flags */
+	m->generation = get(c, 8);
+	m->rows = get(c, 8);
+	m->dim = (uint32_t)get(c, 4);
+	m->dtype = (uint32_t)get(c, 4);
+	m->optimizer = (uint32_t)get(c, 4);
+	m->weight_decay_mode = (uint32_t)get(c, 4);
+	m->table_id = (int64_t)get(c, 8);
+	m->seed = get(c, 8);
+	m->step = get(c, 8);
+	m->lr = get_f32(c);
+	m->eps = get_f32(c);
+	m->beta1 = get_f32(c);
+	m->beta2 = get_f32(c);
+	m->weight_decay = get_f32(c);
+	m->initial_accumulator = get_f32(c);
+	m->shard = (uint32_t)get(c, 4);
+	m->world = (uint32_t)get(c, 4);
+	nlen = (uint32_t)get(c, 4);
+	if (c->short_ || nlen > SHEMB__CKPT_MAX_NAME ||
+	    c->at + nlen > c->len)
+		return corrupt(why, wl, "manifest cut short");
+	memcpy(m->name, c->r + c->at, nlen);
+	m->name[nlen] = 0;
+	c->at += nlen;
+	if (m->rows == 0 || m->rows > SHEMB_MAX_ROWS || m->dim == 0 ||
+	    m->dim > SHEMB_MAX_DIM || m->dtype > SHEMB_BF16 ||
+	    m->world == 0 || m->world > SHEMB__CKPT_MAX_FILES)
+		return corrupt(why, wl, "impossible table attributes");
+	return 0;
+}
+
+static int parse_files(struct cursor *c, struct shemb__ckpt_manifest *m,
+		       char *why, size_t wl)
+{
+	m->nfiles = (uint32_t)get(c, 4);
+	if (c->short_ || m->nfiles == 0 || m->nfiles > m->world ||
+	    c->len - c->at < (size_t)m->nfiles * FILE_ENTRY)
+		return corrupt(why, wl, "manifest cut short");
+	m->files = calloc(m->nfiles, sizeof(*m->files));
+	if (!m->files)
+		return SHEMB_ENOMEM;
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		struct shemb__ckpt_file *f = &m->files[i];
+		size_t rb;
+
+		f->rank = (uint32_t)get(c, 4);
+		f->col0 = (uint32_t)get(c, 4);
+		f->ncols = (uint32_t)get(c, 4);
+		f->nstate = (uint32_t)get(c, 4);
+		f->nrecords = get(c, 8);
+		f->bytes = get(c, 8);
+		f->crc = (uint32_t)get(c, 4);
+		get(c, 4);
+		rb = shemb__ckpt_record_bytes(f->ncols, m->dtype, f->nstate);
+		if (f->rank >= m->world || f->col0 >= m->dim ||
+		    f->ncols == 0 || f->ncols > m->dim - f->col0 ||
+		    f->nstate > 2 * f->ncols || f->nrecords > m->rows ||
+		    f->bytes != SHEMB__CKPT_HEADER + f->nrecords * rb)
+			return corrupt(why, wl, "a shard file's entry is "
+					       "impossible");
+	}
+	return 0;
+}
+
+int shemb__ckpt_manifest_parse(const unsigned char *p, size_t len,
+			       struct shemb__ckpt_manifest *m, char *why,
+			       size_t why_len)
+{
+	struct cursor c = { .r = p, .len = len };
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (len < 4 || shemb__crc32c(0, p, len - 4) !=
+			       (uint32_t)(p[len - 4] | p[len - 3] << 8 |
+					  p[len - 2] << 16 |
+					  (uint32_t)p[len - 1] << 24))
+		return corrupt(why, why_len, "the manifest's checksum does "
+				"not match");
+	c.len = len - 4;
+	rc = parse_fixed(&c, m, why, why_len);
+	if (!rc)
+		rc = parse_files(&c, m, why, why_len);
+	if (!rc && c.at != c.len)
+		rc = corrupt(why, why_len, "bytes after the manifest's end");
+	if (rc)
+		shemb__ckpt_manifest_free(m);
+	return rc;
+}
+
+void shemb__ckpt_manifest_free(struct shemb__ckpt_manifest *m)
+{
+	free(m->files);
+	m->files = NULL;
+	m->nfiles = 0;
+}
+
+/* ---- shard file header ---- */
+
+void shemb__ckpt_shard_encode(const struct shemb__ckpt_shard *s,
+			      unsigned char out[SHEMB__CKPT_HEADER])
+{
+	struct cursor c = { .w = out, .len = SHEMB__CKPT_HEADER };
+
+	memcpy(out, SHARD_MAGIC, 8);
+	c.at = 8;
+	put(&c, SHEMB__CKPT_VERSION, 4);
+	put(&c, s->rank, 4);
+	put(&c, s->generation, 8);
+	put(&c, s->nrecords, 8);
+	put(&c, s->rows, 8);
+	put(&c, s->col0, 4);
+	put(&c, s->ncols, 4);
+	put(&c, s->dtype, 4);
+	put(&c, s->nstate, 4);
+	put(&c, s->dim, 4);
+	put(&c, 0, 4); /* reserved */
+}
+
+int shemb__ckpt_shard_parse(const unsigned char p[SHEMB__CKPT_HEADER],
+			    struct shemb__ckpt_shard *s, char *why,
+			    size_t why_len)
+{
+	struct cursor c = { .r = p, .len = SHEMB__CKPT_HEADER, .at = 8 };
+
+	if (memcmp(p, SHARD_MAGIC, 8) ||
+	    get(&c, 4) != SHEMB__CKPT_VERSION)
+		return corrupt(why, why_len, "not a libshemb shard file");
+	s->rank = (uint32_t)get(&c, 4);
+	s->generation = get(&c, 8);
+	s->nrecords = get(&c, 8);
+	s->rows = get(&c, 8);
+	s->col0 = (uint32_t)get(&c, 4);
+	s->ncols = (uint32_t)get(&c, 4);
+	s->dtype = (uint32_t)get(&c, 4);
+	s->nstate = (uint32_t)get(&c, 4);
+	s->dim = (uint32_t)get(&c, 4);
+	return 0;
+}
+
+/* ---- names and files ---- */
+
+void shemb__ckpt_manifest_path(const char *dir, char *out, size_t len)
+{
+	snprintf(out, len, "%s/MANIFEST", dir);
+}
+
+void shemb__ckpt_shard_name(uint64_t generation, uint32_t rank, char *out,
+			    size_t len)
+{
+	snprintf(out, len, "shard-%016" PRIx64 "-%" PRIu32 ".bin", generation,
+		 rank);
+}
+
+int shemb__ckpt_write_all(int fd, const void *p, size_t len)
+{
+	const char *at = p;
+
+	while (len > 0) {
+		ssize_t n = write(fd, at, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? errno : EIO;
+		at += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int shemb__ckpt_sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return errno;
+	rc = fsync(fd) ? errno : 0;
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,421 @@
+/*
+ * ckpt_load.c - shemb_table_load: a table made from a checkpoint written
+ * with any world size and shard plan, held as this context's ranks and
+ * the caller's attributes say.  Every rank reads the MANIFEST and every
+ * shard file, checking each checksum, and takes the records (and the
+ * columns of them) it holds into an image of its part; only when every
+ * rank has read all of it without fault are the images written into the
+ * new table.  On any failure no table is left.
+ */
+#include "lib/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/ckpt.h"
+#include "lib/crc32c.h"
+#include "lib/dist.h"
+#include "lib/shard.h"
+#include "lib/stepq.h"
+#include "lib/table.h"
+#include "lib/tier.h"
+
+#define PASS_RECORDS 4096
+
+/* This rank's part, as it fills from the files. */
+struct image {
+	shemb_table *t;
+	char *recs;           /* local_rows records, the table's layout */
+	uint32_t *covered;    /* per local row: its columns filled */
+	const struct shemb__ckpt_manifest *m;
+	const char *path;     /* the file being read, for messages */
+};
+
+static int corrupt(shemb_ctx *ctx, const char *path, const char *what)
+{
+	return shemb__fail(ctx, SHEMB_ECORRUPT, "checkpoint file %s: %s",
+			   path, what);
+}
+
+/* ---- reading ---- */
+
+static int read_all(int fd, void *p, size_t len)
+{
+	char *at = p;
+
+	while (len > 0) {
+		ssize_t n = read(fd, at, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno;
+		if (n == 0)
+			return -1; /* shorter than it should be */
+		at += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_manifest(shemb_ctx *ctx, const char *dir,
+			 struct shemb__ckpt_manifest *m)
+{
+	char path[PATH_MAX], why[128];
+	unsigned char *bytes;
+	struct stat st;
+	int fd, err, rc;
+
+	shemb__ckpt_manifest_path(dir, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		err = errno;
+		if (fd >= 0)
+			close(fd);
+		return shemb__fail(ctx,
+				   err == ENOENT ? SHEMB_EINVAL : SHEMB_EIO,
+				   "checkpoint: cannot read %s: %s", path,
+				   strerror(err));
+	}
+	if (st.st_size > (1 << 24) || st.st_size < 8) {
+		close(fd);
+		return corrupt(ctx, path, "not a manifest's size");
+	}
+	bytes = malloc((size_t)st.st_size);
+	err = bytes ? read_all(fd, bytes, (size_t)st.st_size) : ENOMEM;
+	close(fd);
+	if (err) {
+		free(bytes);
+		return err < 0 ? corrupt(ctx, path, "cut short")
+			       : shemb__fail(ctx, SHEMB_EIO, "checkpoint: "
+					     "cannot read %s: %s", path,
+					     strerror(err));
+	}
+	rc = shemb__ckpt_manifest_parse(bytes, (size_t)st.st_size, m, why,
+					sizeof(why));
+	free(bytes);
+	return rc == SHEMB_ECORRUPT ? corrupt(ctx, path, why)
+	       : rc		    ? shemb__fail(ctx, rc, "no memory")
+				    : 0;
+}
+
+/* ---- the attributes of the new table ---- */
+
+static void saved_attr(const struct shemb__ckpt_manifest *m,
+		       struct shemb_table_attr *a)
+{
+	shemb_table_attr_init(a);
+	a->name = m->name[0] ? m->name : NULL;
+	a->rows = (int64_t)m->rows;
+	a->dim = (int)m->dim;
+	a->dtype = (int)m->dtype;
+	a->table_id = m->table_id;
+	a->seed = m->seed;
+	a->optimizer = (int)m->optimizer;
+	a->lr = m->lr;
+	a->eps = m->eps;
+	a->beta1 = m->beta1;
+	a->beta2 = m->beta2;
+	a->weight_decay = m->weight_decay;
+	a->weight_decay_mode = (int)m->weight_decay_mode;
+	a->initial_accumulator = m->initial_accumulator;
+}
+
+/* The caller's attributes, which must describe the saved table. */
+static int given_attr(shemb_ctx *ctx, const struct shemb__ckpt_manifest *m,
+		      const struct shemb_table_attr *in,
+		      struct shemb_table_attr *a)
+{
+	shemb_table_attr_init(a);
+	if (in->size < offsetof(struct shemb_table_attr, host_mem_bytes))
+		return shemb__fail(ctx, SHEMB_EINVAL, "attr->size %zu is not "
+				   "a struct shemb_table_attr", in->size);
+	memcpy(a, in, in->size < sizeof(*a) ? in->size : sizeof(*a));
+	a->size = sizeof(*a);
+	if ((uint64_t)a->rows != m->rows || (uint32_t)a->dim != m->dim ||
+	    (uint32_t)a->dtype != m->dtype ||
+	    (uint32_t)a->optimizer != m->optimizer)
+		return shemb__fail(ctx, SHEMB_EINVAL, "checkpoint: attr "
+				   "describes %lld x %d rows of dtype %d and "
+				   "optimizer %d; the checkpoint holds %llu x "
+				   "%u of dtype %u and optimizer %u",
+				   (long long)a->rows, a->dim, a->dtype,
+				   a->optimizer, (unsigned long long)m->rows,
+				   m->dim, m->dtype, m->optimizer);
+	return 0;
+}
+
+/* ---- one record into the image ---- */
+
+static size_t esize(uint32_t dtype)
+{
+	return dtype == SHEMB_F32 ? 4 : 2;
+}
+
+/* The state of columns [lo, hi) of a record whose state (fp32 values,
+ * little-endian) covers ncols columns from c0, into one covering mc
+ * columns from m0: Adagrad keeps one value per column, Adam two runs of
+ * them (first moments, then second), row-wise Adagrad one per row. */
+static void take_state(int opt, const unsigned char *from, int c0,
+		       int ncols, char *to, int m0, int mc, int lo, int hi)
+{
+	size_t n = (size_t)(hi - lo) * 4;
+
+	switch (opt) {
+	case SHEMB_OPT_ADAGRAD:
+		memcpy(to + 4 * (lo - m0), from + 4 * (lo - c0), n);
+		break;
+	case SHEMB_OPT_ADAM:
+		memcpy(to + 4 * (lo - m0), from + 4 * (lo - c0), n);
+		memcpy(to + 4 * (mc + lo - m0), from + 4 * (ncols + lo - c0),
+		       n);
+		break;
+	case SHEMB_OPT_ROWWISE_ADAGRAD:
+		memcpy(to, from, 4);
+		break;
+	default:
+		break;
+	}
+}
+
+static int take_record(struct image *im, const struct shemb__ckpt_file *f,
+		       const unsigned char *rec)
+{
+	shemb_table *t = im->t;
+	const struct shemb__shard *sh = &t->shard;
+	size_t es = esize(im->m->dtype);
+	int64_t id, l;
+	int lo, hi, owner;
+	char *to;
+
+	memcpy(&id, rec, 8); /* little-endian host */
+	if (id < 0 || id >= t->attr.rows)
+		return corrupt(t->ctx, im->path, "a record's id is out of "
+			       "range");
+	owner = shemb__shard_owner(sh, id);
+	lo = sh->col0 > (int)f->col0 ? sh->col0 : (int)f->col0;
+	hi = sh->col0 + sh->ncols < (int)(f->col0 + f->ncols)
+		     ? sh->col0 + sh->ncols
+		     : (int)(f->col0 + f->ncols);
+	if ((owner >= 0 && owner != sh->rank) || lo >= hi)
+		return 0;
+	l = shemb__shard_local(sh, id);
+	if (im->covered[l] + (uint32_t)(hi - lo) > (uint32_t)sh->ncols)
+		return corrupt(t->ctx, im->path, "a row is saved twice");
+	im->covered[l] += (uint32_t)(hi - lo);
+	to = im->recs + (size_t)l * t->store.stride;
+	memcpy(to + (size_t)(lo - sh->col0) * es,
+	       rec + 8 + (size_t)(lo - (int)f->col0) * es,
+	       (size_t)(hi - lo) * es);
+	take_state(t->attr.optimizer, rec + 8 + (size_t)f->ncols * es,
+		   (int)f->col0, (int)f->ncols, to + t->store.state_off,
+		   sh->col0, sh->ncols, lo, hi);
+	return 0;
+}
+
+/* ---- one shard file ---- */
+
+static int check_header(struct image *im, int i, const unsigned char *head)
+{
+	const struct shemb__ckpt_file *f = &im->m->files[i];
+	struct shemb__ckpt_shard s;
+	char why[96];
+
+	if (shemb__ckpt_shard_parse(head, &s, why, sizeof(why)))
+		return corrupt(im->t->ctx, im->path, why);
+	if (s.rank != f->rank || s.generation != im->m->generation ||
+	    s.nrecords != f->nrecords || s.rows != im->m->rows ||
+	    s.col0 != f->col0 || s.ncols != f->ncols ||
+	    s.dtype != im->m->dtype || s.nstate != f->nstate ||
+	    s.dim != im->m->dim ||
+	    f->nstate != (uint32_t)shemb__opt_state_floats(
+				 (int)im->m->optimizer, (int)f->ncols))
+		return corrupt(im->t->ctx, im->path, "its header does not "
+			       "match the MANIFEST");
+	return 0;
+}
+
+static int read_records(struct image *im, int i, int fd, uint32_t *crc)
+{
+	const struct shemb__ckpt_file *f = &im->m->files[i];
+	size_t rb = shemb__ckpt_record_bytes(f->ncols, im->m->dtype,
+					     f->nstate);
+	unsigned char *buf = malloc(PASS_RECORDS * rb);
+	int rc = buf ? 0 : shemb__fail(im->t->ctx, SHEMB_ENOMEM, "no memory");
+
+	for (uint64_t r0 = 0; !rc && r0 < f->nrecords; r0 += PASS_RECORDS) {
+		uint64_t n = f->nrecords - r0 < PASS_RECORDS
+				     ? f->nrecords - r0
+				     : PASS_RECORDS;
+		int err = read_all(fd, buf, (size_t)n * rb);
+
+		if (err)
+			rc = err < 0 ? corrupt(im->t->ctx, im->path,
+					       "cut short")
+				     : shemb__fail(im->t->ctx, SHEMB_EIO,
+						   "checkpoint: cannot read "
+						   "%s: %s", im->path,
+						   strerror(err));
+		if (!rc)
+			*crc = shemb__crc32c(*crc, buf, (size_t)n * rb);
+		for (uint64_t k = 0; !rc && k < n; k++)
+			rc = take_record(im, f, buf + (size_t)k * rb);
+	}
+	free(buf);
+	return rc;
+}
+
+static int read_shard(struct image *im, const char *dir, int i)
+{
+	const struct shemb__ckpt_file *f = &im->m->files[i];
+	unsigned char head[SHEMB__CKPT_HEADER];
+	char name[64], path[PATH_MAX];
+	struct stat st;
+	uint32_t crc;
+	int fd, rc, err;
+
+	shemb__ckpt_shard_name(im->m->generation, f->rank, name, sizeof(name));
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	im->path = path;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return corrupt(im->t->ctx, path, "missing (the MANIFEST names "
+			       "it)");
+	if (fstat(fd, &st) || (uint64_t)st.st_size != f->bytes) {
+		close(fd);
+		return corrupt(im->t->ctx, path, "not the size the MANIFEST "
+			       "gives");
+	}
+	err = read_all(fd, head, sizeof(head));
+	rc = err ? corrupt(im->t->ctx, path, "cut short")
+		 : check_header(im, i, head);
+	crc = shemb__crc32c(0, head, sizeof(head));
+	if (!rc)
+		rc = read_records(im, i, fd, &crc);
+	close(fd);
+	if (!rc && crc != f->crc)
+		rc = corrupt(im->t->ctx, path, "its checksum does not match");
+	return rc;
+}
+
+/* ---- this rank's part ---- */
+
+static int fill_image(struct image *im, const char *dir)
+{
+	shemb_table *t = im->t;
+	int64_t n = t->shard.local_rows;
+	int rc = 0;
+
+	im->recs = calloc((size_t)n + 1, t->store.stride);
+	im->covered = calloc((size_t)n + 1, sizeof(*im->covered));
+	if (!im->recs || !im->covered)
+		return shemb__fail(t->ctx, SHEMB_ENOMEM, "checkpoint: no "
+				   "memory for this rank's part of table '%s'",
+				   t->name);
+	for (uint32_t i = 0; !rc && i < im->m->nfiles; i++)
+		rc = read_shard(im, dir, (int)i);
+	for (int64_t l = 0; !rc && l < n; l++)
+		if (im->covered[l] != (uint32_t)t->shard.ncols)
+			rc = shemb__fail(t->ctx, SHEMB_ECORRUPT, "checkpoint "
+					 "%s: row %lld of table '%s' is in no "
+					 "shard file", dir,
+					 (long long)shemb__shard_global(
+						 &t->shard, l),
+					 t->name);
+	return rc;
+}
+
+static int write_image(struct image *im)
+{
+	shemb_table *t = im->t;
+	int64_t n = t->shard.local_rows;
+	int64_t *rows = malloc(((size_t)n + 1) * sizeof(*rows));
+	int rc;
+
+	if (!rows)
+		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	for (int64_t l = 0; l < n; l++)
+		rows[l] = l;
+	rc = shemb__tier_records(t, n, rows, im->recs, true);
+	free(rows);
+	return rc ? shemb__fail(t->ctx, rc, "checkpoint: writing the rows of "
+				"table '%s' failed: %s", t->name,
+				shemb_strerror(rc))
+		  : 0;
+}
+
+static int load_rows(shemb_table *t, const char *dir,
+		     const struct shemb__ckpt_manifest *m)
+{
+	struct image im = { .t = t, .m = m };
+	int rc = fill_image(&im, dir);
+
+	if (!rc)
+		rc = write_image(&im);
+	if (!rc)
+		t->step = m->step;
+	free(im.recs);
+	free(im.covered);
+	return rc;
+}
+
+/* ---- the collective ---- */
+
+static int all_ok(shemb_ctx *ctx, int rc, const char *what)
+{
+	return shemb__distributed(ctx) ? shemb__dist_all_ok(ctx, rc, what)
+				       : rc;
+}
+
+static int prepare(shemb_ctx *ctx, const char *dir,
+		   const struct shemb_table_attr *attr, shemb_table **table,
+		   struct shemb__ckpt_manifest *m, struct shemb_table_attr *a)
+{
+	int rc;
+
+	if (!dir || !table)
+		return shemb__fail(ctx, SHEMB_EINVAL, "dir or table is NULL");
+	*table = NULL;
+	if (strlen(dir) > PATH_MAX - 64)
+		return shemb__fail(ctx, SHEMB_EINVAL, "dir is too long");
+	rc = read_manifest(ctx, dir, m);
+	if (!rc && attr)
+		rc = given_attr(ctx, m, attr, a);
+	else if (!rc)
+		saved_attr(m, a);
+	return rc;
+}
+
+SHEMB_API int shemb_table_load(shemb_ctx *ctx, const char *dir,
+			       const struct shemb_table_attr *attr,
+			       shemb_table **table)
+{
+	struct shemb__ckpt_manifest m = { 0 };
+	struct shemb_table_attr a;
+	shemb_table *t = NULL;
+	int rc;
+
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	shemb__stepq_drain(ctx); /* collective: keeps its place */
+	rc = prepare(ctx, dir, attr, table, &m, &a);
+	rc = all_ok(ctx, rc, "reading the checkpoint's MANIFEST");
+	if (!rc)
+		rc = shemb_table_create(ctx, &a, &t);
+	if (!rc)
+		rc = all_ok(ctx, load_rows(t, dir, &m),
+			    "loading its part of the checkpoint");
+	if (rc)
+		shemb_table_destroy(t);
+	else
+		*table = t;
+	shemb__ckpt_manifest_free(&m);
+	return rc;
+}

@@ -1,0 +1,415 @@
+/*
+ * ckpt_save.c - shemb_table_save: every rank writes its part of a table
+ * (rows, optimizer state) to a shard file of the save's generation, then
+ * rank 0 writes the MANIFEST that names them.  Each file goes to a
+ * temporary name, is fsync'ed and renamed, and the directory fsync'ed;
+ * the MANIFEST's rename is the moment the new checkpoint replaces the
+ * old one, whose files stay until then.  A crash at any point leaves one
+ * whole checkpoint, the old or the new.
+ */
+#include "lib/internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/ckpt.h"
+#include "lib/crc32c.h"
+#include "lib/dist.h"
+#include "lib/rowinit.h"
+#include "lib/shard.h"
+#include "lib/stepq.h"
+#include "lib/table.h"
+#include "lib/tier.h"
+
+#define PASS_ROWS 4096
+
+/* What one rank wrote. */
+struct written {
+	uint64_t nrecords, bytes;
+	uint32_t crc;
+};
+
+static int io_fail(shemb_ctx *ctx, int err, const char *what,
+		   const char *path)
+{
+	return shemb__fail(ctx, SHEMB_EIO, "checkpoint: %s %s: %s", what, path,
+			   strerror(err));
+}
+
+/* Rows this rank saves: its local rows (a replicated table: rank 0's). */
+static int64_t rows_saved(const shemb_table *t)
+{
+	if (t->shard.kind == SHEMB_SHARD_REPLICATED && t->shard.rank != 0)
+		return 0;
+	return t->shard.local_rows;
+}
+
+static size_t value_bytes(const shemb_table *t)
+{
+	return (size_t)t->shard.ncols * (t->attr.dtype == SHEMB_F32 ? 4 : 2);
+}
+
+/* Records as the file holds them: id, values, state. */
+static void encode_records(const shemb_table *t, int64_t l0, int64_t n,
+			   const char *recs, unsigned char *out)
+{
+	size_t vb = value_bytes(t), sb = (size_t)t->store.nstate * 4;
+
+	for (int64_t i = 0; i < n; i++) {
+		const char *rec = recs + (size_t)i * t->store.stride;
+		uint64_t id = (uint64_t)shemb__shard_global(&t->shard, l0 + i);
+
+		for (int k = 0; k < 8; k++)
+			out[k] = (unsigned char)(id >> (8 * k));
+		memcpy(out + 8, rec, vb); /* little-endian host */
+		memcpy(out + 8 + vb, rec + t->store.state_off, sb);
+		out += 8 + vb + sb;
+	}
+}
+
+/* Every record this rank saves, after the header; 0, a failure of the
+ * tier (its detail recorded), or SHEMB_EIO with the errno in *err. */
+static int write_records(shemb_table *t, int fd, struct written *w, int *err)
+{
+	int64_t total = rows_saved(t);
+	size_t rb = shemb__ckpt_record_bytes((uint32_t)t->shard.ncols,
+					     (uint32_t)t->attr.dtype,
+					     (uint32_t)t->store.nstate);
+	int64_t *rows = malloc(PASS_ROWS * sizeof(*rows));
+	char *recs = malloc(PASS_ROWS * t->store.stride);
+	unsigned char *out = malloc(PASS_ROWS * rb);
+	int rc = rows && recs && out ? 0 : SHEMB_ENOMEM;
+
+	for (int64_t l0 = 0; !rc && l0 < total; l0 += PASS_ROWS) {
+		int64_t n = total - l0 < PASS_ROWS ? total - l0 : PASS_ROWS;
+
+		for (int64_t i = 0; i < n; i++)
+			rows[i] = l0 + i;
+		rc = shemb__tier_records(t, n, rows, recs, false);
+		if (rc)
+			break;
+		encode_records(t, l0, n, recs, out);
+		w->crc = shemb__crc32c(w->crc, out, (size_t)n * rb);
+		*err = shemb__ckpt_write_all(fd, out, (size_t)n * rb);
+		rc = *err ? SHEMB_EIO : 0;
+	}
+	free(rows);
+	free(recs);
+	free(out);
+	w->nrecords = (uint64_t)total;
+	w->bytes = SHEMB__CKPT_HEADER + (uint64_t)total * rb;
+	return rc;
+}
+
+static void shard_header(const shemb_table *t, uint64_t gen,
+			 unsigned char head[SHEMB__CKPT_HEADER])
+{
+	struct shemb__ckpt_shard h = {
+		.rank = (uint32_t)t->shard.rank, .generation = gen,
+		.nrecords = (uint64_t)rows_saved(t),
+		.rows = (uint64_t)t->attr.rows,
+		.col0 = (uint32_t)t->shard.col0,
+		.ncols = (uint32_t)t->shard.ncols,
+		.dtype = (uint32_t)t->attr.dtype,
+		.nstate = (uint32_t)t->store.nstate,
+		.dim = (uint32_t)t->attr.dim,
+	};
+
+	shemb__ckpt_shard_encode(&h, head);
+}
+
+/* Data, fsync, close: 0 or SHEMB_EIO with *err, or another failure. */
+static int fill_shard(shemb_table *t, int fd, uint64_t gen,
+		      struct written *w, int *err)
+{
+	unsigned char head[SHEMB__CKPT_HEADER];
+	int rc;
+
+	shard_header(t, gen, head);
+	w->crc = shemb__crc32c(0, head, sizeof(head));
+	*err = shemb__ckpt_write_all(fd, head, sizeof(head));
+	rc = *err ? SHEMB_EIO : write_records(t, fd, w, err);
+	if (!rc && fsync(fd)) {
+		*err = errno;
+		rc = SHEMB_EIO;
+	}
+	if (close(fd) && !rc) {
+		*err = errno;
+		rc = SHEMB_EIO;
+	}
+	return rc;
+}
+
+/* Written to a temporary name, renamed, the directory synced. */
+static int write_shard(shemb_table *t, const char *dir, uint64_t gen,
+		       struct written *w)
+{
+	char name[64], path[PATH_MAX], tmp[PATH_MAX + 8];
+	int fd, rc, err = 0;
+
+	shemb__ckpt_shard_name(gen, (uint32_t)t->shard.rank, name,
+			       sizeof(name));
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return io_fail(t->ctx, errno, "cannot create", tmp);
+	rc = fill_shard(t, fd, gen, w, &err);
+	if (!rc && rename(tmp, path)) {
+		err = errno;
+		rc = SHEMB_EIO;
+	}
+	if (!rc && (err = shemb__ckpt_sync_dir(dir)))
+		rc = SHEMB_EIO;
+	if (rc)
+		unlink(tmp);
+	if (rc == SHEMB_EIO && err)
+		return io_fail(t->ctx, err, "cannot write", tmp);
+	return rc ? shemb__fail(t->ctx, rc, "checkpoint: reading the rows of "
+				"table '%s' failed: %s", t->name,
+				shemb_strerror(rc))
+		  : 0;
+}
+
+/* ---- the MANIFEST, on rank 0 ---- */
+
+static void describe(const shemb_table *t, uint64_t gen,
+		     struct shemb__ckpt_manifest *m)
+{
+	const struct shemb_table_attr *a = &t->attr;
+
+	memset(m, 0, sizeof(*m));
+	m->generation = gen;
+	m->rows = (uint64_t)a->rows;
+	m->dim = (uint32_t)a->dim;
+	m->dtype = (uint32_t)a->dtype;
+	m->optimizer = (uint32_t)a->optimizer;
+	m->weight_decay_mode = (uint32_t)a->weight_decay_mode;
+	m->table_id = a->table_id;
+	m->seed = a->seed;
+	m->step = t->step;
+	m->lr = a->lr;
+	m->eps = a->eps;
+	m->beta1 = a->beta1;
+	m->beta2 = a->beta2;
+	m->weight_decay = a->weight_decay;
+	m->initial_accumulator = a->initial_accumulator;
+	m->shard = (uint32_t)t->shard.kind;
+	m->world = (uint32_t)t->shard.world;
+	snprintf(m->name, sizeof(m->name), "%s", t->name ? t->name : "");
+}
+
+static void list_files(const shemb_table *t, const struct written *all,
+		       struct shemb__ckpt_manifest *m)
+{
+	m->nfiles = (uint32_t)t->shard.world;
+	for (int r = 0; r < t->shard.world; r++) {
+		struct shemb__ckpt_file *f = &m->files[r];
+		int c0, nc;
+
+		shemb__shard_columns(&t->shard, r, &c0, &nc);
+		*f = (struct shemb__ckpt_file){
+			.rank = (uint32_t)r, .col0 = (uint32_t)c0,
+			.ncols = (uint32_t)nc,
+			.nstate = (uint32_t)shemb__opt_state_floats(
+				t->attr.optimizer, nc),
+			.nrecords = all[r].nrecords, .bytes = all[r].bytes,
+			.crc = all[r].crc,
+		};
+	}
+}
+
+static int write_manifest(shemb_table *t, const char *dir, uint64_t gen,
+			  const struct written *all)
+{
+	struct shemb__ckpt_manifest m;
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	unsigned char *bytes = NULL;
+	size_t len = 0;
+	int fd, rc, err = 0;
+
+	describe(t, gen, &m);
+	m.files = calloc((size_t)t->shard.world, sizeof(*m.files));
+	if (!m.files)
+		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	list_files(t, all, &m);
+	rc = shemb__ckpt_manifest_encode(&m, &bytes, &len);
+	free(m.files);
+	if (rc)
+		return shemb__fail(t->ctx, rc, "no memory");
+	shemb__ckpt_manifest_path(dir, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		err = errno;
+	if (fd >= 0) {
+		err = shemb__ckpt_write_all(fd, bytes, len);
+		if (!err && fsync(fd))
+			err = errno;
+		if (close(fd) && !err)
+			err = errno;
+	}
+	if (!err && rename(tmp, path))
+		err = errno;
+	if (!err)
+		err = shemb__ckpt_sync_dir(dir);
+	free(bytes);
+	if (err)
+		unlink(tmp);
+	return err ? io_fail(t->ctx, err, "cannot write", tmp) : 0;
+}
+
+/* Shard files of other generations, and temporaries: no MANIFEST names
+ * them once the new one is in place. */
+static void remove_others(const char *dir, uint64_t gen)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char keep[32], path[PATH_MAX];
+
+	if (!d)
+		return;
+	snprintf(keep, sizeof(keep), "shard-%016" PRIx64 "-", gen);
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		bool shard = !strncmp(e->d_name, "shard-", 6);
+		bool tmp = n > 4 && !strcmp(e->d_name + n - 4, ".tmp");
+
+		if (!(shard || !strcmp(e->d_name, "MANIFEST.tmp")) ||
+		    (shard && !tmp && !strncmp(e->d_name, keep, strlen(keep))))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
+/* ---- the collective ---- */
+
+static int check_args(shemb_table *t, const char *dir, unsigned flags)
+{
+	struct stat st;
+
+	if (!dir)
+		return shemb__fail(t->ctx, SHEMB_EINVAL, "dir is NULL");
+	if (flags)
+		return shemb__fail(t->ctx, SHEMB_EINVAL, "unknown save flags "
+				   "0x%x", flags);
+	if (strlen(dir) > PATH_MAX - 64)
+		return shemb__fail(t->ctx, SHEMB_EINVAL, "dir is too long");
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+		return shemb__fail(t->ctx, SHEMB_EINVAL, "checkpoint: %s is "
+				   "not a directory", dir);
+	return 0;
+}
+
+/* Rank 0's generation, for every rank. */
+static int agree_generation(shemb_ctx *ctx, uint64_t *gen)
+{
+	uint64_t mine = shemb__mix64(shemb__now_ns() ^
+				     (uint64_t)getpid() << 32), *all;
+	int rc;
+
+	*gen = mine;
+	if (!shemb__distributed(ctx))
+		return 0;
+	all = calloc((size_t)ctx->attr.world_size, 8);
+	if (!all)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	rc = shemb__allgather_word(ctx, mine, all);
+	*gen = all[0];
+	free(all);
+	return rc;
+}
+
+/* What each rank wrote, on every rank. */
+static int gather_written(shemb_ctx *ctx, const struct written *mine,
+			  struct written *all)
+{
+	int world = ctx->attr.world_size, rc = 0;
+	uint64_t *w = calloc((size_t)world * 3, 8);
+
+	if (!shemb__distributed(ctx)) {
+		all[0] = *mine;
+		free(w);
+		return 0;
+	}
+	if (!w)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	rc = shemb__allgather_word(ctx, mine->nrecords, w);
+	if (!rc)
+		rc = shemb__allgather_word(ctx, mine->bytes, w + world);
+	if (!rc)
+		rc = shemb__allgather_word(ctx, mine->crc, w + 2 * world);
+	for (int r = 0; !rc && r < world; r++)
+		all[r] = (struct written){ w[r], w[world + r],
+					   (uint32_t)w[2 * world + r] };
+	free(w);
+	return rc;
+}
+
+static int all_ok(shemb_ctx *ctx, int rc, const char *what)
+{
+	return shemb__distributed(ctx) ? shemb__dist_all_ok(ctx, rc, what)
+				       : rc;
+}
+
+static int save_parts(shemb_table *t, const char *dir, uint64_t gen,
+		      int status)
+{
+	shemb_ctx *ctx = t->ctx;
+	struct written mine = { 0 };
+	struct written *all = calloc((size_t)t->shard.world + 1,
+				     sizeof(*all));
+	int rc = status;
+
+	if (!rc && !all)
+		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	if (!rc) {
+		pthread_rwlock_rdlock(&t->rows_lock);
+		rc = write_shard(t, dir, gen, &mine);
+		pthread_rwlock_unlock(&t->rows_lock);
+	}
+	rc = all_ok(ctx, rc, "writing its part of the checkpoint");
+	if (!rc)
+		rc = gather_written(ctx, &mine, all);
+	if (!rc && t->shard.rank == 0)
+		rc = write_manifest(t, dir, gen, all);
+	rc = all_ok(ctx, rc, "writing the checkpoint's MANIFEST");
+	free(all);
+	return rc;
+}
+
+SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
+			       unsigned flags)
+{
+	uint64_t gen = 0;
+	int rc;
+
+	if (!table)
+		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	shemb__stepq_drain(table->ctx); /* collective: keeps its place */
+	rc = check_args(table, dir, flags);
+	if (!rc || shemb__distributed(table->ctx)) {
+		int grc = agree_generation(table->ctx, &gen);
+
+		rc = rc ? rc : grc;
+	}
+	if (rc && !shemb__distributed(table->ctx))
+		return rc;
+	/* After a failure the files of this save stay, named by no
+	 * MANIFEST (the MANIFEST may even be in place when the failure
+	 * came after it), until the next save removes them. */
+	rc = save_parts(table, dir, gen, rc);
+	if (!rc && table->shard.rank == 0)
+		remove_others(dir, gen);
+	return rc;
+}

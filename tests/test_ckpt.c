@@ -1,0 +1,515 @@
+/*
+ * test_ckpt.c - checkpoints on one rank: save and load give back every
+ * row, the optimizer state and the step count (the next training step of
+ * the loaded table equals the original's, bit for bit), for every
+ * optimizer and storage dtype and with a device tier; every single-byte
+ * change and every truncation of a small checkpoint's files fails the
+ * load with SHEMB_ECORRUPT and no table; a writer killed at each of its
+ * file operations (fsync, rename) leaves the old or the new checkpoint,
+ * whole; bad arguments are refused.  The crash points come from rename()
+ * and fsync() interposed here.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/crc32c.h"
+#include "tests/testutil.h"
+
+/* ---- crash points: the countdown runs out at the Nth fsync or
+ * rename, and the process dies there, before the call ---- */
+
+static int countdown = -1;
+
+static void maybe_die(void)
+{
+	if (countdown > 0 && --countdown == 0)
+		_exit(42);
+}
+
+int fsync(int fd)
+{
+	int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+
+	maybe_die();
+	return real(fd);
+}
+
+int rename(const char *from, const char *to)
+{
+	int (*real)(const char *, const char *) =
+		(int (*)(const char *, const char *))dlsym(RTLD_NEXT,
+							   "rename");
+
+	maybe_die();
+	return real(from, to);
+}
+
+/* ---- helpers ---- */
+
+static char *temp_dir(void)
+{
+	char *d = strdup("/tmp/test_ckpt.XXXXXX");
+
+	ck_assert_ptr_nonnull(mkdtemp(d));
+	return d;
+}
+
+static void remove_dir(char *d)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+	ck_assert_int_eq(system(cmd), 0);
+	free(d);
+}
+
+/* One training step of t on bags made from seed (lookup, backward with
+ * gradients made from seed too). */
+static void train(shemb_ctx *ctx, shemb_table *t, uint64_t seed)
+{
+	struct shemb_table_attr a = { .size = sizeof(a) };
+	struct tu_rng r;
+	struct tu_bags b;
+	struct tu_bag_spec spec = { .nbags = 24, .max_len = 5 };
+	struct shemb_bags v;
+	float *out, *grad;
+
+	ck_assert_int_eq(shemb_table_get_attr(t, &a), 0);
+	spec.rows = a.rows;
+	tu_rng_seed(&r, seed);
+	tu_bags_random(&b, &r, &spec);
+	out = tu_malloc((size_t)b.nbags * (size_t)a.dim * 4 + 4);
+	grad = tu_malloc((size_t)b.nbags * (size_t)a.dim * 4 + 4);
+	tu_rng_fill(&r, grad, (size_t)b.nbags * (size_t)a.dim, -1, 1);
+	v = tu_bags_view(&b, t, SHEMB_POOL_SUM);
+	ck_assert_int_eq(shemb_lookup(ctx, 1, &v, &out, 0), 0);
+	ck_assert_int_eq(shemb_backward(ctx, 1, &v,
+					(const float *const *)&grad), 0);
+	free(out);
+	free(grad);
+	tu_bags_free(&b);
+}
+
+static void same_rows(shemb_table *a, shemb_table *b, int64_t rows, int dim)
+{
+	float *x = tu_read_all_f32(a), *y = tu_read_all_f32(b);
+
+	ck_assert_int_eq(tu_bits_differ("rows", x, y,
+					(size_t)rows * (size_t)dim * 4), 0);
+	free(x);
+	free(y);
+}
+
+static shemb_table *table(shemb_ctx *ctx, int64_t rows, int dim, int dtype,
+			  int opt, int64_t cache_rows)
+{
+	struct shemb_table_attr a;
+
+	shemb_table_attr_init(&a);
+	a.name = "ckpt";
+	a.rows = rows;
+	a.dim = dim;
+	a.dtype = dtype;
+	a.optimizer = opt;
+	a.cache_rows = cache_rows;
+	return tu_table_attr(ctx, &a);
+}
+
+static const int optimizers[] = { SHEMB_OPT_SGD, SHEMB_OPT_ADAGRAD,
+				  SHEMB_OPT_ROWWISE_ADAGRAD, SHEMB_OPT_ADAM };
+
+/* ---- round trips ---- */
+
+static void round_trip(int opt, int dtype, int64_t cache_rows,
+		       bool load_with_attr)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *u = NULL;
+	struct shemb_table_attr a;
+	char *dir = temp_dir();
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
+	t = table(ctx, 300, 5, dtype, opt, cache_rows);
+	for (int s = 0; s < 3; s++)
+		train(ctx, t, 100 + (uint64_t)s);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	shemb_table_attr_init(&a);
+	a.rows = 300;
+	a.dim = 5;
+	a.dtype = dtype;
+	a.optimizer = opt;
+	a.cache_rows = cache_rows ? 0 : 160; /* the other way round */
+	ck_assert_int_eq(shemb_table_load(ctx, dir,
+					  load_with_attr ? &a : NULL, &u),
+			 0);
+	ck_assert_ptr_nonnull(u);
+	same_rows(t, u, 300, 5);
+	/* the state and step count too: the next step is the same */
+	train(ctx, t, 7);
+	train(ctx, u, 7);
+	same_rows(t, u, 300, 5);
+	shemb_table_destroy(u);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir);
+}
+
+START_TEST(round_trip_every_optimizer)
+{
+	int dtypes[] = { SHEMB_F32, SHEMB_BF16, SHEMB_F16 };
+
+	round_trip(optimizers[_i % 4], dtypes[_i / 4], 0, false);
+}
+END_TEST
+
+START_TEST(round_trip_through_tiers)
+{
+	/* saved from a table with a device tier, loaded into one without,
+	 * and the other way */
+	round_trip(optimizers[_i % 4], SHEMB_F32, _i / 4 ? 0 : 128, true);
+}
+END_TEST
+
+START_TEST(saved_attributes_come_back)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *u = NULL;
+	struct shemb_table_attr a = { .size = sizeof(a) };
+	struct shemb_table_attr b = { .size = sizeof(b) };
+	char *dir = temp_dir();
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	shemb_table_attr_init(&a);
+	a.name = "saved";
+	a.rows = 50;
+	a.dim = 4;
+	a.optimizer = SHEMB_OPT_ADAM;
+	a.lr = 0.125f;
+	a.beta1 = 0.5f;
+	a.table_id = 77;
+	t = tu_table_attr(ctx, &a);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
+	ck_assert_int_eq(shemb_table_get_attr(u, &b), 0);
+	ck_assert_str_eq(b.name, "saved");
+	ck_assert_int_eq(b.rows, 50);
+	ck_assert_int_eq(b.dim, 4);
+	ck_assert_int_eq(b.optimizer, SHEMB_OPT_ADAM);
+	ck_assert_float_eq(b.lr, 0.125f);
+	ck_assert_float_eq(b.beta1, 0.5f);
+	ck_assert_int_eq(b.table_id, 77);
+	shemb_table_destroy(u);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir);
+}
+END_TEST
+
+/* A second save replaces the first and leaves only its own files. */
+START_TEST(second_save_replaces_the_first)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *u = NULL;
+	char *dir = temp_dir(), cmd[256];
+	FILE *ls;
+	int files = 0;
+	char line[256];
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	t = table(ctx, 40, 3, SHEMB_F32, SHEMB_OPT_ADAGRAD, 0);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	train(ctx, t, 5);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
+	same_rows(t, u, 40, 3);
+	snprintf(cmd, sizeof(cmd), "ls '%s'", dir);
+	ls = popen(cmd, "r");
+	while (fgets(line, sizeof(line), ls))
+		files++;
+	pclose(ls);
+	ck_assert_int_eq(files, 2); /* MANIFEST and one shard file */
+	shemb_table_destroy(u);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir);
+}
+END_TEST
+
+/* ---- bad input ---- */
+
+START_TEST(bad_arguments_are_refused)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *u = (shemb_table *)&u;
+	struct shemb_table_attr a;
+	struct tu_snapshot before;
+	char *dir = temp_dir(), file[300];
+	int fd;
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	t = table(ctx, 20, 3, SHEMB_F32, SHEMB_OPT_SGD, 0);
+	tu_snapshot_take(&before, t);
+	ck_assert_int_eq(shemb_table_save(NULL, dir, 0), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_table_save(t, NULL, 0), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_table_save(t, dir, 1), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_table_save(t, "/nonexistent/dir", 0),
+			 SHEMB_EINVAL);
+	snprintf(file, sizeof(file), "%s/plain", dir);
+	fd = open(file, O_CREAT | O_WRONLY, 0644);
+	close(fd);
+	ck_assert_int_eq(shemb_table_save(t, file, 0), SHEMB_EINVAL);
+	ck_assert_ptr_nonnull(strstr(shemb_ctx_last_error(ctx),
+				     "not a directory"));
+	/* no checkpoint there */
+	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), SHEMB_EINVAL);
+	ck_assert_ptr_null(u);
+	ck_assert_int_eq(shemb_table_load(NULL, dir, NULL, &u), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_table_load(ctx, NULL, NULL, &u), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, NULL),
+			 SHEMB_EINVAL);
+	/* attributes of another table */
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	shemb_table_attr_init(&a);
+	a.rows = 21;
+	a.dim = 3;
+	u = (shemb_table *)&u;
+	ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &u), SHEMB_EINVAL);
+	ck_assert_ptr_null(u);
+	ck_assert_ptr_nonnull(strstr(shemb_ctx_last_error(ctx),
+				     "checkpoint holds 20 x 3"));
+	a.rows = 20;
+	a.optimizer = SHEMB_OPT_ADAM;
+	ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &u), SHEMB_EINVAL);
+	ck_assert(tu_unchanged_since(&before, t));
+	tu_snapshot_free(&before);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir);
+}
+END_TEST
+
+/* ---- corruption ---- */
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *p;
+	long n;
+
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	p = tu_malloc((size_t)n + 1);
+	ck_assert_uint_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return p;
+}
+
+static void spill(const char *path, const unsigned char *p, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(p, 1, len, f), len);
+	fclose(f);
+}
+
+static void load_fails(shemb_ctx *ctx, const char *dir, const char *name,
+		       size_t at)
+{
+	shemb_table *u = (shemb_table *)&u;
+	int rc = shemb_table_load(ctx, dir, NULL, &u);
+
+	if (rc != SHEMB_ECORRUPT)
+		ck_abort_msg("%s changed at %zu: load gave %d (%s)", name, at,
+			     rc, shemb_ctx_last_error(ctx));
+	ck_assert_ptr_null(u);
+	ck_assert_ptr_nonnull(strstr(shemb_ctx_last_error(ctx), name));
+}
+
+/* Every byte of the file changed in turn, then every shorter length. */
+static void corrupt_each(shemb_ctx *ctx, const char *dir, const char *name)
+{
+	char path[300];
+	size_t len;
+	unsigned char *orig;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	orig = slurp(path, &len);
+	for (size_t i = 0; i < len; i++) {
+		orig[i] ^= (unsigned char)(1 + i % 255);
+		spill(path, orig, len);
+		load_fails(ctx, dir, name, i);
+		orig[i] ^= (unsigned char)(1 + i % 255);
+	}
+	for (size_t n = 0; n < len; n++) {
+		spill(path, orig, n);
+		load_fails(ctx, dir, name, n);
+	}
+	spill(path, orig, len);
+	free(orig);
+}
+
+static char *shard_file(const char *dir)
+{
+	char cmd[300], *line = tu_malloc(256);
+	FILE *ls;
+
+	snprintf(cmd, sizeof(cmd), "ls '%s' | grep '^shard-'", dir);
+	ls = popen(cmd, "r");
+	ck_assert_ptr_nonnull(fgets(line, 256, ls));
+	pclose(ls);
+	line[strcspn(line, "\n")] = 0;
+	return line;
+}
+
+START_TEST(every_corruption_is_found)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *u = NULL;
+	char *dir = temp_dir(), *shard;
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	t = table(ctx, 6, 3, SHEMB_BF16, SHEMB_OPT_ADAM, 0);
+	train(ctx, t, 3);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	shard = shard_file(dir);
+	corrupt_each(ctx, dir, "MANIFEST");
+	corrupt_each(ctx, dir, shard);
+	/* restored: it loads */
+	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
+	same_rows(t, u, 6, 3);
+	shemb_table_destroy(u);
+	free(shard);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir);
+}
+END_TEST
+
+/* ---- crashes ---- */
+
+/* Save t into dir in a child that dies at its n-th fsync or rename:
+ * true if it died, false if the save ran to its end. */
+static bool save_dying_at(shemb_table *t, const char *dir, int n)
+{
+	pid_t pid = fork();
+	int st;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		countdown = n;
+		_exit(shemb_table_save(t, dir, 0) == 0 ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st));
+	ck_assert_int_ne(WEXITSTATUS(st), 1);
+	return WEXITSTATUS(st) == 42;
+}
+
+static bool rows_equal(shemb_table *u, const float *want, size_t n)
+{
+	float *got = tu_read_all_f32(u);
+	bool eq = !memcmp(got, want, n * 4);
+
+	free(got);
+	return eq;
+}
+
+START_TEST(a_crash_leaves_old_or_new)
+{
+	shemb_ctx *ctx;
+	shemb_table *t;
+	char *dir = temp_dir();
+	float *old_rows, *new_rows;
+	int points = 0, saw_new = 0;
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	t = table(ctx, 64, 4, SHEMB_F32, SHEMB_OPT_ADAGRAD, 0);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	old_rows = tu_read_all_f32(t);
+	train(ctx, t, 11);
+	new_rows = tu_read_all_f32(t);
+	for (int n = 1; n < 64; n++) {
+		bool died = save_dying_at(t, dir, n);
+		shemb_table *u = NULL;
+		bool is_old, is_new;
+
+		ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
+		is_old = rows_equal(u, old_rows, 64 * 4);
+		is_new = rows_equal(u, new_rows, 64 * 4);
+		ck_assert(is_old || is_new);
+		saw_new |= is_new;
+		shemb_table_destroy(u);
+		if (!died)
+			break;
+		points++;
+	}
+	/* fsync and rename of the shard file, of the MANIFEST, and the
+	 * directory's fsyncs: each was a crash point */
+	ck_assert_int_ge(points, 6);
+	ck_assert(saw_new);
+	free(old_rows);
+	free(new_rows);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir);
+}
+END_TEST
+
+/* ---- the checksum ---- */
+
+START_TEST(crc32c_known_values)
+{
+	unsigned char buf[1000];
+	struct tu_rng r;
+
+	ck_assert_uint_eq(shemb__crc32c(0, "123456789", 9), 0xe3069283u);
+	ck_assert_uint_eq(shemb__crc32c(0, "", 0), 0);
+	tu_rng_seed(&r, 9);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)tu_rng_next(&r);
+	for (size_t n = 0; n < sizeof(buf); n += 37) {
+		uint32_t whole = shemb__crc32c(0, buf, n);
+
+		ck_assert_uint_eq(whole, shemb__crc32c_portable(0, buf, n));
+		ck_assert_uint_eq(whole,
+				  shemb__crc32c(shemb__crc32c(0, buf, n / 3),
+						buf + n / 3, n - n / 3));
+	}
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("checkpoint");
+	TCase *tc = tcase_create("checkpoint");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, round_trip_every_optimizer, 0, 12);
+	tcase_add_loop_test(tc, round_trip_through_tiers, 0, 8);
+	tcase_add_test(tc, saved_attributes_come_back);
+	tcase_add_test(tc, second_save_replaces_the_first);
+	tcase_add_test(tc, bad_arguments_are_refused);
+	tcase_add_test(tc, every_corruption_is_found);
+	tcase_add_test(tc, a_crash_leaves_old_or_new);
+	tcase_add_test(tc, crc32c_known_values);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
