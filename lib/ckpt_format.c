@@ -146,7 +146,8 @@ static int parse_fixed(struct cursor *c, struct shemb__ckpt_manifest *m,
 	version = (uint32_t)get(c, 4);
 	if (version != SHEMB__CKPT_VERSION)
 		return corrupt(why, wl, "unknown format version");
-	get(c, 4); /* flags */
+	if (get(c, 4)) /* flags: none yet */
+		return corrupt(why, wl, "unknown manifest flags");
 	m->generation = get(c, 8);
 	m->rows = get(c, 8);
 	m->dim = (uint32_t)get(c, 4);
@@ -168,6 +169,8 @@ static int parse_fixed(struct cursor *c, struct shemb__ckpt_manifest *m,
 	if (c->short_ || nlen > SHEMB__CKPT_MAX_NAME ||
 	    c->at + nlen > c->len)
 		return corrupt(why, wl, "manifest cut short");
+	if (memchr(c->r + c->at, 0, nlen))
+		return corrupt(why, wl, "a NUL inside the table's name");
 	memcpy(m->name, c->r + c->at, nlen);
 	m->name[nlen] = 0;
 	c->at += nlen;
@@ -199,7 +202,8 @@ static int parse_files(struct cursor *c, struct shemb__ckpt_manifest *m,
 		f->nrecords = get(c, 8);
 		f->bytes = get(c, 8);
 		f->crc = (uint32_t)get(c, 4);
-		get(c, 4);
+		if (get(c, 4)) /* reserved */
+			return corrupt(why, wl, "a reserved field is set");
 		rb = shemb__ckpt_record_bytes(f->ncols, m->dtype, f->nstate);
 		if (f->rank >= m->world || f->col0 >= m->dim ||
 		    f->ncols == 0 || f->ncols > m->dim - f->col0 ||
@@ -283,6 +287,8 @@ int shemb__ckpt_shard_parse(const unsigned char p[SHEMB__CKPT_HEADER],
 	s->dtype = (uint32_t)get(&c, 4);
 	s->nstate = (uint32_t)get(&c, 4);
 	s->dim = (uint32_t)get(&c, 4);
+	if (get(&c, 4)) /* reserved */
+		return corrupt(why, why_len, "a reserved field is set");
 	return 0;
 }
 

@@ -32,7 +32,10 @@
 /* This rank's part, as it fills from the files. */
 struct image {
 	shemb_table *t;
-	char *recs;           /* local_rows records, the table's layout */
+	char *recs;           /* local_rows records, the table's layout:
+			       * its own store when that is plain host
+			       * memory, else a copy written in at the end */
+	bool direct;
 	uint32_t *covered;    /* per local row: its columns filled */
 	const struct shemb__ckpt_manifest *m;
 	const char *path;     /* the file being read, for messages */
@@ -313,7 +316,9 @@ static int fill_image(struct image *im, const char *dir)
 	int64_t n = t->shard.local_rows;
 	int rc = 0;
 
-	im->recs = calloc((size_t)n + 1, t->store.stride);
+	im->direct = !shemb__tiered(t) && t->store.base && !t->store.on_device;
+	im->recs = im->direct ? t->store.base
+			      : calloc((size_t)n + 1, t->store.stride);
 	im->covered = calloc((size_t)n + 1, sizeof(*im->covered));
 	if (!im->recs || !im->covered)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "checkpoint: no "
@@ -357,11 +362,12 @@ static int load_rows(shemb_table *t, const char *dir,
 	struct image im = { .t = t, .m = m };
 	int rc = fill_image(&im, dir);
 
-	if (!rc)
+	if (!rc && !im.direct)
 		rc = write_image(&im);
 	if (!rc)
 		t->step = m->step;
-	free(im.recs);
+	if (!im.direct)
+		free(im.recs);
 	free(im.covered);
 	return rc;
 }
@@ -390,6 +396,9 @@ static int prepare(shemb_ctx *ctx, const char *dir,
 		rc = given_attr(ctx, m, attr, a);
 	else if (!rc)
 		saved_attr(m, a);
+	/* every row comes from the checkpoint: zeros are the cheapest
+	 * start (hashing initial values took as long as the load) */
+	a->init = SHEMB_INIT_ZEROS;
 	return rc;
 }
 

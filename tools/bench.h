@@ -80,6 +80,8 @@ extern const char bench_cache_usage[];
 int bench_cache(int argc, char **argv);
 extern const char bench_gpu_usage[];
 int bench_gpu(int argc, char **argv);
+extern const char bench_ckpt_usage[];
+int bench_ckpt(int argc, char **argv);
 extern const char bench_sched_usage[];
 int bench_sched(int argc, char **argv);
 int bench_sched_rank(int argc, char **argv);

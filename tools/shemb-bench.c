@@ -45,6 +45,8 @@ static const char usage_text[] =
 "  sched     ranks on this host: a small alltoallv behind a 64 MiB\n"
 "            allreduce against alone, and training steps started without\n"
 "            waiting against blocking ones (options below)\n"
+"  checkpoint  save and load of a table against dd writing and reading\n"
+"            as many bytes in the same directory (options below)\n"
 "\n"
 "Options of lookup and backward:\n"
 "  --rows N            rows of the table (default 4194304)\n"
@@ -84,6 +86,8 @@ static void usage(FILE *f)
 	fputs(bench_gpu_usage, f);
 	fputc('\n', f);
 	fputs(bench_sched_usage, f);
+	fputc('\n', f);
+	fputs(bench_ckpt_usage, f);
 }
 
 /* ---- options ---- */
@@ -437,6 +441,10 @@ int main(int argc, char **argv)
 		argv[1] = (char *)"shemb-bench";
 		return bench_cache(argc - 1, argv + 1);
 	}
+	if (!strcmp(mode, "checkpoint")) {
+		argv[1] = (char *)"shemb-bench";
+		return bench_ckpt(argc - 1, argv + 1);
+	}
 	if (!strcmp(mode, "gpu")) {
 		argv[1] = (char *)"shemb-bench";
 		return bench_gpu(argc - 1, argv + 1);
@@ -475,6 +483,7 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "backward"))
 		return bench_backward(&o) ? 1 : 0;
 	fprintf(stderr, "shemb-bench: unknown mode '%s' (lookup, "
-		"backward, comm, train, cache, gpu or sched; see --help)\n", mode);
+		"backward, comm, train, cache, gpu, sched or checkpoint; see "
+		"--help)\n", mode);
 	return 2;
 }
