@@ -343,6 +343,12 @@ struct shemb_table_attr {
 				  * take: over it without cold_path,
 				  * SHEMB_ENOMEM; 0 (default): no limit but
 				  * the context's */
+	/* Serving (shemb_table_reload(3)): */
+	int read_only;        /* 1: lookups from any number of threads at
+			       * once take no lock and keep no plan; calls
+			       * that change rows (backward, row writes,
+			       * set_lr) give SHEMB_EPERM; needs
+			       * cache_rows 0.  Default 0 */
 };
 
 /* Which row leaves a full device tier to make room. */
@@ -571,6 +577,11 @@ SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 SHEMB_API int shemb_table_load(shemb_ctx *ctx, const char *dir,
 			       const struct shemb_table_attr *attr,
 			       shemb_table **table);
+/* Swap the rows of a read_only table for those of the checkpoint in dir
+ * (same rows, dim, dtype and optimizer) while lookups go on: each lookup
+ * reads the old rows or the new ones, never a mix.  One rank only
+ * (SHEMB_ENOTSUP across ranks); a failure leaves the old rows. */
+SHEMB_API int shemb_table_reload(shemb_table *table, const char *dir);
 
 /* Write every changed row (and its optimizer state) of the table's device
  * tier back to host memory or its file; rows stay cached.  Not

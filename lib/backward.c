@@ -11,6 +11,7 @@
 
 #include "lib/dist.h"
 #include "lib/plan.h"
+#include "lib/serve.h"
 #include "lib/step.h"
 #include "lib/stepq.h"
 
@@ -280,6 +281,11 @@ int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 		shemb__step_end(&st);
 		return rc;
 	}
+	for (int g = 0; !rc && g < st.ngroups; g++)
+		if (shemb__read_only(st.groups[g].table))
+			rc = shemb__fail(ctx, SHEMB_EPERM, "backward: table "
+					 "'%s' is read_only",
+					 st.groups[g].table->name);
 	shemb__step_lock(&st, true);
 	for (int g = 0; !rc && g < st.ngroups; g++)
 		rc = check_group(ctx, &st.groups[g]);

@@ -18,7 +18,12 @@
 
 #define MANIFEST_MAGIC "SHEMBCKP"
 #define SHARD_MAGIC "SHEMBSHD"
-#define FIXED 112     /* the manifest's bytes before its name */
+#define FIXED 108     /* the manifest's bytes before its name */
+
+/* Rows, ids and optimizer state are copied as the host holds them. */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoints are little-endian: this host is not"
+#endif
 #define FILE_ENTRY 40 /* bytes of one file's entry */
 
 /* ---- little-endian fields ---- */
@@ -176,9 +181,37 @@ static int parse_fixed(struct cursor *c, struct shemb__ckpt_manifest *m,
 	c->at += nlen;
 	if (m->rows == 0 || m->rows > SHEMB_MAX_ROWS || m->dim == 0 ||
 	    m->dim > SHEMB_MAX_DIM || m->dtype > SHEMB_BF16 ||
+	    m->optimizer > SHEMB_OPT_ADAM || m->weight_decay_mode > 1 ||
+	    m->shard < SHEMB_SHARD_ROW || m->shard > SHEMB_SHARD_REPLICATED ||
 	    m->world == 0 || m->world > SHEMB__CKPT_MAX_FILES)
 		return corrupt(why, wl, "impossible table attributes");
 	return 0;
+}
+
+/* Each rank's file at most once, and the files' columns either all of
+ * every row (row parts) or slices that tile the row exactly once. */
+static bool files_cover(const struct shemb__ckpt_manifest *m)
+{
+	uint64_t cols = 0;
+	bool whole = true;
+
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		for (uint32_t j = 0; j < i; j++)
+			if (m->files[j].rank == m->files[i].rank)
+				return false;
+		whole &= m->files[i].col0 == 0 && m->files[i].ncols == m->dim;
+		cols += m->files[i].ncols;
+	}
+	if (whole)
+		return true;
+	for (uint32_t i = 0; i < m->nfiles; i++)
+		for (uint32_t j = 0; j < i; j++)
+			if (m->files[i].col0 < m->files[j].col0 +
+						       m->files[j].ncols &&
+			    m->files[j].col0 < m->files[i].col0 +
+						       m->files[i].ncols)
+				return false;
+	return cols == m->dim;
 }
 
 static int parse_files(struct cursor *c, struct shemb__ckpt_manifest *m,
@@ -212,7 +245,9 @@ static int parse_files(struct cursor *c, struct shemb__ckpt_manifest *m,
 			return corrupt(why, wl, "a shard file's entry is "
 					       "impossible");
 	}
-	return 0;
+	return files_cover(m) ? 0
+			      : corrupt(why, wl, "the shard files do not "
+						 "cover the table once");
 }
 
 int shemb__ckpt_manifest_parse(const unsigned char *p, size_t len,

@@ -3,9 +3,10 @@
  * with any world size and shard plan, held as this context's ranks and
  * the caller's attributes say.  Every rank reads the MANIFEST and every
  * shard file, checking each checksum, and takes the records (and the
- * columns of them) it holds into an image of its part; only when every
- * rank has read all of it without fault are the images written into the
- * new table.  On any failure no table is left.
+ * columns of them) it holds into its part of the new table (through an
+ * image when the rows are behind a device tier); the table is handed
+ * over only when every rank has read all of it without fault, and on
+ * any failure it is destroyed.
  */
 #include "lib/internal.h"
 
@@ -19,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/ckpt.h"
+#include "lib/ckpt_io.h"
 #include "lib/crc32c.h"
 #include "lib/dist.h"
 #include "lib/shard.h"
@@ -68,8 +69,8 @@ static int read_all(int fd, void *p, size_t len)
 	return 0;
 }
 
-static int read_manifest(shemb_ctx *ctx, const char *dir,
-			 struct shemb__ckpt_manifest *m)
+int shemb__ckpt_read_manifest(shemb_ctx *ctx, const char *dir,
+			      struct shemb__ckpt_manifest *m)
 {
 	char path[PATH_MAX], why[128];
 	unsigned char *bytes;
@@ -92,7 +93,11 @@ static int read_manifest(shemb_ctx *ctx, const char *dir,
 		return corrupt(ctx, path, "not a manifest's size");
 	}
 	bytes = malloc((size_t)st.st_size);
-	err = bytes ? read_all(fd, bytes, (size_t)st.st_size) : ENOMEM;
+	if (!bytes) {
+		close(fd);
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	}
+	err = read_all(fd, bytes, (size_t)st.st_size);
 	close(fd);
 	if (err) {
 		free(bytes);
@@ -131,28 +136,41 @@ static void saved_attr(const struct shemb__ckpt_manifest *m,
 	a->initial_accumulator = m->initial_accumulator;
 }
 
+static int same_shape(shemb_ctx *ctx, const struct shemb_table_attr *a,
+		      const struct shemb__ckpt_manifest *m, const char *who)
+{
+	if ((uint64_t)a->rows == m->rows && (uint32_t)a->dim == m->dim &&
+	    (uint32_t)a->dtype == m->dtype &&
+	    (uint32_t)a->optimizer == m->optimizer)
+		return 0;
+	return shemb__fail(ctx, SHEMB_EINVAL, "checkpoint: %s has %lld x %d "
+			   "rows of dtype %d and optimizer %d; the checkpoint "
+			   "holds %llu x %u of dtype %u and optimizer %u", who,
+			   (long long)a->rows, a->dim, a->dtype, a->optimizer,
+			   (unsigned long long)m->rows, m->dim, m->dtype,
+			   m->optimizer);
+}
+
+int shemb__ckpt_same_table(const shemb_table *t,
+			   const struct shemb__ckpt_manifest *m)
+{
+	char who[300];
+
+	snprintf(who, sizeof(who), "table '%s'", t->name);
+	return same_shape(t->ctx, &t->attr, m, who);
+}
+
 /* The caller's attributes, which must describe the saved table. */
 static int given_attr(shemb_ctx *ctx, const struct shemb__ckpt_manifest *m,
 		      const struct shemb_table_attr *in,
 		      struct shemb_table_attr *a)
 {
 	shemb_table_attr_init(a);
-	if (in->size < offsetof(struct shemb_table_attr, host_mem_bytes))
+	if (shemb__copy_sized(a, sizeof(*a), in, SHEMB__TABLE_ATTR_V1_SIZE))
 		return shemb__fail(ctx, SHEMB_EINVAL, "attr->size %zu is not "
-				   "a struct shemb_table_attr", in->size);
-	memcpy(a, in, in->size < sizeof(*a) ? in->size : sizeof(*a));
-	a->size = sizeof(*a);
-	if ((uint64_t)a->rows != m->rows || (uint32_t)a->dim != m->dim ||
-	    (uint32_t)a->dtype != m->dtype ||
-	    (uint32_t)a->optimizer != m->optimizer)
-		return shemb__fail(ctx, SHEMB_EINVAL, "checkpoint: attr "
-				   "describes %lld x %d rows of dtype %d and "
-				   "optimizer %d; the checkpoint holds %llu x "
-				   "%u of dtype %u and optimizer %u",
-				   (long long)a->rows, a->dim, a->dtype,
-				   a->optimizer, (unsigned long long)m->rows,
-				   m->dim, m->dtype, m->optimizer);
-	return 0;
+				   "a struct shemb_table_attr this library "
+				   "knows", in->size);
+	return same_shape(ctx, a, m, "attr");
 }
 
 /* ---- one record into the image ---- */
@@ -288,17 +306,27 @@ static int read_shard(struct image *im, const char *dir, int i)
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	im->path = path;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 && errno == ENOENT)
 		return corrupt(im->t->ctx, path, "missing (the MANIFEST names "
 			       "it)");
-	if (fstat(fd, &st) || (uint64_t)st.st_size != f->bytes) {
+	if (fd < 0 || fstat(fd, &st)) {
+		err = errno;
+		if (fd >= 0)
+			close(fd);
+		return shemb__fail(im->t->ctx, SHEMB_EIO, "checkpoint: cannot "
+				   "read %s: %s", path, strerror(err));
+	}
+	if ((uint64_t)st.st_size != f->bytes) {
 		close(fd);
 		return corrupt(im->t->ctx, path, "not the size the MANIFEST "
 			       "gives");
 	}
 	err = read_all(fd, head, sizeof(head));
-	rc = err ? corrupt(im->t->ctx, path, "cut short")
-		 : check_header(im, i, head);
+	rc = err < 0   ? corrupt(im->t->ctx, path, "cut short")
+	     : err > 0 ? shemb__fail(im->t->ctx, SHEMB_EIO, "checkpoint: "
+				     "cannot read %s: %s", path,
+				     strerror(err))
+		       : check_header(im, i, head);
 	crc = shemb__crc32c(0, head, sizeof(head));
 	if (!rc)
 		rc = read_records(im, i, fd, &crc);
@@ -310,15 +338,17 @@ static int read_shard(struct image *im, const char *dir, int i)
 
 /* ---- this rank's part ---- */
 
+/* Into im->recs when set (host memory of the table's layout), else into
+ * a new image. */
 static int fill_image(struct image *im, const char *dir)
 {
 	shemb_table *t = im->t;
 	int64_t n = t->shard.local_rows;
 	int rc = 0;
 
-	im->direct = !shemb__tiered(t) && t->store.base && !t->store.on_device;
-	im->recs = im->direct ? t->store.base
-			      : calloc((size_t)n + 1, t->store.stride);
+	im->direct = im->recs != NULL;
+	if (!im->direct)
+		im->recs = calloc((size_t)n + 1, t->store.stride);
 	im->covered = calloc((size_t)n + 1, sizeof(*im->covered));
 	if (!im->recs || !im->covered)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "checkpoint: no "
@@ -356,19 +386,54 @@ static int write_image(struct image *im)
 		  : 0;
 }
 
+/* A store of host memory is filled in place; one in device memory
+ * gets the records from a host image. */
+int shemb__ckpt_read_into(shemb_table *t, const char *dir,
+			  const struct shemb__ckpt_manifest *m,
+			  struct shemb__store *store)
+{
+	struct image im = { .t = t, .m = m };
+	int rc;
+
+	if (!store->on_device)
+		im.recs = store->base;
+	rc = fill_image(&im, dir);
+	if (!rc && !im.direct) {
+		struct shemb__store h = *store;
+
+		h.base = im.recs;
+		h.on_device = 0;
+		rc = t->ctx->mem->copy_records(t->ctx->be, store, NULL, &h,
+					       NULL, t->shard.local_rows);
+		if (rc)
+			rc = shemb__fail(t->ctx, rc, "checkpoint: copying the "
+					 "rows of table '%s' failed", t->name);
+	}
+	if (!im.direct)
+		free(im.recs);
+	free(im.covered);
+	return rc;
+}
+
+/* Behind a device tier, through it (tier_records); else straight into
+ * the store. */
 static int load_rows(shemb_table *t, const char *dir,
 		     const struct shemb__ckpt_manifest *m)
 {
 	struct image im = { .t = t, .m = m };
-	int rc = fill_image(&im, dir);
+	int rc;
 
-	if (!rc && !im.direct)
-		rc = write_image(&im);
+	if (!shemb__tiered(t)) {
+		rc = shemb__ckpt_read_into(t, dir, m, &t->store);
+	} else {
+		rc = fill_image(&im, dir);
+		if (!rc)
+			rc = write_image(&im);
+		free(im.recs);
+		free(im.covered);
+	}
 	if (!rc)
 		t->step = m->step;
-	if (!im.direct)
-		free(im.recs);
-	free(im.covered);
 	return rc;
 }
 
@@ -386,12 +451,13 @@ static int prepare(shemb_ctx *ctx, const char *dir,
 {
 	int rc;
 
+	if (table)
+		*table = NULL;
 	if (!dir || !table)
 		return shemb__fail(ctx, SHEMB_EINVAL, "dir or table is NULL");
-	*table = NULL;
 	if (strlen(dir) > PATH_MAX - 64)
 		return shemb__fail(ctx, SHEMB_EINVAL, "dir is too long");
-	rc = read_manifest(ctx, dir, m);
+	rc = shemb__ckpt_read_manifest(ctx, dir, m);
 	if (!rc && attr)
 		rc = given_attr(ctx, m, attr, a);
 	else if (!rc)
@@ -411,8 +477,11 @@ SHEMB_API int shemb_table_load(shemb_ctx *ctx, const char *dir,
 	shemb_table *t = NULL;
 	int rc;
 
-	if (!ctx)
+	if (!ctx) {
+		if (table)
+			*table = NULL;
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	}
 	shemb__stepq_drain(ctx); /* collective: keeps its place */
 	rc = prepare(ctx, dir, attr, table, &m, &a);
 	rc = all_ok(ctx, rc, "reading the checkpoint's MANIFEST");

@@ -207,15 +207,19 @@ static void describe(const shemb_table *t, uint64_t gen,
 	snprintf(m->name, sizeof(m->name), "%s", t->name ? t->name : "");
 }
 
+/* A rank with no columns of a column-wise table writes no file. */
 static void list_files(const shemb_table *t, const struct written *all,
 		       struct shemb__ckpt_manifest *m)
 {
-	m->nfiles = (uint32_t)t->shard.world;
+	m->nfiles = 0;
 	for (int r = 0; r < t->shard.world; r++) {
-		struct shemb__ckpt_file *f = &m->files[r];
+		struct shemb__ckpt_file *f = &m->files[m->nfiles];
 		int c0, nc;
 
 		shemb__shard_columns(&t->shard, r, &c0, &nc);
+		if (nc == 0)
+			continue;
+		m->nfiles++;
 		*f = (struct shemb__ckpt_file){
 			.rank = (uint32_t)r, .col0 = (uint32_t)c0,
 			.ncols = (uint32_t)nc,
@@ -227,16 +231,16 @@ static void list_files(const shemb_table *t, const struct written *all,
 	}
 }
 
-static int write_manifest(shemb_table *t, const char *dir, uint64_t gen,
+/* m: the table as it was saved (describe()). */
+static int write_manifest(shemb_table *t, const char *dir,
+			  struct shemb__ckpt_manifest m,
 			  const struct written *all)
 {
-	struct shemb__ckpt_manifest m;
 	char path[PATH_MAX], tmp[PATH_MAX + 8];
 	unsigned char *bytes = NULL;
 	size_t len = 0;
 	int fd, rc, err = 0;
 
-	describe(t, gen, &m);
 	m.files = calloc((size_t)t->shard.world, sizeof(*m.files));
 	if (!m.files)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
@@ -311,23 +315,42 @@ static int check_args(shemb_table *t, const char *dir, unsigned flags)
 	return 0;
 }
 
-/* Rank 0's generation, for every rank. */
-static int agree_generation(shemb_ctx *ctx, uint64_t *gen)
+/* What the ranks must agree on: the table. */
+static uint64_t table_word(const shemb_table *t)
 {
+	return shemb__mix64((uint64_t)t->attr.table_id ^
+			    shemb__mix64((uint64_t)t->attr.rows << 20 ^
+					 (uint64_t)t->attr.dim));
+}
+
+/* Rank 0's generation, for every rank; every rank saves the same table
+ * (a rank whose status is set sends 0). */
+static int agree_generation(shemb_table *t, int status, uint64_t *gen)
+{
+	shemb_ctx *ctx = t->ctx;
+	int world = ctx->attr.world_size, rc;
 	uint64_t mine = shemb__mix64(shemb__now_ns() ^
 				     (uint64_t)getpid() << 32), *all;
-	int rc;
 
 	*gen = mine;
 	if (!shemb__distributed(ctx))
-		return 0;
-	all = calloc((size_t)ctx->attr.world_size, 8);
+		return status;
+	all = calloc(2 * (size_t)world, 8);
 	if (!all)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	rc = shemb__allgather_word(ctx, mine, all);
+	if (!rc)
+		rc = shemb__allgather_word(ctx, status ? 0 : table_word(t),
+					   all + world);
 	*gen = all[0];
+	for (int r = 0; !rc && !status && r < world; r++)
+		if (all[world + r] != table_word(t))
+			rc = shemb__fail(ctx, SHEMB_EINVAL, "checkpoint: rank "
+					 "%d saves another table than this "
+					 "rank's '%s' (or failed)", r,
+					 t->name);
 	free(all);
-	return rc;
+	return status ? status : rc;
 }
 
 /* What each rank wrote, on every rank. */
@@ -369,20 +392,24 @@ static int save_parts(shemb_table *t, const char *dir, uint64_t gen,
 	struct written mine = { 0 };
 	struct written *all = calloc((size_t)t->shard.world + 1,
 				     sizeof(*all));
+	struct shemb__ckpt_manifest m;
 	int rc = status;
 
 	if (!rc && !all)
 		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	if (!rc) {
+		/* the step count and attributes of the rows written */
 		pthread_rwlock_rdlock(&t->rows_lock);
-		rc = write_shard(t, dir, gen, &mine);
+		describe(t, gen, &m);
+		if (t->shard.ncols > 0)
+			rc = write_shard(t, dir, gen, &mine);
 		pthread_rwlock_unlock(&t->rows_lock);
 	}
 	rc = all_ok(ctx, rc, "writing its part of the checkpoint");
 	if (!rc)
 		rc = gather_written(ctx, &mine, all);
 	if (!rc && t->shard.rank == 0)
-		rc = write_manifest(t, dir, gen, all);
+		rc = write_manifest(t, dir, m, all);
 	rc = all_ok(ctx, rc, "writing the checkpoint's MANIFEST");
 	free(all);
 	return rc;
@@ -397,12 +424,7 @@ SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 	if (!table)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
 	shemb__stepq_drain(table->ctx); /* collective: keeps its place */
-	rc = check_args(table, dir, flags);
-	if (!rc || shemb__distributed(table->ctx)) {
-		int grc = agree_generation(table->ctx, &gen);
-
-		rc = rc ? rc : grc;
-	}
+	rc = agree_generation(table, check_args(table, dir, flags), &gen);
 	if (rc && !shemb__distributed(table->ctx))
 		return rc;
 	/* After a failure the files of this save stay, named by no

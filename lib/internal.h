@@ -114,6 +114,9 @@ struct shemb_table {
 	struct shemb__plan *spare;    /* recycled buffers */
 
 	struct shemb__stats stats;
+
+	/* read_only: the rows lookups read (lib/serve.h) */
+	struct shemb__version *_Atomic serving;
 };
 
 /* error.c */

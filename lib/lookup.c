@@ -13,6 +13,7 @@
 #include "lib/dist.h"
 #include "lib/plan.h"
 #include "lib/parts.h"
+#include "lib/serve.h"
 #include "lib/step.h"
 #include "lib/stepq.h"
 
@@ -220,6 +221,13 @@ int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 	int64_t *rows_of;
 	int rc;
 
+	if (shemb__read_only(t)) {
+		struct shemb__version *ver = shemb__serve_enter(t);
+
+		rc = shemb__pool_group(st, grp, plan, out, &ver->store, NULL);
+		shemb__serve_leave(ver);
+		return rc;
+	}
 	if (!shemb__tiered(t))
 		return shemb__pool_group(st, grp, plan, out, &t->store, NULL);
 	if (!plan)
@@ -309,6 +317,8 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 
 	if (st->ngroups == 0 && !dist)
 		return rc;
+	for (int g = 0; planned && g < st->ngroups; g++)
+		planned = !shemb__read_only(st->groups[g].table);
 	st->planned = planned;
 	st->kind = kind;
 	if (need_plans)

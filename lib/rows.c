@@ -9,6 +9,7 @@
 #include "lib/dist.h"
 #include "lib/step.h"
 #include "lib/stepq.h"
+#include "lib/serve.h"
 
 static int check_dtype(const shemb_table *t, int dtype)
 {
@@ -168,6 +169,9 @@ static int check_write(shemb_table *t, int64_t n, const int64_t *ids,
 	if (flags & ~SHEMB_WRITE_RESET_STATE)
 		return shemb__fail(t->ctx, SHEMB_EINVAL,
 				   "write_rows: unknown flags 0x%x", flags);
+	if (shemb__read_only(t))
+		return shemb__fail(t->ctx, SHEMB_EPERM, "write_rows: table "
+				   "'%s' is read_only", t->name);
 	rc = check_io(t, n, ids, in, dtype, "write_rows");
 	if (rc || n == 0)
 		return rc;

@@ -3,6 +3,7 @@
  */
 #include "lib/step.h"
 #include "lib/plan.h"
+#include "lib/serve.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -314,11 +315,15 @@ void shemb__step_end(struct shemb__step *st)
 	st->ctx = ctx;
 }
 
+/* read_only tables are not locked: no step changes them, and a reload
+ * swaps their rows under their lookups (serve.h). */
 void shemb__step_lock(struct shemb__step *st, bool exclusive)
 {
 	for (int g = 0; g < st->ngroups; g++) {
 		pthread_rwlock_t *l = &st->groups[g].table->rows_lock;
 
+		if (shemb__read_only(st->groups[g].table))
+			continue;
 		if (exclusive)
 			pthread_rwlock_wrlock(l);
 		else
@@ -329,7 +334,8 @@ void shemb__step_lock(struct shemb__step *st, bool exclusive)
 void shemb__step_unlock(struct shemb__step *st)
 {
 	for (int g = st->ngroups - 1; g >= 0; g--)
-		pthread_rwlock_unlock(&st->groups[g].table->rows_lock);
+		if (!shemb__read_only(st->groups[g].table))
+			pthread_rwlock_unlock(&st->groups[g].table->rows_lock);
 }
 
 SHEMB_API void shemb_bags_init_size(struct shemb_bags *bags, size_t size)

@@ -12,14 +12,11 @@
 #include "lib/comm.h"
 #include "lib/dist.h"
 #include "lib/plan.h"
+#include "lib/serve.h"
 #include "lib/rowinit.h"
 #include "lib/table.h"
 #include "lib/tier.h"
 #include "lib/stepq.h"
-
-/* The size of the first released struct shemb_table_attr. */
-#define TABLE_ATTR_V1_SIZE                                                    \
-	(offsetof(struct shemb_table_attr, initial_accumulator) + sizeof(float))
 
 static size_t round_up(size_t x, size_t to)
 {
@@ -327,6 +324,7 @@ static void table_free(shemb_table *t)
 	shemb_ctx *ctx = t->ctx;
 
 	shemb__tier_destroy(t);
+	shemb__serve_fini(t);
 	if (t->store.base) {
 		ctx->mem->store_free(ctx->be, &t->store);
 		shemb__budget_release(ctx, t->store.bytes,
@@ -348,7 +346,7 @@ static int copy_attr(shemb_ctx *ctx, const struct shemb_table_attr *attr,
 		     struct shemb_table_attr *a)
 {
 	shemb_table_attr_init(a);
-	if (shemb__copy_sized(a, sizeof(*a), attr, TABLE_ATTR_V1_SIZE))
+	if (shemb__copy_sized(a, sizeof(*a), attr, SHEMB__TABLE_ATTR_V1_SIZE))
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "attr->size %zu is not a struct "
 				   "shemb_table_attr this library knows (set "
@@ -413,6 +411,8 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 		rc = same_on_every_rank(ctx, t, name, rc);
 	if (!rc)
 		rc = alloc_rows(t);
+	if (!rc && shemb__serve_init(t))
+		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a table");
 	if (dist)
 		rc = made_on_every_rank(ctx, name, rc);
 	if (rc) {
@@ -452,7 +452,7 @@ SHEMB_API int shemb_table_get_attr(const shemb_table *t,
 	if (!t || !attr)
 		return shemb__fail(t ? t->ctx : NULL, SHEMB_EINVAL,
 				   "table or attr is NULL");
-	if (attr->size < TABLE_ATTR_V1_SIZE)
+	if (attr->size < SHEMB__TABLE_ATTR_V1_SIZE)
 		return shemb__fail(t->ctx, SHEMB_EINVAL,
 				   "attr->size %zu is too small", attr->size);
 	n = attr->size < sizeof(t->attr) ? attr->size : sizeof(t->attr);
@@ -472,6 +472,9 @@ SHEMB_API int shemb_table_set_lr(shemb_table *t, float lr)
 		return shemb__fail(t->ctx, SHEMB_EINVAL,
 				   "table '%s': lr %g must be finite and >= 0",
 				   t->name, (double)lr);
+	if (shemb__read_only(t))
+		return shemb__fail(t->ctx, SHEMB_EPERM, "table '%s' is "
+				   "read_only", t->name);
 	pthread_rwlock_wrlock(&t->rows_lock);
 	t->attr.lr = lr;
 	pthread_rwlock_unlock(&t->rows_lock);

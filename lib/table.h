@@ -6,6 +6,12 @@
 
 #include "lib/internal.h"
 
+#include <stddef.h>
+
+/* The size of the first released struct shemb_table_attr. */
+#define SHEMB__TABLE_ATTR_V1_SIZE                                            \
+	(offsetof(struct shemb_table_attr, initial_accumulator) + sizeof(float))
+
 /* Take bytes of a budget whose use is *used; -1 (and nothing taken)
  * when that would go over. */
 int shemb__budget_take(uint64_t budget, atomic_uint_fast64_t *used,

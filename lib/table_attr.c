@@ -113,6 +113,12 @@ static int check_tiers(shemb_ctx *ctx, const struct shemb_table_attr *a)
 	if (a->cold_path && a->cache_rows == 0)
 		return bad(ctx, a, "a cold_path needs a device tier "
 				   "(cache_rows > 0)");
+	if (a->read_only != 0 && a->read_only != 1)
+		return bad(ctx, a, "read_only must be 0 or 1");
+	if (a->read_only && a->cache_rows)
+		return bad(ctx, a, "a read_only table has no device tier "
+				   "(cache_rows must be 0): its lookups take "
+				   "no lock");
 	return 0;
 }
 

@@ -1,0 +1,344 @@
+/*
+ * test_serve.c - read_only tables and hot reload: training calls are
+ * refused and change nothing, lookups equal a plain loop's, a reload
+ * swaps in another checkpoint's rows (a bad one changes nothing), and 16
+ * threads looking up while reloads swap two checkpoints back and forth
+ * each see one checkpoint's rows in every call, never a mix.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/testutil.h"
+
+#define ROWS 4096
+#define DIM 4
+#define THREADS 16
+
+static char *temp_dir(void)
+{
+	char *d = strdup("/tmp/test_serve.XXXXXX");
+
+	ck_assert_ptr_nonnull(mkdtemp(d));
+	return d;
+}
+
+static void remove_dir(char *d)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
+	ck_assert_int_eq(system(cmd), 0);
+	free(d);
+}
+
+/* A checkpoint in dir whose row r holds sign * (r + 1) everywhere. */
+static void save_signed(shemb_ctx *ctx, const char *dir, float sign, int dim)
+{
+	struct shemb_table_attr a;
+	int64_t *ids = tu_malloc(ROWS * sizeof(*ids));
+	float *v = tu_malloc((size_t)ROWS * (size_t)dim * 4);
+	shemb_table *t;
+
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = dim;
+	a.optimizer = SHEMB_OPT_ADAGRAD;
+	t = tu_table_attr(ctx, &a);
+	for (int64_t r = 0; r < ROWS; r++) {
+		ids[r] = r;
+		for (int c = 0; c < dim; c++)
+			v[r * dim + c] = sign * (float)(r + 1);
+	}
+	ck_assert_int_eq(shemb_table_write_rows(t, ROWS, ids, v, SHEMB_F32,
+						0), 0);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	shemb_table_destroy(t);
+	free(ids);
+	free(v);
+}
+
+static shemb_table *load_serving(shemb_ctx *ctx, const char *dir)
+{
+	struct shemb_table_attr a;
+	shemb_table *t = NULL;
+
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = DIM;
+	a.optimizer = SHEMB_OPT_ADAGRAD;
+	a.read_only = 1;
+	ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &t), 0);
+	return t;
+}
+
+/* Every value of t is sign * (row + 1). */
+static bool holds(shemb_table *t, float sign)
+{
+	float *v = tu_read_all_f32(t);
+	bool ok = true;
+
+	for (int64_t r = 0; r < ROWS && ok; r++)
+		for (int c = 0; c < DIM; c++)
+			ok &= v[r * DIM + c] == sign * (float)(r + 1);
+	free(v);
+	return ok;
+}
+
+START_TEST(attributes_are_checked)
+{
+	shemb_ctx *ctx;
+	shemb_table *t = NULL;
+	struct shemb_table_attr a;
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	shemb_table_attr_init(&a);
+	a.rows = 10;
+	a.dim = 2;
+	a.read_only = 2;
+	ck_assert_int_eq(shemb_table_create(ctx, &a, &t), SHEMB_EINVAL);
+	a.read_only = 1;
+	a.cache_rows = 4;
+	ck_assert_int_eq(shemb_table_create(ctx, &a, &t), SHEMB_EINVAL);
+	ck_assert_ptr_nonnull(strstr(shemb_ctx_last_error(ctx), "tier"));
+	ck_assert_ptr_null(t);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(training_calls_are_refused)
+{
+	shemb_ctx *ctx;
+	shemb_table *t;
+	struct tu_snapshot before;
+	struct tu_rng r;
+	struct tu_bags b;
+	struct tu_bag_spec spec = { .nbags = 30, .max_len = 4, .rows = ROWS,
+				    .weighted = true };
+	struct shemb_bags v;
+	struct tu_ref ref;
+	float *out, *want, *grad;
+	char *dir = temp_dir();
+	int64_t id = 3;
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
+	save_signed(ctx, dir, 1.0f, DIM);
+	t = load_serving(ctx, dir);
+	tu_snapshot_take(&before, t);
+	tu_rng_seed(&r, 4);
+	tu_bags_random(&b, &r, &spec);
+	out = tu_malloc(30 * DIM * 4);
+	want = tu_malloc(30 * DIM * 4);
+	grad = tu_calloc(30 * DIM, 4);
+	v = tu_bags_view(&b, t, SHEMB_POOL_MEAN);
+	/* planned or not, a lookup works and keeps no plan */
+	ck_assert_int_eq(shemb_lookup(ctx, 1, &v, &out, 0), 0);
+	tu_ref_init(&ref, t);
+	tu_ref_lookup(&ref, &b, SHEMB_POOL_MEAN, want);
+	ck_assert_int_eq(tu_bits_differ("lookup", out, want, 30 * DIM * 4),
+			 0);
+	ck_assert_int_eq(shemb_backward(ctx, 1, &v,
+					(const float *const *)&grad),
+			 SHEMB_EPERM);
+	ck_assert_ptr_nonnull(strstr(shemb_ctx_last_error(ctx),
+				     "read_only"));
+	ck_assert_int_eq(shemb_table_write_rows(t, 1, &id, want, SHEMB_F32,
+						0), SHEMB_EPERM);
+	ck_assert_int_eq(shemb_table_set_lr(t, 0.5f), SHEMB_EPERM);
+	ck_assert(tu_unchanged_since(&before, t));
+	tu_ref_free(&ref);
+	tu_snapshot_free(&before);
+	tu_bags_free(&b);
+	free(out);
+	free(want);
+	free(grad);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir);
+}
+END_TEST
+
+START_TEST(reload_swaps_rows_or_changes_nothing)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *w;
+	struct shemb_table_attr a;
+	char *da = temp_dir(), *db = temp_dir(), *dc = temp_dir();
+	char path[300];
+	FILE *f;
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	save_signed(ctx, da, 1.0f, DIM);
+	save_signed(ctx, db, -1.0f, DIM);
+	save_signed(ctx, dc, 1.0f, DIM + 1); /* another shape */
+	t = load_serving(ctx, da);
+	ck_assert(holds(t, 1.0f));
+	ck_assert_int_eq(shemb_table_reload(t, db), 0);
+	ck_assert(holds(t, -1.0f));
+	ck_assert_int_eq(shemb_table_reload(t, dc), SHEMB_EINVAL);
+	ck_assert(holds(t, -1.0f));
+	/* a corrupt checkpoint: refused, the rows stay */
+	snprintf(path, sizeof(path), "%s/MANIFEST", da);
+	f = fopen(path, "r+b");
+	fseek(f, 30, SEEK_SET);
+	fputc('x', f);
+	fclose(f);
+	ck_assert_int_eq(shemb_table_reload(t, da), SHEMB_ECORRUPT);
+	ck_assert(holds(t, -1.0f));
+	ck_assert_int_eq(shemb_table_reload(t, NULL), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_table_reload(NULL, db), SHEMB_EINVAL);
+	/* only a serving table reloads */
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = DIM;
+	a.optimizer = SHEMB_OPT_ADAGRAD;
+	w = tu_table_attr(ctx, &a);
+	ck_assert_int_eq(shemb_table_reload(w, db), SHEMB_EPERM);
+	shemb_table_destroy(w);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(da);
+	remove_dir(db);
+	remove_dir(dc);
+}
+END_TEST
+
+/* ---- lookups during reloads ---- */
+
+struct reader {
+	pthread_t thread;
+	shemb_ctx *ctx;
+	shemb_table *t;
+	uint64_t seed;
+	atomic_long calls;
+	long seen[2];        /* calls that saw the + and the - rows */
+	bool mixed;
+};
+
+static atomic_bool stop;
+
+/* One lookup of 64 one-id bags: 1 (+ rows), 0 (- rows), -1 (a mix). */
+static int one_lookup(struct reader *rd, struct tu_rng *r)
+{
+	int64_t offsets[65], ids[64];
+	float out[64 * DIM];
+	float *o = out;
+	struct shemb_bags b;
+	int sign = 2;
+
+	shemb_bags_init(&b);
+	b.table = rd->t;
+	b.nbags = 64;
+	b.nids = 64;
+	b.offsets = offsets;
+	b.ids = ids;
+	for (int i = 0; i <= 64; i++)
+		offsets[i] = i;
+	for (int i = 0; i < 64; i++)
+		ids[i] = tu_rng_below(r, ROWS);
+	if (shemb_lookup(rd->ctx, 1, &b, &o, SHEMB_LOOKUP_NO_GRAD))
+		return -1;
+	for (int i = 0; i < 64 * DIM; i++) {
+		float mag = (float)(ids[i / DIM] + 1);
+		int s = out[i] == mag ? 1 : out[i] == -mag ? 0 : -1;
+
+		if (s < 0 || (sign != 2 && s != sign))
+			return -1;
+		sign = s;
+	}
+	return sign;
+}
+
+static void *read_loop(void *arg)
+{
+	struct reader *rd = arg;
+	struct tu_rng r;
+
+	tu_rng_seed(&r, rd->seed);
+	while (!atomic_load(&stop)) {
+		int s = one_lookup(rd, &r);
+
+		if (s < 0)
+			rd->mixed = true;
+		else
+			rd->seen[s]++;
+		atomic_fetch_add(&rd->calls, 1);
+	}
+	return NULL;
+}
+
+/* Until every reader has made a whole call since (the one under way
+ * may have begun before). */
+static void each_reads_again(struct reader *rd)
+{
+	long was[THREADS];
+
+	for (int i = 0; i < THREADS; i++)
+		was[i] = atomic_load(&rd[i].calls);
+	for (int i = 0; i < THREADS; i++)
+		while (atomic_load(&rd[i].calls) < was[i] + 2)
+			usleep(100);
+}
+
+START_TEST(lookups_see_one_checkpoint)
+{
+	shemb_ctx *ctx;
+	shemb_table *t;
+	struct reader rd[THREADS];
+	char *dir[2] = { temp_dir(), temp_dir() };
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
+	save_signed(ctx, dir[0], -1.0f, DIM);
+	save_signed(ctx, dir[1], 1.0f, DIM);
+	t = load_serving(ctx, dir[1]);
+	atomic_store(&stop, false);
+	memset(rd, 0, sizeof(rd));
+	for (int i = 0; i < THREADS; i++) {
+		rd[i].ctx = ctx;
+		rd[i].t = t;
+		rd[i].seed = 100 + (uint64_t)i;
+		ck_assert_int_eq(pthread_create(&rd[i].thread, NULL, read_loop,
+						&rd[i]), 0);
+	}
+	for (int k = 0; k < 20; k++) {
+		each_reads_again(rd);
+		ck_assert_int_eq(shemb_table_reload(t, dir[k % 2]), 0);
+	}
+	each_reads_again(rd);
+	atomic_store(&stop, true);
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(rd[i].thread, NULL);
+		ck_assert_msg(!rd[i].mixed, "reader %d saw a mix of rows", i);
+		ck_assert(rd[i].seen[0] > 0 && rd[i].seen[1] > 0);
+	}
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir[0]);
+	remove_dir(dir[1]);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("serve");
+	TCase *tc = tcase_create("serve");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, attributes_are_checked);
+	tcase_add_test(tc, training_calls_are_refused);
+	tcase_add_test(tc, reload_swaps_rows_or_changes_nothing);
+	tcase_add_test(tc, lookups_see_one_checkpoint);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
