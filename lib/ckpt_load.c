@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cpu/half.h"
 #include "lib/ckpt_io.h"
 #include "lib/crc32c.h"
 #include "lib/dist.h"
@@ -139,8 +140,9 @@ static void saved_attr(const struct shemb__ckpt_manifest *m,
 static int same_shape(shemb_ctx *ctx, const struct shemb_table_attr *a,
 		      const struct shemb__ckpt_manifest *m, const char *who)
 {
+	/* a serving table may store its rows narrower (or wider) */
 	if ((uint64_t)a->rows == m->rows && (uint32_t)a->dim == m->dim &&
-	    (uint32_t)a->dtype == m->dtype &&
+	    ((uint32_t)a->dtype == m->dtype || a->read_only) &&
 	    (uint32_t)a->optimizer == m->optimizer)
 		return 0;
 	return shemb__fail(ctx, SHEMB_EINVAL, "checkpoint: %s has %lld x %d "
@@ -180,6 +182,37 @@ static size_t esize(uint32_t dtype)
 	return dtype == SHEMB_F32 ? 4 : 2;
 }
 
+/* n values of dtype `from` into dtype `to`: copied, or converted
+ * exactly (to a narrower type: rounded to nearest even), for a serving
+ * table stored narrower than it was trained. */
+static void take_values(uint32_t from, const unsigned char *src, int to,
+			char *dst, int n)
+{
+	if ((int)from == to) {
+		memcpy(dst, src, (size_t)n * esize(from));
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		float f;
+		uint16_t h;
+
+		if (from == SHEMB_F32) {
+			memcpy(&f, src + 4 * i, 4);
+		} else {
+			memcpy(&h, src + 2 * i, 2);
+			f = from == SHEMB_F16 ? shemb__f16_to_f32(h)
+					      : shemb__bf16_to_f32(h);
+		}
+		if (to == SHEMB_F32) {
+			memcpy(dst + 4 * i, &f, 4);
+			continue;
+		}
+		h = to == SHEMB_F16 ? shemb__f32_to_f16(f)
+				    : shemb__f32_to_bf16(f);
+		memcpy(dst + 2 * i, &h, 2);
+	}
+}
+
 /* The state of columns [lo, hi) of a record whose state (fp32 values,
  * little-endian) covers ncols columns from c0, into one covering mc
  * columns from m0: Adagrad keeps one value per column, Adam two runs of
@@ -211,7 +244,7 @@ static int take_record(struct image *im, const struct shemb__ckpt_file *f,
 {
 	shemb_table *t = im->t;
 	const struct shemb__shard *sh = &t->shard;
-	size_t es = esize(im->m->dtype);
+	size_t es = esize(im->m->dtype), ts = esize((uint32_t)t->attr.dtype);
 	int64_t id, l;
 	int lo, hi, owner;
 	char *to;
@@ -232,9 +265,8 @@ static int take_record(struct image *im, const struct shemb__ckpt_file *f,
 		return corrupt(t->ctx, im->path, "a row is saved twice");
 	im->covered[l] += (uint32_t)(hi - lo);
 	to = im->recs + (size_t)l * t->store.stride;
-	memcpy(to + (size_t)(lo - sh->col0) * es,
-	       rec + 8 + (size_t)(lo - (int)f->col0) * es,
-	       (size_t)(hi - lo) * es);
+	take_values(im->m->dtype, rec + 8 + (size_t)(lo - (int)f->col0) * es,
+		    t->attr.dtype, to + (size_t)(lo - sh->col0) * ts, hi - lo);
 	take_state(t->attr.optimizer, rec + 8 + (size_t)f->ncols * es,
 		   (int)f->col0, (int)f->ncols, to + t->store.state_off,
 		   sh->col0, sh->ncols, lo, hi);

@@ -1,6 +1,8 @@
 /*
  * test_serve.c - read_only tables and hot reload: training calls are
- * refused and change nothing, lookups equal a plain loop's, a reload
+ * refused and change nothing, lookups equal a plain loop's, rows of an
+ * fp32 checkpoint are stored in 16 bits as a plain loop rounds them, a
+ * reload
  * swaps in another checkpoint's rows (a bad one changes nothing), and 16
  * threads looking up while reloads swap two checkpoints back and forth
  * each see one checkpoint's rows in every call, never a mix.
@@ -208,6 +210,64 @@ START_TEST(reload_swaps_rows_or_changes_nothing)
 }
 END_TEST
 
+/* A serving table may store the rows of an fp32 checkpoint in 16 bits:
+ * each value rounded as a plain loop rounds it; a training table may
+ * not. */
+START_TEST(rows_stored_narrower)
+{
+	int dtypes[] = { SHEMB_BF16, SHEMB_F16 };
+	shemb_ctx *ctx;
+	shemb_table *t, *u = NULL;
+	struct shemb_table_attr a;
+	struct tu_rng r;
+	int64_t *ids = tu_malloc(ROWS * sizeof(*ids));
+	float *v = tu_malloc(ROWS * DIM * 4), *want = tu_malloc(ROWS * DIM * 4);
+	uint16_t *half = tu_malloc(ROWS * DIM * 2);
+	float *got;
+	char *dir = temp_dir();
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = DIM;
+	t = tu_table_attr(ctx, &a);
+	tu_rng_seed(&r, 8);
+	tu_rng_fill(&r, v, ROWS * DIM, -3, 3);
+	for (int64_t i = 0; i < ROWS; i++)
+		ids[i] = i;
+	ck_assert_int_eq(shemb_table_write_rows(t, ROWS, ids, v, SHEMB_F32,
+						0), 0);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	a.dtype = SHEMB_BF16;
+	ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &u), SHEMB_EINVAL);
+	a.read_only = 1;
+	for (int k = 0; k < 2; k++) {
+		a.dtype = dtypes[k];
+		ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &u), 0);
+		tu_store(dtypes[k], half, v, ROWS * DIM);
+		tu_load(dtypes[k], half, want, ROWS * DIM);
+		got = tu_read_all_f32(u);
+		ck_assert_int_eq(tu_bits_differ("rows", got, want,
+						ROWS * DIM * 4), 0);
+		/* and a reload of the fp32 checkpoint rounds the same way */
+		ck_assert_int_eq(shemb_table_reload(u, dir), 0);
+		free(got);
+		got = tu_read_all_f32(u);
+		ck_assert_int_eq(tu_bits_differ("rows", got, want,
+						ROWS * DIM * 4), 0);
+		free(got);
+		shemb_table_destroy(u);
+	}
+	free(ids);
+	free(v);
+	free(want);
+	free(half);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir);
+}
+END_TEST
+
 /* ---- lookups during reloads ---- */
 
 struct reader {
@@ -334,6 +394,7 @@ int main(void)
 	tcase_add_test(tc, attributes_are_checked);
 	tcase_add_test(tc, training_calls_are_refused);
 	tcase_add_test(tc, reload_swaps_rows_or_changes_nothing);
+	tcase_add_test(tc, rows_stored_narrower);
 	tcase_add_test(tc, lookups_see_one_checkpoint);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -5,12 +5,16 @@
  * size in the same directory, side by side in one run.  Before every
  * read, the files' pages are dropped from the page cache
  * (posix_fadvise DONTNEED after fsync), so both reads come from the disk.
+ * Then serving: the checkpoint loaded as a read_only table with fp32 and
+ * with bf16 rows, looked up by 1, 2, 4 and 8 threads at once.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +224,159 @@ static void report(const struct ckpt_times *m)
 	printf("result load_vs_disk %.3f\n", m->dd_read / m->load);
 }
 
+/* ---- serving ---- */
+
+#define SERVE_BAGS 512
+#define SERVE_POOL 32
+#define SERVE_SECONDS 0.5
+
+struct server {
+	pthread_t thread;
+	shemb_ctx *ctx;
+	shemb_table *t;
+	int dim;
+	uint64_t seed;
+	double until;
+	long lookups;
+	int rc;
+};
+
+static void *serve_loop(void *arg)
+{
+	struct server *s = arg;
+	int64_t *offsets = malloc((SERVE_BAGS + 1) * sizeof(int64_t));
+	int64_t *ids = malloc(SERVE_BAGS * SERVE_POOL * sizeof(int64_t));
+	float *out = malloc((size_t)SERVE_BAGS * (size_t)s->dim * 4);
+	struct shemb_table_attr a = { .size = sizeof(a) };
+	struct bench_rng r;
+	struct shemb_bags b;
+
+	if (!offsets || !ids || !out || shemb_table_get_attr(s->t, &a)) {
+		s->rc = -1;
+		goto out;
+	}
+	bench_rng_seed(&r, s->seed, 1);
+	for (int i = 0; i <= SERVE_BAGS; i++)
+		offsets[i] = (int64_t)i * SERVE_POOL;
+	shemb_bags_init(&b);
+	b.table = s->t;
+	b.nbags = SERVE_BAGS;
+	b.offsets = offsets;
+	b.nids = SERVE_BAGS * SERVE_POOL;
+	b.ids = ids;
+	while (bench_now() < s->until && !s->rc) {
+		for (int i = 0; i < SERVE_BAGS * SERVE_POOL; i++)
+			ids[i] = (int64_t)bench_rng_below(&r,
+							  (uint64_t)a.rows);
+		s->rc = shemb_lookup(s->ctx, 1, &b, &out,
+				     SHEMB_LOOKUP_NO_GRAD);
+		s->lookups++;
+	}
+out:
+	free(offsets);
+	free(ids);
+	free(out);
+	return NULL;
+}
+
+/* Lookups (of SERVE_BAGS bags) per second with n threads at once. */
+static double serve_rate(shemb_ctx *ctx, shemb_table *t, int dim, int n)
+{
+	struct server s[8];
+	double t0 = bench_now();
+	long total = 0;
+
+	for (int i = 0; i < n; i++) {
+		s[i] = (struct server){ .ctx = ctx, .t = t, .dim = dim,
+					.seed = 7 + (uint64_t)i,
+					.until = t0 + SERVE_SECONDS };
+		if (pthread_create(&s[i].thread, NULL, serve_loop, &s[i]))
+			return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(s[i].thread, NULL);
+		if (s[i].rc)
+			return -1;
+		total += s[i].lookups;
+	}
+	return (double)total / (bench_now() - t0);
+}
+
+static shemb_table *serving_table(shemb_ctx *ctx, const struct ckpt_opts *o,
+				  const char *ckpt, int dtype)
+{
+	struct shemb_table_attr a;
+	shemb_table *t = NULL;
+
+	shemb_table_attr_init(&a);
+	a.rows = o->rows;
+	a.dim = o->dim;
+	a.optimizer = o->optimizer;
+	a.dtype = dtype;
+	a.read_only = 1;
+	return shemb_table_load(ctx, ckpt, &a, &t) ? NULL : t;
+}
+
+/* The largest difference between the rows of a and b, relative to the
+ * largest value of a. */
+static double max_error(shemb_table *a, shemb_table *b,
+			const struct ckpt_opts *o)
+{
+	size_t n = (size_t)o->rows * (size_t)o->dim;
+	int64_t *ids = malloc((size_t)o->rows * sizeof(*ids));
+	float *x = malloc(n * 4), *y = malloc(n * 4);
+	double err = -1, top = 0;
+
+	for (int64_t i = 0; ids && i < o->rows; i++)
+		ids[i] = i;
+	if (ids && x && y &&
+	    !shemb_table_read_rows(a, o->rows, ids, x, SHEMB_F32) &&
+	    !shemb_table_read_rows(b, o->rows, ids, y, SHEMB_F32)) {
+		err = 0;
+		for (size_t i = 0; i < n; i++) {
+			err = fmax(err, fabs((double)x[i] - (double)y[i]));
+			top = fmax(top, fabs((double)x[i]));
+		}
+		err = top > 0 ? err / top : err;
+	}
+	free(ids);
+	free(x);
+	free(y);
+	return err;
+}
+
+static int serving(shemb_ctx *ctx, const struct ckpt_opts *o,
+		   const char *dir)
+{
+	static const int threads[] = { 1, 2, 4, 8 };
+	char ckpt[4096];
+	shemb_table *f32, *bf16;
+	double rate[2][4];
+
+	snprintf(ckpt, sizeof(ckpt), "%s/ckpt", dir);
+	f32 = serving_table(ctx, o, ckpt, SHEMB_F32);
+	bf16 = serving_table(ctx, o, ckpt, SHEMB_BF16);
+	if (!f32 || !bf16)
+		return -1;
+	printf("serving: read_only tables, lookups of %d bags x %d ids "
+	       "(lookups/s):\n", SERVE_BAGS, SERVE_POOL);
+	for (int k = 0; k < 4; k++) {
+		rate[0][k] = serve_rate(ctx, f32, o->dim, threads[k]);
+		rate[1][k] = serve_rate(ctx, bf16, o->dim, threads[k]);
+		if (rate[0][k] < 0 || rate[1][k] < 0)
+			return -1;
+		printf("  %d thread%s: fp32 %.0f, bf16 %.0f (%.2fx)\n",
+		       threads[k], threads[k] > 1 ? "s" : "", rate[0][k],
+		       rate[1][k], rate[1][k] / rate[0][k]);
+	}
+	printf("  bf16 rows: half the bytes of fp32; largest difference "
+	       "%.3g of the largest value\n", max_error(f32, bf16, o));
+	printf("result serving_bf16_vs_fp32 %.3f\n", rate[1][3] / rate[0][3]);
+	shemb_table_destroy(f32);
+	shemb_table_destroy(bf16);
+	return 0;
+}
+
 static int run(const struct ckpt_opts *o, const char *dir)
 {
 	struct shemb_ctx_attr ca;
@@ -238,11 +395,13 @@ static int run(const struct ckpt_opts *o, const char *dir)
 		       (long long)o->rows, o->dim, o->optimizer, dir);
 		rc = measure(ctx, t, dir, o, &m);
 	}
+	if (!rc)
+		report(&m);
+	if (!rc)
+		rc = serving(ctx, o, dir);
 	if (rc)
 		fprintf(stderr, "shemb-bench checkpoint: %s\n",
 			shemb_ctx_last_error(ctx));
-	else
-		report(&m);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
 	return rc ? 1 : 0;
