@@ -65,6 +65,15 @@ static inline size_t shemb__ckpt_record_bytes(uint32_t ncols, uint32_t dtype,
 	return 8 + (size_t)ncols * (dtype == 0 ? 4 : 2) + 4 * (size_t)nstate;
 }
 
+/* Records per pass of a save or load: 4096, or fewer of large records,
+ * so that a pass takes about 8 MiB. */
+static inline int64_t shemb__ckpt_pass(size_t record_bytes)
+{
+	size_t n = ((size_t)8 << 20) / (record_bytes ? record_bytes : 1);
+
+	return n < 1 ? 1 : n > 4096 ? 4096 : (int64_t)n;
+}
+
 /* dir/MANIFEST and the shard file of (generation, rank) in dir. */
 void shemb__ckpt_manifest_path(const char *dir, char *out, size_t len);
 void shemb__ckpt_shard_name(uint64_t generation, uint32_t rank, char *out,

@@ -29,18 +29,25 @@
 #include "lib/table.h"
 #include "lib/tier.h"
 
-#define PASS_RECORDS 4096
 
-/* This rank's part, as it fills from the files. */
+/* This rank's part, as it fills from the files: into records in host
+ * memory (the table's own store, or a copy written in at the end), or
+ * for a table behind a device tier, read, merged and written back
+ * through the tier a batch at a time (no copy of the whole part). */
 struct image {
 	shemb_table *t;
-	char *recs;           /* local_rows records, the table's layout:
-			       * its own store when that is plain host
-			       * memory, else a copy written in at the end */
-	bool direct;
-	uint32_t *covered;    /* per local row: its columns filled */
+	char *recs;           /* local_rows records, the table's layout */
+	bool direct;          /* recs is the table's store */
+	bool tiered;          /* no recs: through the tier */
+	uint16_t *covered;    /* per local row: its columns filled */
 	const struct shemb__ckpt_manifest *m;
 	const char *path;     /* the file being read, for messages */
+	/* tiered: the batch's local rows, their records, where each comes
+	 * from and which columns */
+	int64_t *rows;
+	char *stage;
+	const unsigned char **src;
+	int *lo, *hi;
 };
 
 static int corrupt(shemb_ctx *ctx, const char *path, const char *what)
@@ -239,38 +246,94 @@ static void take_state(int opt, const unsigned char *from, int c0,
 	}
 }
 
-static int take_record(struct image *im, const struct shemb__ckpt_file *f,
-		       const unsigned char *rec)
+/* The local row record rec of file f goes to on this rank, with its
+ * columns [*lo, *hi) there, counted as filled; *l -1: none of it. */
+static int place_record(struct image *im, const struct shemb__ckpt_file *f,
+			const unsigned char *rec, int64_t *l, int *lo,
+			int *hi)
 {
 	shemb_table *t = im->t;
 	const struct shemb__shard *sh = &t->shard;
-	size_t es = esize(im->m->dtype), ts = esize((uint32_t)t->attr.dtype);
-	int64_t id, l;
-	int lo, hi, owner;
-	char *to;
+	int64_t id;
+	int owner;
 
+	*l = -1;
 	memcpy(&id, rec, 8); /* little-endian host */
 	if (id < 0 || id >= t->attr.rows)
 		return corrupt(t->ctx, im->path, "a record's id is out of "
 			       "range");
 	owner = shemb__shard_owner(sh, id);
-	lo = sh->col0 > (int)f->col0 ? sh->col0 : (int)f->col0;
-	hi = sh->col0 + sh->ncols < (int)(f->col0 + f->ncols)
-		     ? sh->col0 + sh->ncols
-		     : (int)(f->col0 + f->ncols);
-	if ((owner >= 0 && owner != sh->rank) || lo >= hi)
+	*lo = sh->col0 > (int)f->col0 ? sh->col0 : (int)f->col0;
+	*hi = sh->col0 + sh->ncols < (int)(f->col0 + f->ncols)
+		      ? sh->col0 + sh->ncols
+		      : (int)(f->col0 + f->ncols);
+	if ((owner >= 0 && owner != sh->rank) || *lo >= *hi)
 		return 0;
-	l = shemb__shard_local(sh, id);
-	if (im->covered[l] + (uint32_t)(hi - lo) > (uint32_t)sh->ncols)
+	*l = shemb__shard_local(sh, id);
+	if (im->covered[*l] + (*hi - *lo) > sh->ncols)
 		return corrupt(t->ctx, im->path, "a row is saved twice");
-	im->covered[l] += (uint32_t)(hi - lo);
-	to = im->recs + (size_t)l * t->store.stride;
+	im->covered[*l] += (uint16_t)(*hi - *lo);
+	return 0;
+}
+
+/* Columns [lo, hi) of record rec of file f (values and state) into the
+ * table's record at `to`. */
+static void apply_record(const struct image *im,
+			 const struct shemb__ckpt_file *f,
+			 const unsigned char *rec, char *to, int lo, int hi)
+{
+	const shemb_table *t = im->t;
+	const struct shemb__shard *sh = &t->shard;
+	size_t es = esize(im->m->dtype), ts = esize((uint32_t)t->attr.dtype);
+
 	take_values(im->m->dtype, rec + 8 + (size_t)(lo - (int)f->col0) * es,
 		    t->attr.dtype, to + (size_t)(lo - sh->col0) * ts, hi - lo);
 	take_state(t->attr.optimizer, rec + 8 + (size_t)f->ncols * es,
 		   (int)f->col0, (int)f->ncols, to + t->store.state_off,
 		   sh->col0, sh->ncols, lo, hi);
-	return 0;
+}
+
+/* n records of file f at buf, into the image or through the tier: the
+ * batch's rows read, merged, written back (a row a column-wise file
+ * fills partly keeps what other files gave it). */
+static int take_records(struct image *im, const struct shemb__ckpt_file *f,
+			const unsigned char *buf, size_t rb, int64_t n)
+{
+	shemb_table *t = im->t;
+	int64_t k = 0, l;
+	int rc = 0, lo, hi;
+
+	for (int64_t i = 0; !rc && i < n; i++) {
+		const unsigned char *rec = buf + (size_t)i * rb;
+
+		rc = place_record(im, f, rec, &l, &lo, &hi);
+		if (rc || l < 0)
+			continue;
+		if (!im->tiered) {
+			apply_record(im, f, rec,
+				     im->recs + (size_t)l * t->store.stride,
+				     lo, hi);
+			continue;
+		}
+		im->rows[k] = l;
+		im->src[k] = rec;
+		im->lo[k] = lo;
+		im->hi[k++] = hi;
+	}
+	if (rc || !im->tiered || k == 0)
+		return rc;
+	rc = shemb__tier_records(t, k, im->rows, im->stage, false, false);
+	for (int64_t i = 0; !rc && i < k; i++)
+		apply_record(im, f, im->src[i],
+			     im->stage + (size_t)i * t->store.stride,
+			     im->lo[i], im->hi[i]);
+	if (!rc)
+		rc = shemb__tier_records(t, k, im->rows, im->stage, true,
+					 false);
+	return rc ? shemb__fail(t->ctx, rc, "checkpoint: writing the rows of "
+				"table '%s' through its tier failed: %s",
+				t->name, shemb_strerror(rc))
+		  : 0;
 }
 
 /* ---- one shard file ---- */
@@ -300,13 +363,12 @@ static int read_records(struct image *im, int i, int fd, uint32_t *crc)
 	const struct shemb__ckpt_file *f = &im->m->files[i];
 	size_t rb = shemb__ckpt_record_bytes(f->ncols, im->m->dtype,
 					     f->nstate);
-	unsigned char *buf = malloc(PASS_RECORDS * rb);
+	uint64_t pass = (uint64_t)shemb__ckpt_pass(rb + im->t->store.stride);
+	unsigned char *buf = malloc((size_t)pass * rb);
 	int rc = buf ? 0 : shemb__fail(im->t->ctx, SHEMB_ENOMEM, "no memory");
 
-	for (uint64_t r0 = 0; !rc && r0 < f->nrecords; r0 += PASS_RECORDS) {
-		uint64_t n = f->nrecords - r0 < PASS_RECORDS
-				     ? f->nrecords - r0
-				     : PASS_RECORDS;
+	for (uint64_t r0 = 0; !rc && r0 < f->nrecords; r0 += pass) {
+		uint64_t n = f->nrecords - r0 < pass ? f->nrecords - r0 : pass;
 		int err = read_all(fd, buf, (size_t)n * rb);
 
 		if (err)
@@ -318,8 +380,8 @@ static int read_records(struct image *im, int i, int fd, uint32_t *crc)
 						   strerror(err));
 		if (!rc)
 			*crc = shemb__crc32c(*crc, buf, (size_t)n * rb);
-		for (uint64_t k = 0; !rc && k < n; k++)
-			rc = take_record(im, f, buf + (size_t)k * rb);
+		if (!rc)
+			rc = take_records(im, f, buf, rb, (int64_t)n);
 	}
 	free(buf);
 	return rc;
@@ -370,8 +432,42 @@ static int read_shard(struct image *im, const char *dir, int i)
 
 /* ---- this rank's part ---- */
 
-/* Into im->recs when set (host memory of the table's layout), else into
- * a new image. */
+/* Whether file f holds columns this rank holds (a file no rank reads
+ * gives none to any: the files tile the columns). */
+static bool gives_columns(const struct shemb__ckpt_file *f,
+			  const struct shemb__shard *sh)
+{
+	return (int)f->col0 < sh->col0 + sh->ncols &&
+	       sh->col0 < (int)(f->col0 + f->ncols);
+}
+
+static int make_batch(struct image *im)
+{
+	/* no fewer than a pass of any file (read_records) */
+	size_t n = (size_t)shemb__ckpt_pass(im->t->store.stride);
+
+	im->rows = malloc(n * sizeof(*im->rows));
+	im->stage = malloc(n * im->t->store.stride);
+	im->src = malloc(n * sizeof(*im->src));
+	im->lo = malloc(n * sizeof(int));
+	im->hi = malloc(n * sizeof(int));
+	return im->rows && im->stage && im->src && im->lo && im->hi ? 0 : -1;
+}
+
+static void image_free(struct image *im)
+{
+	if (!im->direct)
+		free(im->recs);
+	free(im->covered);
+	free(im->rows);
+	free(im->stage);
+	free(im->src);
+	free(im->lo);
+	free(im->hi);
+}
+
+/* Into im->recs when set (host memory of the table's layout), through
+ * the tier when im->tiered, else into a new image. */
 static int fill_image(struct image *im, const char *dir)
 {
 	shemb_table *t = im->t;
@@ -379,43 +475,28 @@ static int fill_image(struct image *im, const char *dir)
 	int rc = 0;
 
 	im->direct = im->recs != NULL;
-	if (!im->direct)
+	if (im->tiered)
+		rc = make_batch(im);
+	else if (!im->direct)
 		im->recs = calloc((size_t)n + 1, t->store.stride);
 	im->covered = calloc((size_t)n + 1, sizeof(*im->covered));
-	if (!im->recs || !im->covered)
+	if (rc || (!im->tiered && !im->recs) || !im->covered)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "checkpoint: no "
 				   "memory for this rank's part of table '%s'",
 				   t->name);
 	for (uint32_t i = 0; !rc && i < im->m->nfiles; i++)
-		rc = read_shard(im, dir, (int)i);
+		if (n > 0 && gives_columns(&im->m->files[i], &t->shard))
+			rc = read_shard(im, dir, (int)i);
 	for (int64_t l = 0; !rc && l < n; l++)
-		if (im->covered[l] != (uint32_t)t->shard.ncols)
+		if (im->covered[l] != t->shard.ncols)
 			rc = shemb__fail(t->ctx, SHEMB_ECORRUPT, "checkpoint "
-					 "%s: row %lld of table '%s' is in no "
-					 "shard file", dir,
+					 "%s: row %lld of table '%s' (or some "
+					 "of its columns) is in no shard file",
+					 dir,
 					 (long long)shemb__shard_global(
 						 &t->shard, l),
 					 t->name);
 	return rc;
-}
-
-static int write_image(struct image *im)
-{
-	shemb_table *t = im->t;
-	int64_t n = t->shard.local_rows;
-	int64_t *rows = malloc(((size_t)n + 1) * sizeof(*rows));
-	int rc;
-
-	if (!rows)
-		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
-	for (int64_t l = 0; l < n; l++)
-		rows[l] = l;
-	rc = shemb__tier_records(t, n, rows, im->recs, true);
-	free(rows);
-	return rc ? shemb__fail(t->ctx, rc, "checkpoint: writing the rows of "
-				"table '%s' failed: %s", t->name,
-				shemb_strerror(rc))
-		  : 0;
 }
 
 /* A store of host memory is filled in place; one in device memory
@@ -441,28 +522,22 @@ int shemb__ckpt_read_into(shemb_table *t, const char *dir,
 			rc = shemb__fail(t->ctx, rc, "checkpoint: copying the "
 					 "rows of table '%s' failed", t->name);
 	}
-	if (!im.direct)
-		free(im.recs);
-	free(im.covered);
+	image_free(&im);
 	return rc;
 }
 
-/* Behind a device tier, through it (tier_records); else straight into
- * the store. */
+/* Behind a device tier, through it; else straight into the store. */
 static int load_rows(shemb_table *t, const char *dir,
 		     const struct shemb__ckpt_manifest *m)
 {
-	struct image im = { .t = t, .m = m };
+	struct image im = { .t = t, .m = m, .tiered = true };
 	int rc;
 
 	if (!shemb__tiered(t)) {
 		rc = shemb__ckpt_read_into(t, dir, m, &t->store);
 	} else {
 		rc = fill_image(&im, dir);
-		if (!rc)
-			rc = write_image(&im);
-		free(im.recs);
-		free(im.covered);
+		image_free(&im);
 	}
 	if (!rc)
 		t->step = m->step;
@@ -475,6 +550,28 @@ static int all_ok(shemb_ctx *ctx, int rc, const char *what)
 {
 	return shemb__distributed(ctx) ? shemb__dist_all_ok(ctx, rc, what)
 				       : rc;
+}
+
+/* Every rank read the same MANIFEST: not one before a save and one
+ * after. */
+static int same_generation(shemb_ctx *ctx, uint64_t gen)
+{
+	int world = ctx->attr.world_size, rc;
+	uint64_t *all;
+
+	if (!shemb__distributed(ctx))
+		return 0;
+	all = calloc((size_t)world, 8);
+	rc = all ? shemb__allgather_word(ctx, gen, all)
+		 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	for (int r = 0; !rc && r < world; r++)
+		if (all[r] != gen)
+			rc = shemb__fail(ctx, SHEMB_EIO, "checkpoint: the "
+					 "ranks read different MANIFESTs (a "
+					 "save replaced it meanwhile); try "
+					 "again");
+	free(all);
+	return rc;
 }
 
 static int prepare(shemb_ctx *ctx, const char *dir,
@@ -517,6 +614,8 @@ SHEMB_API int shemb_table_load(shemb_ctx *ctx, const char *dir,
 	shemb__stepq_drain(ctx); /* collective: keeps its place */
 	rc = prepare(ctx, dir, attr, table, &m, &a);
 	rc = all_ok(ctx, rc, "reading the checkpoint's MANIFEST");
+	if (!rc)
+		rc = same_generation(ctx, m.generation);
 	if (!rc)
 		rc = shemb_table_create(ctx, &a, &t);
 	if (!rc)

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,6 @@
 #include "lib/table.h"
 #include "lib/tier.h"
 
-#define PASS_ROWS 4096
 
 /* What one rank wrote. */
 struct written {
@@ -83,17 +83,18 @@ static int write_records(shemb_table *t, int fd, struct written *w, int *err)
 	size_t rb = shemb__ckpt_record_bytes((uint32_t)t->shard.ncols,
 					     (uint32_t)t->attr.dtype,
 					     (uint32_t)t->store.nstate);
-	int64_t *rows = malloc(PASS_ROWS * sizeof(*rows));
-	char *recs = malloc(PASS_ROWS * t->store.stride);
-	unsigned char *out = malloc(PASS_ROWS * rb);
+	int64_t pass = shemb__ckpt_pass(t->store.stride + rb);
+	int64_t *rows = malloc((size_t)pass * sizeof(*rows));
+	char *recs = malloc((size_t)pass * t->store.stride);
+	unsigned char *out = malloc((size_t)pass * rb);
 	int rc = rows && recs && out ? 0 : SHEMB_ENOMEM;
 
-	for (int64_t l0 = 0; !rc && l0 < total; l0 += PASS_ROWS) {
-		int64_t n = total - l0 < PASS_ROWS ? total - l0 : PASS_ROWS;
+	for (int64_t l0 = 0; !rc && l0 < total; l0 += pass) {
+		int64_t n = total - l0 < pass ? total - l0 : pass;
 
 		for (int64_t i = 0; i < n; i++)
 			rows[i] = l0 + i;
-		rc = shemb__tier_records(t, n, rows, recs, false);
+		rc = shemb__tier_records(t, n, rows, recs, false, true);
 		if (rc)
 			break;
 		encode_records(t, l0, n, recs, out);
@@ -126,17 +127,28 @@ static void shard_header(const shemb_table *t, uint64_t gen,
 	shemb__ckpt_shard_encode(&h, head);
 }
 
-/* Data, fsync, close: 0 or SHEMB_EIO with *err, or another failure. */
+static void describe(const shemb_table *t, uint64_t gen,
+		     struct shemb__ckpt_manifest *m);
+
+/*
+ * Header and records under the table's lock (shared: lookups go on), with
+ * the attributes and step count of the rows written (*m); then, without
+ * it, fsync and close.  0, or SHEMB_EIO with *err, or another failure.
+ */
 static int fill_shard(shemb_table *t, int fd, uint64_t gen,
-		      struct written *w, int *err)
+		      struct written *w, struct shemb__ckpt_manifest *m,
+		      int *err)
 {
 	unsigned char head[SHEMB__CKPT_HEADER];
 	int rc;
 
 	shard_header(t, gen, head);
 	w->crc = shemb__crc32c(0, head, sizeof(head));
+	pthread_rwlock_rdlock(&t->rows_lock);
+	describe(t, gen, m);
 	*err = shemb__ckpt_write_all(fd, head, sizeof(head));
 	rc = *err ? SHEMB_EIO : write_records(t, fd, w, err);
+	pthread_rwlock_unlock(&t->rows_lock);
 	if (!rc && fsync(fd)) {
 		*err = errno;
 		rc = SHEMB_EIO;
@@ -150,7 +162,7 @@ static int fill_shard(shemb_table *t, int fd, uint64_t gen,
 
 /* Written to a temporary name, renamed, the directory synced. */
 static int write_shard(shemb_table *t, const char *dir, uint64_t gen,
-		       struct written *w)
+		       struct written *w, struct shemb__ckpt_manifest *m)
 {
 	char name[64], path[PATH_MAX], tmp[PATH_MAX + 8];
 	int fd, rc, err = 0;
@@ -162,7 +174,7 @@ static int write_shard(shemb_table *t, const char *dir, uint64_t gen,
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return io_fail(t->ctx, errno, "cannot create", tmp);
-	rc = fill_shard(t, fd, gen, w, &err);
+	rc = fill_shard(t, fd, gen, w, m, &err);
 	if (!rc && rename(tmp, path)) {
 		err = errno;
 		rc = SHEMB_EIO;
@@ -232,6 +244,29 @@ static void list_files(const shemb_table *t, const struct written *all,
 	}
 }
 
+/* Rank 0 sees every shard file the MANIFEST will name, whole: the ranks
+ * share the directory. */
+static int files_in_place(shemb_table *t, const char *dir,
+			  const struct shemb__ckpt_manifest *m)
+{
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		const struct shemb__ckpt_file *f = &m->files[i];
+		char name[64], path[PATH_MAX];
+		struct stat st;
+
+		shemb__ckpt_shard_name(m->generation, f->rank, name,
+				       sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		if (stat(path, &st) || (uint64_t)st.st_size != f->bytes)
+			return shemb__fail(t->ctx, SHEMB_EIO, "checkpoint: "
+					   "rank %u's shard file %s is not "
+					   "there as rank 0 sees the directory "
+					   "(do all ranks see one shared "
+					   "directory?)", f->rank, path);
+	}
+	return 0;
+}
+
 /* m: the table as it was saved (describe()). */
 static int write_manifest(shemb_table *t, const char *dir,
 			  struct shemb__ckpt_manifest m,
@@ -246,6 +281,11 @@ static int write_manifest(shemb_table *t, const char *dir,
 	if (!m.files)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
 	list_files(t, all, &m);
+	rc = files_in_place(t, dir, &m);
+	if (rc) {
+		free(m.files);
+		return rc;
+	}
 	rc = shemb__ckpt_manifest_encode(&m, &bytes, &len);
 	free(m.files);
 	if (rc)
@@ -272,29 +312,66 @@ static int write_manifest(shemb_table *t, const char *dir,
 	return err ? io_fail(t->ctx, err, "cannot write", tmp) : 0;
 }
 
-/* Shard files of other generations, and temporaries: no MANIFEST names
- * them once the new one is in place. */
-static void remove_others(const char *dir, uint64_t gen)
+/* The generation of a shard file's name, or of its temporary's. */
+static bool shard_generation(const char *name, uint64_t *gen, bool *tmp)
+{
+	unsigned rank;
+	int end = 0;
+
+	if (sscanf(name, "shard-%16" SCNx64 "-%u.bin%n", gen, &rank, &end) !=
+		    2 ||
+	    !end)
+		return false;
+	*tmp = !strcmp(name + end, ".tmp");
+	return !name[end] || *tmp;
+}
+
+/*
+ * After a save: the shard files of generations other than this one and
+ * the one before (a load that read the old MANIFEST may still be reading
+ * them), and every temporary.
+ */
+static void remove_others(const char *dir, uint64_t gen, uint64_t prev)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
-	char keep[32], path[PATH_MAX];
+	char path[PATH_MAX];
 
-	if (!d)
-		return;
-	snprintf(keep, sizeof(keep), "shard-%016" PRIx64 "-", gen);
-	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		bool shard = !strncmp(e->d_name, "shard-", 6);
-		bool tmp = n > 4 && !strcmp(e->d_name + n - 4, ".tmp");
+	while (d && (e = readdir(d))) {
+		uint64_t g;
+		bool tmp = false;
 
-		if (!(shard || !strcmp(e->d_name, "MANIFEST.tmp")) ||
-		    (shard && !tmp && !strncmp(e->d_name, keep, strlen(keep))))
+		if (strcmp(e->d_name, "MANIFEST.tmp") &&
+		    (!shard_generation(e->d_name, &g, &tmp) ||
+		     (!tmp && (g == gen || g == prev))))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		unlink(path);
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
+}
+
+/* The generation of the checkpoint in dir now (0: none readable). */
+static uint64_t current_generation(const char *dir)
+{
+	struct shemb__ckpt_manifest m;
+	unsigned char buf[1 << 16];
+	char path[PATH_MAX], why[128];
+	int fd;
+	ssize_t n;
+
+	shemb__ckpt_manifest_path(dir, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n <= 0 || shemb__ckpt_manifest_parse(buf, (size_t)n, &m, why,
+						 sizeof(why)))
+		return 0;
+	shemb__ckpt_manifest_free(&m);
+	return m.generation;
 }
 
 /* ---- the collective ---- */
@@ -326,13 +403,16 @@ static uint64_t table_word(const shemb_table *t)
 
 /* Rank 0's generation, for every rank; every rank saves the same table
  * (a rank whose status is set sends 0). */
-static int agree_generation(shemb_table *t, int status, uint64_t *gen)
+static int agree_generation(shemb_table *t, int status, uint64_t prev,
+			    uint64_t *gen)
 {
 	shemb_ctx *ctx = t->ctx;
 	int world = ctx->attr.world_size, rc;
 	uint64_t mine = shemb__mix64(shemb__now_ns() ^
 				     (uint64_t)getpid() << 32), *all;
 
+	if (mine == prev || mine == 0) /* never the files in place */
+		mine = prev + 1;
 	*gen = mine;
 	if (!shemb__distributed(ctx))
 		return status;
@@ -393,18 +473,15 @@ static int save_parts(shemb_table *t, const char *dir, uint64_t gen,
 	struct written mine = { 0 };
 	struct written *all = calloc((size_t)t->shard.world + 1,
 				     sizeof(*all));
-	struct shemb__ckpt_manifest m;
+	struct shemb__ckpt_manifest m = { 0 };
 	int rc = status;
 
 	if (!rc && !all)
 		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	if (!rc) {
-		/* the step count and attributes of the rows written */
-		pthread_rwlock_rdlock(&t->rows_lock);
-		describe(t, gen, &m);
+		/* m: rank 0's, which holds columns in any plan */
 		if (t->shard.ncols > 0)
-			rc = write_shard(t, dir, gen, &mine);
-		pthread_rwlock_unlock(&t->rows_lock);
+			rc = write_shard(t, dir, gen, &mine, &m);
 	}
 	rc = all_ok(ctx, rc, "writing its part of the checkpoint");
 	if (!rc)
@@ -419,13 +496,16 @@ static int save_parts(shemb_table *t, const char *dir, uint64_t gen,
 SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 			       unsigned flags)
 {
-	uint64_t gen = 0;
+	uint64_t gen = 0, prev = 0;
 	int rc;
 
 	if (!table)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
 	shemb__stepq_drain(table->ctx); /* collective: keeps its place */
-	rc = agree_generation(table, check_args(table, dir, flags), &gen);
+	rc = check_args(table, dir, flags);
+	if (!rc && table->shard.rank == 0)
+		prev = current_generation(dir);
+	rc = agree_generation(table, rc, prev, &gen);
 	if (rc && !shemb__distributed(table->ctx))
 		return rc;
 	/* After a failure the files of this save stay, named by no
@@ -433,6 +513,6 @@ SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 	 * came after it), until the next save removes them. */
 	rc = save_parts(table, dir, gen, rc);
 	if (!rc && table->shard.rank == 0)
-		remove_others(dir, gen);
+		remove_others(dir, gen, prev);
 	return rc;
 }

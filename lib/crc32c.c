@@ -4,6 +4,7 @@
  */
 #include "lib/crc32c.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -24,12 +25,9 @@ static void make_table(void)
 
 static uint32_t by_table(uint32_t crc, const unsigned char *p, size_t n)
 {
-	static bool made;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-	if (!__atomic_load_n(&made, __ATOMIC_ACQUIRE)) {
-		make_table(); /* the same values in any thread */
-		__atomic_store_n(&made, true, __ATOMIC_RELEASE);
-	}
+	pthread_once(&once, make_table);
 	while (n--)
 		crc = table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
 	return crc;

@@ -68,9 +68,10 @@ int shemb__tier_write(shemb_table *t, int64_t n, const int64_t *rows,
 
 /* Whole records (row and optimizer state, in the table's record layout,
  * t->store.stride apart) of local rows rows[0 .. n) into buf, or (write)
- * from it, through the device tier in passes (rows without repeats). */
+ * from it, through the device tier in passes (`distinct`: rows has no
+ * repeats). */
 int shemb__tier_records(shemb_table *t, int64_t n, const int64_t *rows,
-			void *buf, bool write);
+			void *buf, bool write, bool distinct);
 
 /* Queue the rows of a coming step (any order, `distinct` as above) for
  * SHEMB_CACHE_LOOKAHEAD, without loading them; each lookup of the table

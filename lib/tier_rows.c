@@ -61,7 +61,7 @@ static struct shemb__store host_records(const shemb_table *t, void *base,
 }
 
 int shemb__tier_records(shemb_table *t, int64_t n, const int64_t *rows,
-			void *buf, bool write)
+			void *buf, bool write, bool distinct)
 {
 	shemb_ctx *ctx = t->ctx;
 	int64_t step = pass_rows(t, n);
@@ -73,7 +73,7 @@ int shemb__tier_records(shemb_table *t, int64_t n, const int64_t *rows,
 			t, (char *)buf + (size_t)i * t->store.stride, m);
 		struct shemb__rows_view v;
 
-		rc = shemb__rows_acquire(t, m, rows + i, false,
+		rc = shemb__rows_acquire(t, m, rows + i, distinct,
 					 write ? SHEMB__ROWS_WRITE
 					       : SHEMB__ROWS_READ, &v);
 		if (!rc && write)

@@ -2,7 +2,8 @@
  * ckpt_rank.c - one rank of the resharding checkpoint test, started by
  * shemb-run from tests/test_ckpt_dist.sh.
  *
- * Usage: ckpt_rank save|load DIR SHARD
+ * Usage: ckpt_rank save|load DIR SHARD   (row, column, table, replicated;
+ *                                        load also saved: attr NULL)
  *
  * Two tables (Adam over fp32 rows, row-wise Adagrad over bf16 rows)
  * train in deterministic mode on a global batch of bags made from the
@@ -43,8 +44,11 @@ static const struct {
 	{ "rowwise", 6, SHEMB_BF16, SHEMB_OPT_ROWWISE_ADAGRAD },
 };
 
+/* "saved": load with attr NULL, the checkpoint's own attributes */
 static int shard_of(const char *s)
 {
+	if (!strcmp(s, "saved"))
+		return -1;
 	if (!strcmp(s, "row"))
 		return SHEMB_SHARD_ROW;
 	if (!strcmp(s, "table"))
@@ -160,7 +164,9 @@ static void run(bool save, const char *dir, int shard)
 				step(t, k, s);
 			CHECK_RC(ctx, shemb_table_save(t, path, 0));
 		} else {
-			CHECK_RC(ctx, shemb_table_load(ctx, path, &a, &t));
+			CHECK_RC(ctx, shemb_table_load(ctx, path,
+						       shard < 0 ? NULL : &a,
+						       &t));
 		}
 		snprintf(path, sizeof(path), "%s/%s.before", dir,
 			 tables[k].name);

@@ -178,6 +178,39 @@ START_TEST(round_trip_through_tiers)
 }
 END_TEST
 
+/* Into a table whose rows live in a file, through a small tier: the
+ * load goes through the tier a batch at a time. */
+START_TEST(load_into_a_cold_table)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *u = NULL;
+	struct shemb_table_attr a;
+	char *dir = temp_dir(), cold[300];
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	t = table(ctx, 3000, 6, SHEMB_F32, SHEMB_OPT_ADAM, 0);
+	for (int s = 0; s < 2; s++)
+		train(ctx, t, 40 + (uint64_t)s);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	shemb_table_attr_init(&a);
+	a.rows = 3000;
+	a.dim = 6;
+	a.optimizer = SHEMB_OPT_ADAM;
+	a.cache_rows = 200;
+	snprintf(cold, sizeof(cold), "%s/cold", dir);
+	a.cold_path = cold;
+	ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &u), 0);
+	same_rows(t, u, 3000, 6);
+	train(ctx, t, 9);
+	train(ctx, u, 9);
+	same_rows(t, u, 3000, 6);
+	shemb_table_destroy(u);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	remove_dir(dir);
+}
+END_TEST
+
 START_TEST(saved_attributes_come_back)
 {
 	shemb_ctx *ctx;
@@ -213,29 +246,60 @@ START_TEST(saved_attributes_come_back)
 }
 END_TEST
 
-/* A second save replaces the first and leaves only its own files. */
-START_TEST(second_save_replaces_the_first)
+static int files_in(const char *dir)
 {
-	shemb_ctx *ctx;
-	shemb_table *t, *u = NULL;
-	char *dir = temp_dir(), cmd[256];
+	char cmd[256], line[256];
 	FILE *ls;
 	int files = 0;
-	char line[256];
 
-	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
-	t = table(ctx, 40, 3, SHEMB_F32, SHEMB_OPT_ADAGRAD, 0);
-	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
-	train(ctx, t, 5);
-	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
-	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
-	same_rows(t, u, 40, 3);
 	snprintf(cmd, sizeof(cmd), "ls '%s'", dir);
 	ls = popen(cmd, "r");
 	while (fgets(line, sizeof(line), ls))
 		files++;
 	pclose(ls);
-	ck_assert_int_eq(files, 2); /* MANIFEST and one shard file */
+	return files;
+}
+
+static unsigned char *slurp(const char *path, size_t *len);
+static void spill(const char *path, const unsigned char *p, size_t len);
+
+/* A save replaces the checkpoint and keeps the files of the one before,
+ * which a load that read the old MANIFEST may still read, and no older
+ * ones. */
+START_TEST(second_save_replaces_the_first)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *u = NULL;
+	char *dir = temp_dir(), path[300];
+	unsigned char *old;
+	float *rows2;
+	size_t len;
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	t = table(ctx, 40, 3, SHEMB_F32, SHEMB_OPT_ADAGRAD, 0);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	ck_assert_int_eq(files_in(dir), 2); /* MANIFEST, one shard file */
+	train(ctx, t, 5);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
+	same_rows(t, u, 40, 3);
+	shemb_table_destroy(u);
+	ck_assert_int_eq(files_in(dir), 3);
+	snprintf(path, sizeof(path), "%s/MANIFEST", dir);
+	old = slurp(path, &len);
+	rows2 = tu_read_all_f32(t);
+	train(ctx, t, 6);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	ck_assert_int_eq(files_in(dir), 3);
+	/* a reader with the MANIFEST of the save before still finds its
+	 * files */
+	spill(path, old, len);
+	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
+	free(old);
+	old = (unsigned char *)tu_read_all_f32(u);
+	ck_assert(!memcmp(old, rows2, 40 * 3 * 4));
+	free(old);
+	free(rows2);
 	shemb_table_destroy(u);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
@@ -272,7 +336,9 @@ START_TEST(bad_arguments_are_refused)
 	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), SHEMB_EINVAL);
 	ck_assert_ptr_null(u);
 	ck_assert_int_eq(shemb_table_load(NULL, dir, NULL, &u), SHEMB_EINVAL);
+	u = (shemb_table *)&u;
 	ck_assert_int_eq(shemb_table_load(ctx, NULL, NULL, &u), SHEMB_EINVAL);
+	ck_assert_ptr_null(u);
 	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, NULL),
 			 SHEMB_EINVAL);
 	/* attributes of another table */
@@ -500,6 +566,7 @@ int main(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, round_trip_every_optimizer, 0, 12);
 	tcase_add_loop_test(tc, round_trip_through_tiers, 0, 8);
+	tcase_add_test(tc, load_into_a_cold_table);
 	tcase_add_test(tc, saved_attributes_come_back);
 	tcase_add_test(tc, second_save_replaces_the_first);
 	tcase_add_test(tc, bad_arguments_are_refused);

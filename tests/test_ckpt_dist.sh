@@ -24,4 +24,6 @@ pair 2 column 2 row
 pair 3 column 4 table
 pair 3 replicated 1 row
 pair 2 table 3 replicated
+pair 3 column 2 column
+pair 2 row 3 saved
 [ "$fails" -eq 0 ]
