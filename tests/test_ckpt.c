@@ -54,23 +54,6 @@ int rename(const char *from, const char *to)
 
 /* ---- helpers ---- */
 
-static char *temp_dir(void)
-{
-	char *d = strdup("/tmp/test_ckpt.XXXXXX");
-
-	ck_assert_ptr_nonnull(mkdtemp(d));
-	return d;
-}
-
-static void remove_dir(char *d)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
-	ck_assert_int_eq(system(cmd), 0);
-	free(d);
-}
-
 /* One training step of t on bags made from seed (lookup, backward with
  * gradients made from seed too). */
 static void train(shemb_ctx *ctx, shemb_table *t, uint64_t seed)
@@ -134,7 +117,7 @@ static void round_trip(int opt, int dtype, int64_t cache_rows,
 	shemb_ctx *ctx;
 	shemb_table *t, *u = NULL;
 	struct shemb_table_attr a;
-	char *dir = temp_dir();
+	char *dir = tu_temp_dir("test_ckpt");
 
 	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
 	t = table(ctx, 300, 5, dtype, opt, cache_rows);
@@ -159,7 +142,7 @@ static void round_trip(int opt, int dtype, int64_t cache_rows,
 	shemb_table_destroy(u);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir);
+	tu_remove_dir(dir);
 }
 
 START_TEST(round_trip_every_optimizer)
@@ -185,7 +168,7 @@ START_TEST(load_into_a_cold_table)
 	shemb_ctx *ctx;
 	shemb_table *t, *u = NULL;
 	struct shemb_table_attr a;
-	char *dir = temp_dir(), cold[300];
+	char *dir = tu_temp_dir("test_ckpt"), cold[300];
 
 	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
 	t = table(ctx, 3000, 6, SHEMB_F32, SHEMB_OPT_ADAM, 0);
@@ -207,7 +190,7 @@ START_TEST(load_into_a_cold_table)
 	shemb_table_destroy(u);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir);
+	tu_remove_dir(dir);
 }
 END_TEST
 
@@ -217,7 +200,7 @@ START_TEST(saved_attributes_come_back)
 	shemb_table *t, *u = NULL;
 	struct shemb_table_attr a = { .size = sizeof(a) };
 	struct shemb_table_attr b = { .size = sizeof(b) };
-	char *dir = temp_dir();
+	char *dir = tu_temp_dir("test_ckpt");
 
 	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
 	shemb_table_attr_init(&a);
@@ -242,7 +225,7 @@ START_TEST(saved_attributes_come_back)
 	shemb_table_destroy(u);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir);
+	tu_remove_dir(dir);
 }
 END_TEST
 
@@ -270,7 +253,7 @@ START_TEST(second_save_replaces_the_first)
 {
 	shemb_ctx *ctx;
 	shemb_table *t, *u = NULL;
-	char *dir = temp_dir(), path[300];
+	char *dir = tu_temp_dir("test_ckpt"), path[300];
 	unsigned char *old;
 	float *rows2;
 	size_t len;
@@ -303,7 +286,7 @@ START_TEST(second_save_replaces_the_first)
 	shemb_table_destroy(u);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir);
+	tu_remove_dir(dir);
 }
 END_TEST
 
@@ -315,7 +298,7 @@ START_TEST(bad_arguments_are_refused)
 	shemb_table *t, *u = (shemb_table *)&u;
 	struct shemb_table_attr a;
 	struct tu_snapshot before;
-	char *dir = temp_dir(), file[300];
+	char *dir = tu_temp_dir("test_ckpt"), file[300];
 	int fd;
 
 	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
@@ -358,7 +341,7 @@ START_TEST(bad_arguments_are_refused)
 	tu_snapshot_free(&before);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir);
+	tu_remove_dir(dir);
 }
 END_TEST
 
@@ -443,7 +426,7 @@ START_TEST(every_corruption_is_found)
 {
 	shemb_ctx *ctx;
 	shemb_table *t, *u = NULL;
-	char *dir = temp_dir(), *shard;
+	char *dir = tu_temp_dir("test_ckpt"), *shard;
 
 	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
 	t = table(ctx, 6, 3, SHEMB_BF16, SHEMB_OPT_ADAM, 0);
@@ -459,7 +442,7 @@ START_TEST(every_corruption_is_found)
 	free(shard);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir);
+	tu_remove_dir(dir);
 }
 END_TEST
 
@@ -496,7 +479,7 @@ START_TEST(a_crash_leaves_old_or_new)
 {
 	shemb_ctx *ctx;
 	shemb_table *t;
-	char *dir = temp_dir();
+	char *dir = tu_temp_dir("test_ckpt");
 	float *old_rows, *new_rows;
 	int points = 0, saw_new = 0;
 
@@ -529,7 +512,7 @@ START_TEST(a_crash_leaves_old_or_new)
 	free(new_rows);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir);
+	tu_remove_dir(dir);
 }
 END_TEST
 

@@ -22,23 +22,6 @@
 #define DIM 4
 #define THREADS 16
 
-static char *temp_dir(void)
-{
-	char *d = strdup("/tmp/test_serve.XXXXXX");
-
-	ck_assert_ptr_nonnull(mkdtemp(d));
-	return d;
-}
-
-static void remove_dir(char *d)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d);
-	ck_assert_int_eq(system(cmd), 0);
-	free(d);
-}
-
 /* A checkpoint in dir whose row r holds sign * (r + 1) everywhere. */
 static void save_signed(shemb_ctx *ctx, const char *dir, float sign, int dim)
 {
@@ -125,7 +108,7 @@ START_TEST(training_calls_are_refused)
 	struct shemb_bags v;
 	struct tu_ref ref;
 	float *out, *want, *grad;
-	char *dir = temp_dir();
+	char *dir = tu_temp_dir("test_serve");
 	int64_t id = 3;
 
 	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
@@ -161,7 +144,7 @@ START_TEST(training_calls_are_refused)
 	free(grad);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir);
+	tu_remove_dir(dir);
 }
 END_TEST
 
@@ -170,7 +153,7 @@ START_TEST(reload_swaps_rows_or_changes_nothing)
 	shemb_ctx *ctx;
 	shemb_table *t, *w;
 	struct shemb_table_attr a;
-	char *da = temp_dir(), *db = temp_dir(), *dc = temp_dir();
+	char *da = tu_temp_dir("test_serve"), *db = tu_temp_dir("test_serve"), *dc = tu_temp_dir("test_serve");
 	char path[300];
 	FILE *f;
 
@@ -204,9 +187,9 @@ START_TEST(reload_swaps_rows_or_changes_nothing)
 	shemb_table_destroy(w);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(da);
-	remove_dir(db);
-	remove_dir(dc);
+	tu_remove_dir(da);
+	tu_remove_dir(db);
+	tu_remove_dir(dc);
 }
 END_TEST
 
@@ -224,7 +207,7 @@ START_TEST(rows_stored_narrower)
 	float *v = tu_malloc(ROWS * DIM * 4), *want = tu_malloc(ROWS * DIM * 4);
 	uint16_t *half = tu_malloc(ROWS * DIM * 2);
 	float *got;
-	char *dir = temp_dir();
+	char *dir = tu_temp_dir("test_serve");
 
 	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
 	shemb_table_attr_init(&a);
@@ -264,7 +247,7 @@ START_TEST(rows_stored_narrower)
 	free(half);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir);
+	tu_remove_dir(dir);
 }
 END_TEST
 
@@ -350,7 +333,7 @@ START_TEST(lookups_see_one_checkpoint)
 	shemb_ctx *ctx;
 	shemb_table *t;
 	struct reader rd[THREADS];
-	char *dir[2] = { temp_dir(), temp_dir() };
+	char *dir[2] = { tu_temp_dir("test_serve"), tu_temp_dir("test_serve") };
 
 	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
 	save_signed(ctx, dir[0], -1.0f, DIM);
@@ -378,8 +361,8 @@ START_TEST(lookups_see_one_checkpoint)
 	}
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
-	remove_dir(dir[0]);
-	remove_dir(dir[1]);
+	tu_remove_dir(dir[0]);
+	tu_remove_dir(dir[1]);
 }
 END_TEST
 

@@ -14,6 +14,31 @@
 
 /* ---- memory ---- */
 
+char *tu_temp_dir(const char *prefix)
+{
+	char *d = tu_malloc(strlen(prefix) + 16);
+
+	sprintf(d, "/tmp/%s.XXXXXX", prefix);
+	if (!mkdtemp(d)) {
+		perror(d);
+		abort();
+	}
+	return d;
+}
+
+void tu_remove_dir(char *dir)
+{
+	char *cmd = tu_malloc(strlen(dir) + 16);
+
+	sprintf(cmd, "rm -rf '%s'", dir);
+	if (system(cmd)) {
+		fprintf(stderr, "test: %s failed\n", cmd);
+		abort();
+	}
+	free(cmd);
+	free(dir);
+}
+
 void *tu_malloc(size_t bytes)
 {
 	void *p = malloc(bytes ? bytes : 1);

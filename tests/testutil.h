@@ -25,6 +25,11 @@
 void *tu_malloc(size_t bytes);
 void *tu_calloc(size_t n, size_t size);
 
+/* A new directory /tmp/PREFIX.XXXXXX (to free with tu_remove_dir, which
+ * removes it and what it holds). */
+char *tu_temp_dir(const char *prefix);
+void tu_remove_dir(char *dir);
+
 /* ---- deterministic random numbers (splitmix64) ---- */
 
 struct tu_rng {
