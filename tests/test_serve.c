@@ -153,7 +153,8 @@ START_TEST(reload_swaps_rows_or_changes_nothing)
 	shemb_ctx *ctx;
 	shemb_table *t, *w;
 	struct shemb_table_attr a;
-	char *da = tu_temp_dir("test_serve"), *db = tu_temp_dir("test_serve"), *dc = tu_temp_dir("test_serve");
+	char *da = tu_temp_dir("test_serve"), *db = tu_temp_dir("test_serve");
+	char *dc = tu_temp_dir("test_serve");
 	char path[300];
 	FILE *f;
 
