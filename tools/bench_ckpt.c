@@ -117,6 +117,22 @@ static void drop_dir_cache(const char *dir)
 		closedir(d);
 }
 
+static void empty_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[4096 + 260];
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+}
+
 static uint64_t dir_bytes(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -186,8 +202,12 @@ static int measure(shemb_ctx *ctx, shemb_table *t, const char *dir,
 	if (mkdir(ckpt, 0755) && errno != EEXIST)
 		return -1;
 	for (int r = 0; r < o->reps; r++) {
-		double t0 = bench_now(), s, l, w, rd;
+		double t0, s, l, w, rd;
 
+		/* each save into an empty directory, so that its files are
+		 * all the bytes there (a save keeps the previous one's) */
+		empty_dir(ckpt);
+		t0 = bench_now();
 		if (shemb_table_save(t, ckpt, 0))
 			return -1;
 		s = bench_now() - t0;
