@@ -95,7 +95,7 @@ static void store_free(void *p, struct shemb__store *s)
 static void reset_record_tail(const struct shemb__store *s, char *rec,
 			      float state_init)
 {
-	size_t row = (size_t)s->dim * shemb__dtype_size(s->dtype);
+	size_t row = shemb__row_bytes(s->dtype, s->dim);
 	float *st = (float *)(rec + s->state_off);
 
 	memset(rec + row, 0, s->state_off - row);
@@ -285,7 +285,7 @@ static struct copy_block block_of(const struct copy_task *t, int64_t task)
 	b.i0 = task * COPY_BLOCK_ROWS;
 	b.nr = t->n - b.i0 < COPY_BLOCK_ROWS ? t->n - b.i0 : COPY_BLOCK_ROWS;
 	b.ub = (size_t)t->s->dim * shemb__dtype_size(t->dtype);
-	b.sb = (size_t)t->s->dim * shemb__dtype_size(t->s->dtype);
+	b.sb = shemb__row_bytes(t->s->dtype, t->s->dim);
 	return b;
 }
 
@@ -349,7 +349,7 @@ static int write_chunk(struct cpu *be, struct shemb__store *s, int64_t n,
 		       const float *reset_state, void *stage)
 {
 	struct copy_task t = { be, s, n, ids, stage, dtype, in, 0 };
-	size_t sb = (size_t)s->dim * shemb__dtype_size(s->dtype);
+	size_t sb = shemb__row_bytes(s->dtype, s->dim);
 
 	shemb__pool_run(be->pool, ceil_div(n, COPY_BLOCK_ROWS), stage_block,
 			&t);
@@ -371,7 +371,7 @@ static int write_rows(void *p, struct shemb__store *s, int64_t n,
 		      const float *reset_state)
 {
 	struct cpu *be = p;
-	size_t sb = (size_t)s->dim * shemb__dtype_size(s->dtype);
+	size_t sb = shemb__row_bytes(s->dtype, s->dim);
 	size_t ub = (size_t)s->dim * shemb__dtype_size(dtype);
 	int64_t chunk = n < WRITE_CHUNK_ROWS ? n : WRITE_CHUNK_ROWS;
 	void *stage;

@@ -29,7 +29,7 @@ void shemb__convert2d(const struct shemb__kernels *k, struct shemb__block dst,
 		const void *s = row_at(src, r);
 
 		if (dst.dtype == src.dtype) {
-			memcpy(d, s, (size_t)cols * shemb__dtype_size(src.dtype));
+			memcpy(d, s, shemb__row_bytes(src.dtype, cols));
 		} else if (src.dtype == SHEMB_F32) {
 			k->store_f32(dst.dtype, d, s, cols);
 		} else if (dst.dtype == SHEMB_F32) {

@@ -33,22 +33,62 @@ static void store_bf16(uint16_t *restrict dst, const float *restrict src,
 		dst[c] = shemb__f32_to_bf16(src[c]);
 }
 
+/* A SHEMB_INT8 row of n values (lib/mem_ops.h): codes, then at the next
+ * multiple of 4 bytes its scale and bias. */
+static void load_int8(const void *src, float *dst, int64_t n)
+{
+	const uint8_t *q = src;
+	float sb[2];
+
+	memcpy(sb, q + ((n + 3) & ~(int64_t)3), sizeof(sb));
+	for (int64_t c = 0; c < n; c++)
+		dst[c] = (float)q[c] * sb[0] + sb[1];
+}
+
+/* Quantised as FBGEMM's fused 8-bit rows: bias the row's least value,
+ * scale its range / 255, each code the nearest of 0 .. 255. */
+static void store_int8(void *dst, const float *src, int64_t n)
+{
+	uint8_t *q = dst;
+	float lo = n ? src[0] : 0.0f, hi = lo, sb[2];
+
+	for (int64_t c = 1; c < n; c++) {
+		lo = src[c] < lo ? src[c] : lo;
+		hi = src[c] > hi ? src[c] : hi;
+	}
+	sb[0] = (hi - lo) / 255.0f;
+	sb[1] = lo;
+	for (int64_t c = 0; c < n; c++) {
+		float k = sb[0] > 0 ? nearbyintf((src[c] - lo) / sb[0]) : 0;
+
+		q[c] = (uint8_t)(k < 0 ? 0 : k > 255 ? 255 : k);
+	}
+	for (int64_t c = n; c < ((n + 3) & ~(int64_t)3); c++)
+		q[c] = 0;
+	memcpy(q + ((n + 3) & ~(int64_t)3), sb, sizeof(sb));
+}
+
 static void load_f32(int dtype, const void *src, float *dst, int64_t n)
 {
 	if (dtype == SHEMB_F16)
 		load_f16(src, dst, n);
 	else if (dtype == SHEMB_BF16)
 		load_bf16(src, dst, n);
+	else if (dtype == SHEMB_INT8)
+		load_int8(src, dst, n);
 	else
 		memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
+/* n values: for SHEMB_INT8, one whole row. */
 static void store_f32(int dtype, void *dst, const float *src, int64_t n)
 {
 	if (dtype == SHEMB_F16)
 		store_f16(dst, src, n);
 	else if (dtype == SHEMB_BF16)
 		store_bf16(dst, src, n);
+	else if (dtype == SHEMB_INT8)
+		store_int8(dst, src, n);
 	else
 		memcpy(dst, src, (size_t)n * sizeof(float));
 }

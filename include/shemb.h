@@ -241,7 +241,10 @@ enum shemb_dtype {
 	SHEMB_F16 = 1,  /* IEEE binary16 */
 	SHEMB_BF16 = 2, /* bfloat16 */
 	SHEMB_F64 = 3,  /* IEEE binary64: shemb_allreduce only */
-	SHEMB_I64 = 4   /* int64_t: shemb_allreduce only */
+	SHEMB_I64 = 4,  /* int64_t: shemb_allreduce only */
+	SHEMB_INT8 = 5  /* storage of read_only tables on one rank and the
+			 * CPU: each row 8-bit codes with a row-wise scale
+			 * and bias (value = code * scale + bias) */
 };
 
 enum shemb_init {

@@ -39,6 +39,11 @@ struct image {
 	char *recs;           /* local_rows records, the table's layout */
 	bool direct;          /* recs is the table's store */
 	bool tiered;          /* no recs: through the tier */
+	/* the layout of recs: the table's, or for SHEMB_INT8 rows fp32
+	 * rows without state, quantised at the end */
+	size_t stride, state_off;
+	int dtype;
+	bool state;
 	uint16_t *covered;    /* per local row: its columns filled */
 	const struct shemb__ckpt_manifest *m;
 	const char *path;     /* the file being read, for messages */
@@ -284,13 +289,14 @@ static void apply_record(const struct image *im,
 {
 	const shemb_table *t = im->t;
 	const struct shemb__shard *sh = &t->shard;
-	size_t es = esize(im->m->dtype), ts = esize((uint32_t)t->attr.dtype);
+	size_t es = esize(im->m->dtype), ts = esize((uint32_t)im->dtype);
 
 	take_values(im->m->dtype, rec + 8 + (size_t)(lo - (int)f->col0) * es,
-		    t->attr.dtype, to + (size_t)(lo - sh->col0) * ts, hi - lo);
-	take_state(t->attr.optimizer, rec + 8 + (size_t)f->ncols * es,
-		   (int)f->col0, (int)f->ncols, to + t->store.state_off,
-		   sh->col0, sh->ncols, lo, hi);
+		    im->dtype, to + (size_t)(lo - sh->col0) * ts, hi - lo);
+	if (im->state)
+		take_state(t->attr.optimizer, rec + 8 + (size_t)f->ncols * es,
+			   (int)f->col0, (int)f->ncols, to + im->state_off,
+			   sh->col0, sh->ncols, lo, hi);
 }
 
 /* n records of file f at buf, into the image or through the tier: the
@@ -311,8 +317,8 @@ static int take_records(struct image *im, const struct shemb__ckpt_file *f,
 			continue;
 		if (!im->tiered) {
 			apply_record(im, f, rec,
-				     im->recs + (size_t)l * t->store.stride,
-				     lo, hi);
+				     im->recs + (size_t)l * im->stride, lo,
+				     hi);
 			continue;
 		}
 		im->rows[k] = l;
@@ -478,7 +484,7 @@ static int fill_image(struct image *im, const char *dir)
 	if (im->tiered)
 		rc = make_batch(im);
 	else if (!im->direct)
-		im->recs = calloc((size_t)n + 1, t->store.stride);
+		im->recs = calloc((size_t)n + 1, im->stride);
 	im->covered = calloc((size_t)n + 1, sizeof(*im->covered));
 	if (rc || (!im->tiered && !im->recs) || !im->covered)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "checkpoint: no "
@@ -499,19 +505,57 @@ static int fill_image(struct image *im, const char *dir)
 	return rc;
 }
 
+/* Records of t's layout, or fp32 rows for SHEMB_INT8. */
+static struct image image_of(shemb_table *t,
+			     const struct shemb__ckpt_manifest *m)
+{
+	bool int8 = t->attr.dtype == SHEMB_INT8;
+
+	return (struct image){
+		.t = t, .m = m,
+		.stride = int8 ? (size_t)t->shard.ncols * 4 : t->store.stride,
+		.state_off = t->store.state_off,
+		.dtype = int8 ? SHEMB_F32 : t->attr.dtype,
+		.state = !int8,
+	};
+}
+
+/* An SHEMB_INT8 store gets the fp32 rows quantised. */
+static int quantize_into(struct image *im, struct shemb__store *store)
+{
+	shemb_table *t = im->t;
+	int64_t n = t->shard.local_rows;
+	int64_t *ids = malloc(((size_t)n + 1) * sizeof(*ids));
+	int rc;
+
+	if (!ids)
+		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	for (int64_t l = 0; l < n; l++)
+		ids[l] = l;
+	rc = t->ctx->mem->write_rows(t->ctx->be, store, n, ids, im->recs,
+				     SHEMB_F32, NULL);
+	free(ids);
+	return rc ? shemb__fail(t->ctx, rc, "checkpoint: quantising the rows "
+				"of table '%s' failed", t->name)
+		  : 0;
+}
+
 /* A store of host memory is filled in place; one in device memory
- * gets the records from a host image. */
+ * gets the records from a host image, an SHEMB_INT8 one its rows
+ * quantised from an fp32 image. */
 int shemb__ckpt_read_into(shemb_table *t, const char *dir,
 			  const struct shemb__ckpt_manifest *m,
 			  struct shemb__store *store)
 {
-	struct image im = { .t = t, .m = m };
+	struct image im = image_of(t, m);
 	int rc;
 
-	if (!store->on_device)
+	if (!store->on_device && im.state)
 		im.recs = store->base;
 	rc = fill_image(&im, dir);
-	if (!rc && !im.direct) {
+	if (!rc && !im.state) {
+		rc = quantize_into(&im, store);
+	} else if (!rc && !im.direct) {
 		struct shemb__store h = *store;
 
 		h.base = im.recs;
@@ -530,8 +574,10 @@ int shemb__ckpt_read_into(shemb_table *t, const char *dir,
 static int load_rows(shemb_table *t, const char *dir,
 		     const struct shemb__ckpt_manifest *m)
 {
-	struct image im = { .t = t, .m = m, .tiered = true };
+	struct image im = image_of(t, m);
 	int rc;
+
+	im.tiered = true;
 
 	if (!shemb__tiered(t)) {
 		rc = shemb__ckpt_read_into(t, dir, m, &t->store);

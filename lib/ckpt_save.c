@@ -387,6 +387,10 @@ static int check_args(shemb_table *t, const char *dir, unsigned flags)
 				   "0x%x", flags);
 	if (strlen(dir) > PATH_MAX - 64)
 		return shemb__fail(t->ctx, SHEMB_EINVAL, "dir is too long");
+	if (t->attr.dtype == SHEMB_INT8)
+		return shemb__fail(t->ctx, SHEMB_ENOTSUP, "checkpoint: table "
+				   "'%s' has SHEMB_INT8 rows, which serve and "
+				   "are not saved", t->name);
 	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
 		return shemb__fail(t->ctx, SHEMB_EINVAL, "checkpoint: %s is "
 				   "not a directory", dir);

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shemb.h"
+
 struct shemb__shard;
 
 #define SHEMB__MEM_OTHER_DEVICE 2 /* beside enum shemb_mem's values */
@@ -21,6 +23,15 @@ struct shemb__shard;
  * holds dim values of dtype, then (at state_off) nstate floats of optimizer
  * state, so a row and its state move together.
  */
+/* Bytes of a row of dim values stored as dtype: SHEMB_INT8 rows are dim
+ * codes, padded to 4 bytes, then the row's scale and bias (fp32). */
+static inline size_t shemb__row_bytes(int dtype, int dim)
+{
+	if (dtype == SHEMB_INT8)
+		return (((size_t)dim + 3) & ~(size_t)3) + 8;
+	return (size_t)dim * (dtype == SHEMB_F32 ? 4 : 2);
+}
+
 struct shemb__store {
 	void *base;
 	int on_device;       /* base is device memory (else host) */

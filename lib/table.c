@@ -40,13 +40,16 @@ static size_t next_pow2(size_t x)
 static void layout(struct shemb__store *s, const struct shemb_table_attr *a,
 		   const struct shemb__shard *sh)
 {
-	size_t row = (size_t)sh->ncols * (a->dtype == SHEMB_F32 ? 4 : 2);
+	size_t row = shemb__row_bytes(a->dtype, sh->ncols);
 	size_t raw;
 
 	s->rows = sh->local_rows;
 	s->dim = sh->ncols;
 	s->dtype = a->dtype;
-	s->nstate = shemb__opt_state_floats(a->optimizer, sh->ncols);
+	/* an int8 table only serves: no optimizer state */
+	s->nstate = a->dtype == SHEMB_INT8
+			    ? 0
+			    : shemb__opt_state_floats(a->optimizer, sh->ncols);
 	s->state_off = round_up(row, 4);
 	raw = s->state_off + (size_t)s->nstate * sizeof(float);
 	s->stride = raw > 32 ? round_up(raw, 64) : next_pow2(raw);
@@ -395,6 +398,11 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 		rc = shemb__fail(ctx, SHEMB_EINVAL, "attr or table is NULL");
 	else
 		rc = copy_attr(ctx, attr, &a);
+	if (!rc && a.dtype == SHEMB_INT8 &&
+	    (dist || ctx->attr.device != SHEMB_DEVICE_CPU))
+		rc = shemb__fail(ctx, SHEMB_ENOTSUP, "table '%s': SHEMB_INT8 "
+				 "rows are served on one rank, on the CPU",
+				 a.name ? a.name : "(unnamed)");
 	if (out)
 		*out = NULL;
 	if (rc && !dist)

@@ -56,8 +56,11 @@ static int check_shape(shemb_ctx *ctx, const struct shemb_table_attr *a)
 	if (a->dim < 1 || a->dim > SHEMB_MAX_DIM)
 		return bad(ctx, a, "dim must be in 1 .. 4096");
 	if (a->dtype != SHEMB_F32 && a->dtype != SHEMB_F16 &&
-	    a->dtype != SHEMB_BF16)
-		return bad(ctx, a, "dtype must be SHEMB_F32, F16 or BF16");
+	    a->dtype != SHEMB_BF16 && a->dtype != SHEMB_INT8)
+		return bad(ctx, a, "dtype must be SHEMB_F32, F16, BF16 or "
+				   "(read_only) INT8");
+	if (a->dtype == SHEMB_INT8 && a->read_only != 1)
+		return bad(ctx, a, "SHEMB_INT8 rows are for read_only tables");
 	if (a->table_id < -1)
 		return bad(ctx, a, "table_id must be -1 (automatic) or >= 0");
 	return 0;

@@ -10,6 +10,7 @@ run ckpt "$bench" checkpoint --rows 5000 --dim 16 --reps 1 --dir "$tmp/dir"
 need ckpt save_vs_disk
 need ckpt load_vs_disk
 need ckpt serving_bf16_vs_fp32
+need ckpt serving_int8_vs_fp32
 grep -q "^  8 threads: fp32 " "$tmp/ckpt.out" || fail "no 8-thread line"
 [ -z "$(ls "$tmp/dir/ckpt" | grep -v -e '^MANIFEST$' -e '^shard-')" ] ||
 	fail "files other than the checkpoint's were left"

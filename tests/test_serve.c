@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -252,6 +253,95 @@ START_TEST(rows_stored_narrower)
 }
 END_TEST
 
+/* The documented quantisation of one row, done here: codes, then
+ * code * scale + bias. */
+static void int8_row(const float *x, float *out, float *step)
+{
+	float lo = x[0], hi = x[0], scale;
+
+	for (int c = 1; c < DIM; c++) {
+		lo = x[c] < lo ? x[c] : lo;
+		hi = x[c] > hi ? x[c] : hi;
+	}
+	scale = (hi - lo) / 255.0f;
+	for (int c = 0; c < DIM; c++) {
+		float k = scale > 0 ? nearbyintf((x[c] - lo) / scale) : 0;
+
+		k = k < 0 ? 0 : k > 255 ? 255 : k;
+		out[c] = k * scale + lo;
+	}
+	*step = scale;
+}
+
+/* A serving table of int8 rows from an fp32 checkpoint: reads and
+ * lookups give the rows as quantised here, each value within half a
+ * step of the saved one; such a table is read_only, and not saved. */
+START_TEST(int8_rows)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *u = NULL;
+	struct shemb_table_attr a;
+	struct tu_rng r;
+	struct tu_bags b;
+	struct tu_bag_spec spec = { .nbags = 40, .max_len = 6, .rows = ROWS };
+	struct shemb_bags v;
+	int64_t *ids = tu_malloc(ROWS * sizeof(*ids));
+	float *x = tu_malloc(ROWS * DIM * 4), *want = tu_malloc(ROWS * DIM * 4);
+	float *got, out[40 * DIM], sum[40 * DIM], step;
+	char *dir = tu_temp_dir("test_serve");
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = DIM;
+	t = tu_table_attr(ctx, &a);
+	tu_rng_seed(&r, 12);
+	tu_rng_fill(&r, x, ROWS * DIM, -2, 5);
+	for (int64_t i = 0; i < ROWS; i++)
+		ids[i] = i;
+	ck_assert_int_eq(shemb_table_write_rows(t, ROWS, ids, x, SHEMB_F32,
+						0), 0);
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	a.dtype = SHEMB_INT8;
+	ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &u), SHEMB_EINVAL);
+	a.read_only = 1;
+	ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &u), 0);
+	for (int64_t i = 0; i < ROWS; i++) {
+		int8_row(x + i * DIM, want + i * DIM, &step);
+		for (int c = 0; c < DIM; c++)
+			ck_assert(fabsf(want[i * DIM + c] - x[i * DIM + c]) <=
+				  step * 0.5001f + 1e-6f);
+	}
+	got = tu_read_all_f32(u);
+	ck_assert_int_eq(tu_bits_differ("int8 rows", got, want,
+					ROWS * DIM * 4), 0);
+	tu_rng_seed(&r, 13);
+	tu_bags_random(&b, &r, &spec);
+	v = tu_bags_view(&b, u, SHEMB_POOL_SUM);
+	float *o = out;
+	ck_assert_int_eq(shemb_lookup(ctx, 1, &v, &o, 0), 0);
+	for (int64_t k = 0; k < b.nbags; k++)
+		for (int c = 0; c < DIM; c++) {
+			sum[k * DIM + c] = 0;
+			for (int64_t p = b.offsets[k]; p < b.offsets[k + 1];
+			     p++)
+				sum[k * DIM + c] += want[b.ids[p] * DIM + c];
+		}
+	ck_assert_int_eq(tu_bits_differ("int8 lookup", out, sum,
+					sizeof(out)), 0);
+	ck_assert_int_eq(shemb_table_save(u, dir, 0), SHEMB_ENOTSUP);
+	tu_bags_free(&b);
+	free(got);
+	free(ids);
+	free(x);
+	free(want);
+	shemb_table_destroy(u);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	tu_remove_dir(dir);
+}
+END_TEST
+
 /* ---- lookups during reloads ---- */
 
 struct reader {
@@ -379,6 +469,7 @@ int main(void)
 	tcase_add_test(tc, training_calls_are_refused);
 	tcase_add_test(tc, reload_swaps_rows_or_changes_nothing);
 	tcase_add_test(tc, rows_stored_narrower);
+	tcase_add_test(tc, int8_rows);
 	tcase_add_test(tc, lookups_see_one_checkpoint);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

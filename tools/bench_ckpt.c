@@ -5,8 +5,8 @@
  * size in the same directory, side by side in one run.  Before every
  * read, the files' pages are dropped from the page cache
  * (posix_fadvise DONTNEED after fsync), so both reads come from the disk.
- * Then serving: the checkpoint loaded as a read_only table with fp32 and
- * with bf16 rows, looked up by 1, 2, 4 and 8 threads at once.
+ * Then serving: the checkpoint loaded as a read_only table with fp32,
+ * bf16 and int8 rows, looked up by 1, 2, 4 and 8 threads at once.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -369,32 +369,46 @@ static int serving(shemb_ctx *ctx, const struct ckpt_opts *o,
 		   const char *dir)
 {
 	static const int threads[] = { 1, 2, 4, 8 };
+	static const int dtypes[] = { SHEMB_F32, SHEMB_BF16, SHEMB_INT8 };
+	static const char *const names[] = { "fp32", "bf16", "int8" };
 	char ckpt[4096];
-	shemb_table *f32, *bf16;
-	double rate[2][4];
+	shemb_table *t[3];
+	double rate[3][4];
+	int rc = 0;
 
 	snprintf(ckpt, sizeof(ckpt), "%s/ckpt", dir);
-	f32 = serving_table(ctx, o, ckpt, SHEMB_F32);
-	bf16 = serving_table(ctx, o, ckpt, SHEMB_BF16);
-	if (!f32 || !bf16)
-		return -1;
-	printf("serving: read_only tables, lookups of %d bags x %d ids "
-	       "(lookups/s):\n", SERVE_BAGS, SERVE_POOL);
-	for (int k = 0; k < 4; k++) {
-		rate[0][k] = serve_rate(ctx, f32, o->dim, threads[k]);
-		rate[1][k] = serve_rate(ctx, bf16, o->dim, threads[k]);
-		if (rate[0][k] < 0 || rate[1][k] < 0)
-			return -1;
-		printf("  %d thread%s: fp32 %.0f, bf16 %.0f (%.2fx)\n",
-		       threads[k], threads[k] > 1 ? "s" : "", rate[0][k],
-		       rate[1][k], rate[1][k] / rate[0][k]);
+	for (int d = 0; d < 3; d++)
+		t[d] = serving_table(ctx, o, ckpt, dtypes[d]);
+	if (!t[0] || !t[1] || !t[2])
+		rc = -1;
+	if (!rc)
+		printf("serving: read_only tables, lookups of %d bags x %d ids "
+		       "(lookups/s):\n", SERVE_BAGS, SERVE_POOL);
+	for (int k = 0; !rc && k < 4; k++) {
+		for (int d = 0; !rc && d < 3; d++)
+			rc = (rate[d][k] = serve_rate(ctx, t[d], o->dim,
+						      threads[k])) < 0;
+		if (!rc)
+			printf("  %d thread%s: fp32 %.0f, bf16 %.0f (%.2fx), "
+			       "int8 %.0f (%.2fx)\n", threads[k],
+			       threads[k] > 1 ? "s" : "", rate[0][k],
+			       rate[1][k], rate[1][k] / rate[0][k], rate[2][k],
+			       rate[2][k] / rate[0][k]);
 	}
-	printf("  bf16 rows: half the bytes of fp32; largest difference "
-	       "%.3g of the largest value\n", max_error(f32, bf16, o));
-	printf("result serving_bf16_vs_fp32 %.3f\n", rate[1][3] / rate[0][3]);
-	shemb_table_destroy(f32);
-	shemb_table_destroy(bf16);
-	return 0;
+	for (int d = 1; !rc && d < 3; d++)
+		printf("  %s rows: %d bytes each against fp32's %d; largest "
+		       "difference %.3g of the largest value\n", names[d],
+		       d == 1 ? 2 * o->dim : ((o->dim + 3) & ~3) + 8,
+		       4 * o->dim, max_error(t[0], t[d], o));
+	if (!rc) {
+		printf("result serving_bf16_vs_fp32 %.3f\n",
+		       rate[1][3] / rate[0][3]);
+		printf("result serving_int8_vs_fp32 %.3f\n",
+		       rate[2][3] / rate[0][3]);
+	}
+	for (int d = 0; d < 3; d++)
+		shemb_table_destroy(t[d]);
+	return rc ? -1 : 0;
 }
 
 static int run(const struct ckpt_opts *o, const char *dir)
