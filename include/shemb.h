@@ -573,10 +573,14 @@ SHEMB_API int shemb_announce(shemb_ctx *ctx, int n,
  * (SHEMB_ECORRUPT naming the file, and no table); attr NULL: the saved
  * attributes, with the shard plan SHEMB_SHARD_AUTO; else attr, whose
  * rows, dim, dtype and optimizer must be the checkpoint's.  Both are
- * collective.  flags: 0.
+ * collective.
  */
 SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 			       unsigned flags);
+/* flags of shemb_table_save: write only the rows changed since the
+ * table's last save, when the checkpoint in dir is that save (else a
+ * whole one); a load applies the saves in order. */
+#define SHEMB_SAVE_INCREMENTAL 1u
 SHEMB_API int shemb_table_load(shemb_ctx *ctx, const char *dir,
 			       const struct shemb_table_attr *attr,
 			       shemb_table **table);

@@ -4,6 +4,7 @@
  * distinct row.  Every table of the call is checked before any changes.
  */
 #include "lib/internal.h"
+#include "lib/ckpt_io.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -153,6 +154,7 @@ static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
 	job.unique = v->at;
 	job.opt = shemb__opt_of(t);
 	shemb__bwd_sets(grp, p, grad, sets);
+	shemb__ckpt_touch(t, p->nunique, p->unique); /* one rank: local */
 	return ctx->mem->apply_updates(ctx->be, &job);
 }
 

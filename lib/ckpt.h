@@ -11,20 +11,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SHEMB__CKPT_VERSION 1
+#define SHEMB__CKPT_VERSION 2
 #define SHEMB__CKPT_MAX_NAME 255
 #define SHEMB__CKPT_HEADER 64      /* bytes of a shard file's header */
 #define SHEMB__CKPT_MAX_FILES 65536
 
-/* One shard file as the MANIFEST lists it. */
+/* One shard file as the MANIFEST lists it: written by rank `rank` of
+ * the save of `generation`.  The files of one generation are a layer;
+ * the first layer holds every row, each later one (an incremental save)
+ * the rows that changed since the layer before, which replace them. */
 struct shemb__ckpt_file {
+	uint64_t generation;
 	uint32_t rank, col0, ncols, nstate;
 	uint64_t nrecords, bytes;
 	uint32_t crc;
 };
 
 struct shemb__ckpt_manifest {
-	uint64_t generation;
+	uint64_t generation;  /* of the save that wrote it (its last layer) */
 	uint64_t rows;
 	uint32_t dim, dtype, optimizer, weight_decay_mode;
 	int64_t table_id;

@@ -24,7 +24,7 @@
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoints are little-endian: this host is not"
 #endif
-#define FILE_ENTRY 40 /* bytes of one file's entry */
+#define FILE_ENTRY 48 /* bytes of one file's entry */
 
 /* ---- little-endian fields ---- */
 
@@ -118,6 +118,7 @@ int shemb__ckpt_manifest_encode(const struct shemb__ckpt_manifest *m,
 	for (uint32_t i = 0; i < m->nfiles; i++) {
 		const struct shemb__ckpt_file *f = &m->files[i];
 
+		put(&c, f->generation, 8);
 		put(&c, f->rank, 4);
 		put(&c, f->col0, 4);
 		put(&c, f->ncols, 4);
@@ -188,37 +189,59 @@ static int parse_fixed(struct cursor *c, struct shemb__ckpt_manifest *m,
 	return 0;
 }
 
-/* Each rank's file at most once, and the files' columns either all of
- * every row (row parts) or slices that tile the row exactly once. */
-static bool files_cover(const struct shemb__ckpt_manifest *m)
+/* In the layer f[0 .. n): each rank's file at most once, and the
+ * files' columns either all of every row (row parts) or slices that
+ * tile the row exactly once. */
+static bool layer_covers(const struct shemb__ckpt_file *f, uint32_t n,
+			 uint32_t dim)
 {
 	uint64_t cols = 0;
 	bool whole = true;
 
-	for (uint32_t i = 0; i < m->nfiles; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		for (uint32_t j = 0; j < i; j++)
-			if (m->files[j].rank == m->files[i].rank)
+			if (f[j].rank == f[i].rank)
 				return false;
-		whole &= m->files[i].col0 == 0 && m->files[i].ncols == m->dim;
-		cols += m->files[i].ncols;
+		whole &= f[i].col0 == 0 && f[i].ncols == dim;
+		cols += f[i].ncols;
 	}
 	if (whole)
 		return true;
-	for (uint32_t i = 0; i < m->nfiles; i++)
+	for (uint32_t i = 0; i < n; i++)
 		for (uint32_t j = 0; j < i; j++)
-			if (m->files[i].col0 < m->files[j].col0 +
-						       m->files[j].ncols &&
-			    m->files[j].col0 < m->files[i].col0 +
-						       m->files[i].ncols)
+			if (f[i].col0 < f[j].col0 + f[j].ncols &&
+			    f[j].col0 < f[i].col0 + f[i].ncols)
 				return false;
-	return cols == m->dim;
+	return cols == dim;
+}
+
+/* The entries are layers, each a run of one generation seen in no
+ * layer before, each covering the table once; the last one is the
+ * MANIFEST's own generation. */
+static bool files_cover(const struct shemb__ckpt_manifest *m)
+{
+	const struct shemb__ckpt_file *f = m->files;
+
+	for (uint32_t i = 0, n; i < m->nfiles; i += n) {
+		for (n = 1; i + n < m->nfiles &&
+			    f[i + n].generation == f[i].generation;
+		     n++)
+			;
+		for (uint32_t j = 0; j < i; j++)
+			if (f[j].generation == f[i].generation)
+				return false;
+		if (!layer_covers(f + i, n, m->dim))
+			return false;
+	}
+	return f[m->nfiles - 1].generation == m->generation;
 }
 
 static int parse_files(struct cursor *c, struct shemb__ckpt_manifest *m,
 		       char *why, size_t wl)
 {
 	m->nfiles = (uint32_t)get(c, 4);
-	if (c->short_ || m->nfiles == 0 || m->nfiles > m->world ||
+	if (c->short_ || m->nfiles == 0 ||
+	    m->nfiles > SHEMB__CKPT_MAX_FILES ||
 	    c->len - c->at < (size_t)m->nfiles * FILE_ENTRY)
 		return corrupt(why, wl, "manifest cut short");
 	m->files = calloc(m->nfiles, sizeof(*m->files));
@@ -228,6 +251,7 @@ static int parse_files(struct cursor *c, struct shemb__ckpt_manifest *m,
 		struct shemb__ckpt_file *f = &m->files[i];
 		size_t rb;
 
+		f->generation = get(c, 8);
 		f->rank = (uint32_t)get(c, 4);
 		f->col0 = (uint32_t)get(c, 4);
 		f->ncols = (uint32_t)get(c, 4);

@@ -275,6 +275,8 @@ static int place_record(struct image *im, const struct shemb__ckpt_file *f,
 	if ((owner >= 0 && owner != sh->rank) || *lo >= *hi)
 		return 0;
 	*l = shemb__shard_local(sh, id);
+	if (f->generation != im->m->files[0].generation)
+		return 0; /* a later layer: replaces what the first gave */
 	if (im->covered[*l] + (*hi - *lo) > sh->ncols)
 		return corrupt(t->ctx, im->path, "a row is saved twice");
 	im->covered[*l] += (uint16_t)(*hi - *lo);
@@ -352,7 +354,7 @@ static int check_header(struct image *im, int i, const unsigned char *head)
 
 	if (shemb__ckpt_shard_parse(head, &s, why, sizeof(why)))
 		return corrupt(im->t->ctx, im->path, why);
-	if (s.rank != f->rank || s.generation != im->m->generation ||
+	if (s.rank != f->rank || s.generation != f->generation ||
 	    s.nrecords != f->nrecords || s.rows != im->m->rows ||
 	    s.col0 != f->col0 || s.ncols != f->ncols ||
 	    s.dtype != im->m->dtype || s.nstate != f->nstate ||
@@ -402,7 +404,7 @@ static int read_shard(struct image *im, const char *dir, int i)
 	uint32_t crc;
 	int fd, rc, err;
 
-	shemb__ckpt_shard_name(im->m->generation, f->rank, name, sizeof(name));
+	shemb__ckpt_shard_name(f->generation, f->rank, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	im->path = path;
 	fd = open(path, O_RDONLY | O_CLOEXEC);

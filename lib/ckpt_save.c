@@ -57,15 +57,95 @@ static size_t value_bytes(const shemb_table *t)
 	return (size_t)t->shard.ncols * (t->attr.dtype == SHEMB_F32 ? 4 : 2);
 }
 
+/* ---- the rows changed since the last save ---- */
+
+static size_t bitmap_bytes(const shemb_table *t)
+{
+	return ((size_t)t->shard.local_rows + 7) / 8 + 1;
+}
+
+static bool changed(const uint8_t *bits, int64_t l)
+{
+	return (bits[l >> 3] >> (l & 7)) & 1;
+}
+
+void shemb__ckpt_touch(shemb_table *t, int64_t n, const int64_t *rows)
+{
+	for (int64_t i = 0; t->ckpt_dirty && i < n; i++)
+		t->ckpt_dirty[rows[i] >> 3] |= (uint8_t)(1u << (rows[i] & 7));
+}
+
+void shemb__ckpt_touch_all(shemb_table *t)
+{
+	if (t->ckpt_dirty)
+		memset(t->ckpt_dirty, 0xff, bitmap_bytes(t));
+}
+
+void shemb__ckpt_forget(shemb_table *t)
+{
+	free(t->ckpt_dirty);
+	t->ckpt_dirty = NULL;
+	t->ckpt_gen = 0;
+}
+
+/* Under the table's lock, as a save writes its rows: the rows changed
+ * since the last save (NULL when none were followed), and from now on
+ * the changes after this one. */
+static uint8_t *take_changes(shemb_table *t)
+{
+	uint8_t *was = t->ckpt_dirty;
+
+	t->ckpt_dirty = calloc(bitmap_bytes(t), 1);
+	return was;
+}
+
+/* A save that failed: its changes are still to save. */
+static void give_back_changes(shemb_table *t, uint8_t *was)
+{
+	pthread_rwlock_wrlock(&t->rows_lock);
+	if (!t->ckpt_dirty) {
+		t->ckpt_dirty = was;
+		was = NULL;
+	}
+	for (size_t i = 0; was && i < bitmap_bytes(t); i++)
+		t->ckpt_dirty[i] |= was[i];
+	pthread_rwlock_unlock(&t->rows_lock);
+	free(was);
+}
+
+/* ---- the shard file ---- */
+
+/* The local rows this rank saves, pass by pass: from *next on, the
+ * changed ones (only) or all; how many into rows[0 .. max). */
+static int64_t next_rows(const shemb_table *t, const uint8_t *only,
+			 int64_t *next, int64_t *rows, int64_t max)
+{
+	int64_t n = 0, total = rows_saved(t);
+
+	for (; *next < total && n < max; (*next)++)
+		if (!only || changed(only, *next))
+			rows[n++] = *next;
+	return n;
+}
+
+static int64_t count_rows(const shemb_table *t, const uint8_t *only)
+{
+	int64_t n = 0, total = rows_saved(t);
+
+	for (int64_t l = 0; l < total; l++)
+		n += !only || changed(only, l);
+	return n;
+}
+
 /* Records as the file holds them: id, values, state. */
-static void encode_records(const shemb_table *t, int64_t l0, int64_t n,
-			   const char *recs, unsigned char *out)
+static void encode_records(const shemb_table *t, const int64_t *rows,
+			   int64_t n, const char *recs, unsigned char *out)
 {
 	size_t vb = value_bytes(t), sb = (size_t)t->store.nstate * 4;
 
 	for (int64_t i = 0; i < n; i++) {
 		const char *rec = recs + (size_t)i * t->store.stride;
-		uint64_t id = (uint64_t)shemb__shard_global(&t->shard, l0 + i);
+		uint64_t id = (uint64_t)shemb__shard_global(&t->shard, rows[i]);
 
 		for (int k = 0; k < 8; k++)
 			out[k] = (unsigned char)(id >> (8 * k));
@@ -75,11 +155,13 @@ static void encode_records(const shemb_table *t, int64_t l0, int64_t n,
 	}
 }
 
-/* Every record this rank saves, after the header; 0, a failure of the
- * tier (its detail recorded), or SHEMB_EIO with the errno in *err. */
-static int write_records(shemb_table *t, int fd, struct written *w, int *err)
+/* Every record this rank saves (only: the changed ones), after the
+ * header; 0, a failure of the tier (its detail recorded), or SHEMB_EIO
+ * with the errno in *err. */
+static int write_records(shemb_table *t, int fd, const uint8_t *only,
+			 struct written *w, int *err)
 {
-	int64_t total = rows_saved(t);
+	int64_t total = 0, next = 0, n;
 	size_t rb = shemb__ckpt_record_bytes((uint32_t)t->shard.ncols,
 					     (uint32_t)t->attr.dtype,
 					     (uint32_t)t->store.nstate);
@@ -89,15 +171,12 @@ static int write_records(shemb_table *t, int fd, struct written *w, int *err)
 	unsigned char *out = malloc((size_t)pass * rb);
 	int rc = rows && recs && out ? 0 : SHEMB_ENOMEM;
 
-	for (int64_t l0 = 0; !rc && l0 < total; l0 += pass) {
-		int64_t n = total - l0 < pass ? total - l0 : pass;
-
-		for (int64_t i = 0; i < n; i++)
-			rows[i] = l0 + i;
+	while (!rc && (n = next_rows(t, only, &next, rows, pass)) > 0) {
+		total += n;
 		rc = shemb__tier_records(t, n, rows, recs, false, true);
 		if (rc)
 			break;
-		encode_records(t, l0, n, recs, out);
+		encode_records(t, rows, n, recs, out);
 		w->crc = shemb__crc32c(w->crc, out, (size_t)n * rb);
 		*err = shemb__ckpt_write_all(fd, out, (size_t)n * rb);
 		rc = *err ? SHEMB_EIO : 0;
@@ -111,11 +190,12 @@ static int write_records(shemb_table *t, int fd, struct written *w, int *err)
 }
 
 static void shard_header(const shemb_table *t, uint64_t gen,
+			 int64_t nrecords,
 			 unsigned char head[SHEMB__CKPT_HEADER])
 {
 	struct shemb__ckpt_shard h = {
 		.rank = (uint32_t)t->shard.rank, .generation = gen,
-		.nrecords = (uint64_t)rows_saved(t),
+		.nrecords = (uint64_t)nrecords,
 		.rows = (uint64_t)t->attr.rows,
 		.col0 = (uint32_t)t->shard.col0,
 		.ncols = (uint32_t)t->shard.ncols,
@@ -130,24 +210,38 @@ static void shard_header(const shemb_table *t, uint64_t gen,
 static void describe(const shemb_table *t, uint64_t gen,
 		     struct shemb__ckpt_manifest *m);
 
+/* What a save writes and keeps: its generation, whether it writes the
+ * changed rows only, the changes it took (given back on failure), and
+ * on rank 0 the MANIFEST it replaces. */
+struct save {
+	uint64_t gen;
+	bool incremental;
+	uint8_t *changes;
+	struct shemb__ckpt_manifest before;
+};
+
 /*
  * Header and records under the table's lock (shared: lookups go on), with
- * the attributes and step count of the rows written (*m); then, without
- * it, fsync and close.  0, or SHEMB_EIO with *err, or another failure.
+ * the attributes and step count of the rows written (*m) and the changes
+ * since the last save taken; then, without it, fsync and close.  0, or
+ * SHEMB_EIO with *err, or another failure.
  */
-static int fill_shard(shemb_table *t, int fd, uint64_t gen,
+static int fill_shard(shemb_table *t, int fd, struct save *sv,
 		      struct written *w, struct shemb__ckpt_manifest *m,
 		      int *err)
 {
 	unsigned char head[SHEMB__CKPT_HEADER];
+	const uint8_t *only;
 	int rc;
 
-	shard_header(t, gen, head);
-	w->crc = shemb__crc32c(0, head, sizeof(head));
 	pthread_rwlock_rdlock(&t->rows_lock);
-	describe(t, gen, m);
+	sv->changes = take_changes(t);
+	only = sv->incremental ? sv->changes : NULL;
+	shard_header(t, sv->gen, count_rows(t, only), head);
+	w->crc = shemb__crc32c(0, head, sizeof(head));
+	describe(t, sv->gen, m);
 	*err = shemb__ckpt_write_all(fd, head, sizeof(head));
-	rc = *err ? SHEMB_EIO : write_records(t, fd, w, err);
+	rc = *err ? SHEMB_EIO : write_records(t, fd, only, w, err);
 	pthread_rwlock_unlock(&t->rows_lock);
 	if (!rc && fsync(fd)) {
 		*err = errno;
@@ -161,20 +255,20 @@ static int fill_shard(shemb_table *t, int fd, uint64_t gen,
 }
 
 /* Written to a temporary name, renamed, the directory synced. */
-static int write_shard(shemb_table *t, const char *dir, uint64_t gen,
+static int write_shard(shemb_table *t, const char *dir, struct save *sv,
 		       struct written *w, struct shemb__ckpt_manifest *m)
 {
 	char name[64], path[PATH_MAX], tmp[PATH_MAX + 8];
 	int fd, rc, err = 0;
 
-	shemb__ckpt_shard_name(gen, (uint32_t)t->shard.rank, name,
+	shemb__ckpt_shard_name(sv->gen, (uint32_t)t->shard.rank, name,
 			       sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return io_fail(t->ctx, errno, "cannot create", tmp);
-	rc = fill_shard(t, fd, gen, w, m, &err);
+	rc = fill_shard(t, fd, sv, w, m, &err);
 	if (!rc && rename(tmp, path)) {
 		err = errno;
 		rc = SHEMB_EIO;
@@ -221,10 +315,10 @@ static void describe(const shemb_table *t, uint64_t gen,
 
 /* A rank with no columns writes no file (shard.c gives every rank of a
  * column-wise table some, but the format does not need it). */
+/* This save's files, after the m->nfiles listed already. */
 static void list_files(const shemb_table *t, const struct written *all,
 		       struct shemb__ckpt_manifest *m)
 {
-	m->nfiles = 0;
 	for (int r = 0; r < t->shard.world; r++) {
 		struct shemb__ckpt_file *f = &m->files[m->nfiles];
 		int c0, nc;
@@ -234,6 +328,7 @@ static void list_files(const shemb_table *t, const struct written *all,
 			continue;
 		m->nfiles++;
 		*f = (struct shemb__ckpt_file){
+			.generation = m->generation,
 			.rank = (uint32_t)r, .col0 = (uint32_t)c0,
 			.ncols = (uint32_t)nc,
 			.nstate = (uint32_t)shemb__opt_state_floats(
@@ -254,7 +349,7 @@ static int files_in_place(shemb_table *t, const char *dir,
 		char name[64], path[PATH_MAX];
 		struct stat st;
 
-		shemb__ckpt_shard_name(m->generation, f->rank, name,
+		shemb__ckpt_shard_name(f->generation, f->rank, name,
 				       sizeof(name));
 		snprintf(path, sizeof(path), "%s/%s", dir, name);
 		if (stat(path, &st) || (uint64_t)st.st_size != f->bytes)
@@ -268,18 +363,23 @@ static int files_in_place(shemb_table *t, const char *dir,
 }
 
 /* m: the table as it was saved (describe()). */
+/* An incremental save's MANIFEST lists the layers of the one it
+ * replaces, then its own. */
 static int write_manifest(shemb_table *t, const char *dir,
 			  struct shemb__ckpt_manifest m,
-			  const struct written *all)
+			  const struct written *all, const struct save *sv)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 8];
 	unsigned char *bytes = NULL;
-	size_t len = 0;
+	size_t len = 0, had = sv->incremental ? sv->before.nfiles : 0;
 	int fd, rc, err = 0;
 
-	m.files = calloc((size_t)t->shard.world, sizeof(*m.files));
+	m.files = calloc(had + (size_t)t->shard.world, sizeof(*m.files));
 	if (!m.files)
 		return shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	if (had)
+		memcpy(m.files, sv->before.files, had * sizeof(*m.files));
+	m.nfiles = (uint32_t)had;
 	list_files(t, all, &m);
 	rc = files_in_place(t, dir, &m);
 	if (rc) {
@@ -326,12 +426,22 @@ static bool shard_generation(const char *name, uint64_t *gen, bool *tmp)
 	return !name[end] || *tmp;
 }
 
+static bool named_by(const struct shemb__ckpt_manifest *m, uint64_t g)
+{
+	for (uint32_t i = 0; i < m->nfiles; i++)
+		if (m->files[i].generation == g)
+			return true;
+	return false;
+}
+
 /*
- * After a save: the shard files of generations other than this one and
- * the one before (a load that read the old MANIFEST may still be reading
- * them), and every temporary.
+ * After a save: the shard files that neither this save's MANIFEST nor
+ * the one it replaced (a load that read it may still be reading them)
+ * names, and every temporary.  This save's names its own generation and,
+ * when incremental, the replaced one's layers.
  */
-static void remove_others(const char *dir, uint64_t gen, uint64_t prev)
+static void remove_others(const char *dir, uint64_t gen,
+			  const struct shemb__ckpt_manifest *before)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -343,7 +453,7 @@ static void remove_others(const char *dir, uint64_t gen, uint64_t prev)
 
 		if (strcmp(e->d_name, "MANIFEST.tmp") &&
 		    (!shard_generation(e->d_name, &g, &tmp) ||
-		     (!tmp && (g == gen || g == prev))))
+		     (!tmp && (g == gen || named_by(before, g)))))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		unlink(path);
@@ -352,26 +462,28 @@ static void remove_others(const char *dir, uint64_t gen, uint64_t prev)
 		closedir(d);
 }
 
-/* The generation of the checkpoint in dir now (0: none readable). */
-static uint64_t current_generation(const char *dir)
+/* The checkpoint in dir now, if a readable one is there (else *m is
+ * empty, generation 0). */
+static void read_before(const char *dir, struct shemb__ckpt_manifest *m)
 {
-	struct shemb__ckpt_manifest m;
-	unsigned char buf[1 << 16];
 	char path[PATH_MAX], why[128];
+	unsigned char *buf = NULL;
+	struct stat st;
 	int fd;
-	ssize_t n;
 
+	memset(m, 0, sizeof(*m));
 	shemb__ckpt_manifest_path(dir, path, sizeof(path));
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf));
-	close(fd);
-	if (n <= 0 || shemb__ckpt_manifest_parse(buf, (size_t)n, &m, why,
-						 sizeof(why)))
-		return 0;
-	shemb__ckpt_manifest_free(&m);
-	return m.generation;
+	if (fd >= 0 && !fstat(fd, &st) && st.st_size > 0 &&
+	    st.st_size <= (1 << 24))
+		buf = malloc((size_t)st.st_size);
+	if (buf && read(fd, buf, (size_t)st.st_size) == st.st_size &&
+	    shemb__ckpt_manifest_parse(buf, (size_t)st.st_size, m, why,
+				       sizeof(why)))
+		memset(m, 0, sizeof(*m));
+	if (fd >= 0)
+		close(fd);
+	free(buf);
 }
 
 /* ---- the collective ---- */
@@ -382,7 +494,7 @@ static int check_args(shemb_table *t, const char *dir, unsigned flags)
 
 	if (!dir)
 		return shemb__fail(t->ctx, SHEMB_EINVAL, "dir is NULL");
-	if (flags)
+	if (flags & ~SHEMB_SAVE_INCREMENTAL)
 		return shemb__fail(t->ctx, SHEMB_EINVAL, "unknown save flags "
 				   "0x%x", flags);
 	if (strlen(dir) > PATH_MAX - 64)
@@ -405,9 +517,9 @@ static uint64_t table_word(const shemb_table *t)
 					 (uint64_t)t->attr.dim));
 }
 
-/* Rank 0's generation, for every rank; every rank saves the same table
- * (a rank whose status is set sends 0). */
-static int agree_generation(shemb_table *t, int status, uint64_t prev,
+/* Rank 0's generation and the one in place (*prev), for every rank;
+ * every rank saves the same table (a rank whose status is set sends 0). */
+static int agree_generation(shemb_table *t, int status, uint64_t *prev,
 			    uint64_t *gen)
 {
 	shemb_ctx *ctx = t->ctx;
@@ -415,19 +527,22 @@ static int agree_generation(shemb_table *t, int status, uint64_t prev,
 	uint64_t mine = shemb__mix64(shemb__now_ns() ^
 				     (uint64_t)getpid() << 32), *all;
 
-	if (mine == prev || mine == 0) /* never the files in place */
-		mine = prev + 1;
+	if (mine == *prev || mine == 0) /* never the files in place */
+		mine = *prev + 1;
 	*gen = mine;
 	if (!shemb__distributed(ctx))
 		return status;
-	all = calloc(2 * (size_t)world, 8);
+	all = calloc(3 * (size_t)world, 8);
 	if (!all)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	rc = shemb__allgather_word(ctx, mine, all);
 	if (!rc)
 		rc = shemb__allgather_word(ctx, status ? 0 : table_word(t),
 					   all + world);
+	if (!rc)
+		rc = shemb__allgather_word(ctx, *prev, all + 2 * world);
 	*gen = all[0];
+	*prev = all[2 * world];
 	/* a rank that failed sends 0, and says why in save_parts */
 	for (int r = 0; !rc && !status && r < world; r++)
 		if (all[world + r] && all[world + r] != table_word(t))
@@ -470,7 +585,7 @@ static int all_ok(shemb_ctx *ctx, int rc, const char *what)
 				       : rc;
 }
 
-static int save_parts(shemb_table *t, const char *dir, uint64_t gen,
+static int save_parts(shemb_table *t, const char *dir, struct save *sv,
 		      int status)
 {
 	shemb_ctx *ctx = t->ctx;
@@ -485,22 +600,32 @@ static int save_parts(shemb_table *t, const char *dir, uint64_t gen,
 	if (!rc) {
 		/* m: rank 0's, which holds columns in any plan */
 		if (t->shard.ncols > 0)
-			rc = write_shard(t, dir, gen, &mine, &m);
+			rc = write_shard(t, dir, sv, &mine, &m);
 	}
 	rc = all_ok(ctx, rc, "writing its part of the checkpoint");
 	if (!rc)
 		rc = gather_written(ctx, &mine, all);
 	if (!rc && t->shard.rank == 0)
-		rc = write_manifest(t, dir, m, all);
+		rc = write_manifest(t, dir, m, all, sv);
 	rc = all_ok(ctx, rc, "writing the checkpoint's MANIFEST");
 	free(all);
 	return rc;
 }
 
+/* Incremental when asked, and when the checkpoint in place is this
+ * table's last save, whose changes since are followed: the same on
+ * every rank (its saves are collective). */
+static bool incremental(const shemb_table *t, unsigned flags, uint64_t prev)
+{
+	return (flags & SHEMB_SAVE_INCREMENTAL) && prev && t->ckpt_dirty &&
+	       prev == t->ckpt_gen;
+}
+
 SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 			       unsigned flags)
 {
-	uint64_t gen = 0, prev = 0;
+	struct save sv = { 0 };
+	uint64_t prev = 0;
 	int rc;
 
 	if (!table)
@@ -508,15 +633,25 @@ SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 	shemb__stepq_drain(table->ctx); /* collective: keeps its place */
 	rc = check_args(table, dir, flags);
 	if (!rc && table->shard.rank == 0)
-		prev = current_generation(dir);
-	rc = agree_generation(table, rc, prev, &gen);
+		read_before(dir, &sv.before);
+	prev = sv.before.generation;
+	rc = agree_generation(table, rc, &prev, &sv.gen);
 	if (rc && !shemb__distributed(table->ctx))
 		return rc;
+	sv.incremental = incremental(table, flags, prev);
 	/* After a failure the files of this save stay, named by no
 	 * MANIFEST (the MANIFEST may even be in place when the failure
-	 * came after it), until the next save removes them. */
-	rc = save_parts(table, dir, gen, rc);
+	 * came after it), until the next save removes them; the changes
+	 * it took are still to save. */
+	rc = save_parts(table, dir, &sv, rc);
+	if (rc && sv.changes)
+		give_back_changes(table, sv.changes);
+	else
+		free(sv.changes);
+	if (!rc)
+		table->ckpt_gen = sv.gen;
 	if (!rc && table->shard.rank == 0)
-		remove_others(dir, gen, prev);
+		remove_others(dir, sv.gen, &sv.before);
+	shemb__ckpt_manifest_free(&sv.before);
 	return rc;
 }

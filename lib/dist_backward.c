@@ -11,6 +11,7 @@
  * or in deterministic mode one per occurrence.
  */
 #include "lib/dist.h"
+#include "lib/ckpt_io.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -504,6 +505,7 @@ static int finish_part(struct shemb__step *st, int g, struct owner_part *o)
 	rc = needs_rowsum(t) ? finish_rowsum(st, t, o) : 0;
 	if (!rc)
 		rc = st->ctx->mem->apply_updates(st->ctx->be, &o->job);
+	shemb__ckpt_touch(t, o->m.nunique, o->m.unique);
 	SHEMB__STAT_ADD(t, rows_updated, o->m.nunique);
 	SHEMB__STAT_ADD(t, update_ns, shemb__now_ns() - t0);
 	return rc ? shemb__fail(st->ctx, rc, "table '%s': applying the "

@@ -12,6 +12,7 @@
  * not a single process's occurrences in order.
  */
 #include "lib/dist.h"
+#include "lib/ckpt_io.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,7 @@ static int apply_touched(struct shemb__step *st, shemb_table *t,
 		d->idx[k] = (int32_t)k;
 	SHEMB__STAT_ADD(t, rows_updated, n);
 	rc = shemb__rows_acquire(t, n, d->ids, true, SHEMB__ROWS_WRITE, &v);
+	shemb__ckpt_touch(t, n, d->ids);
 	if (!rc) {
 		job.store = v.store;
 		job.unique = v.at;

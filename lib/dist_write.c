@@ -10,6 +10,7 @@
  * bytes.
  */
 #include "lib/dist.h"
+#include "lib/ckpt_io.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,7 @@ static int store_all(shemb_table *t, const struct shemb__xchg *x,
 			local[i] = shemb__shard_local(&t->shard, m[1 + i]);
 		rc = shemb__tier_write(t, n, local, m + 1 + n, t->attr.dtype,
 				       reset);
+		shemb__ckpt_touch(t, n, local);
 		free(local);
 		if (rc)
 			return rc;

@@ -115,6 +115,11 @@ struct shemb_table {
 
 	struct shemb__stats stats;
 
+	/* the last save (ckpt_save.c): its generation, and since it one bit
+	 * per local row changed (NULL before the first save) */
+	uint64_t ckpt_gen;
+	uint8_t *ckpt_dirty;
+
 	/* read_only: the rows lookups read (lib/serve.h) */
 	struct shemb__version *_Atomic serving;
 };

@@ -2,6 +2,7 @@
  * rows.c - read and overwrite rows by id, for inspection, import and tests.
  */
 #include "lib/internal.h"
+#include "lib/ckpt_io.h"
 
 #include <stdlib.h>
 
@@ -216,6 +217,7 @@ SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
 	}
 	pthread_rwlock_wrlock(&t->rows_lock);
 	rc = shemb__tier_write(t, n, ids, in, dtype, reset);
+	shemb__ckpt_touch(t, n, ids); /* one rank: ids are local rows */
 	pthread_rwlock_unlock(&t->rows_lock);
 	free(reset);
 	if (rc && rc != SHEMB_EIO)

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "lib/internal.h"
+#include "lib/ckpt_io.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -328,6 +329,7 @@ static void table_free(shemb_table *t)
 
 	shemb__tier_destroy(t);
 	shemb__serve_fini(t);
+	shemb__ckpt_forget(t);
 	if (t->store.base) {
 		ctx->mem->store_free(ctx->be, &t->store);
 		shemb__budget_release(ctx, t->store.bytes,

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/ckpt.h"
 #include "lib/crc32c.h"
 #include "tests/testutil.h"
 
@@ -290,6 +291,81 @@ START_TEST(second_save_replaces_the_first)
 }
 END_TEST
 
+/* The layers of the MANIFEST in dir, and the records of its last. */
+static int layers(const char *dir, uint64_t *last_records)
+{
+	struct shemb__ckpt_manifest m;
+	char path[300], why[128];
+	unsigned char *p;
+	size_t len;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/MANIFEST", dir);
+	p = slurp(path, &len);
+	ck_assert_int_eq(shemb__ckpt_manifest_parse(p, len, &m, why,
+						    sizeof(why)), 0);
+	*last_records = 0;
+	for (uint32_t i = 0; i < m.nfiles; i++) {
+		n += !i || m.files[i].generation != m.files[i - 1].generation;
+		if (m.files[i].generation == m.generation)
+			*last_records += m.files[i].nrecords;
+	}
+	shemb__ckpt_manifest_free(&m);
+	free(p);
+	return n;
+}
+
+/* An incremental save writes the rows changed since the last save (a
+ * layer over the checkpoint in place), a load applies the layers in
+ * order; a save that cannot build on the checkpoint in place (the first,
+ * or the first of a loaded table) writes every row. */
+START_TEST(incremental_saves)
+{
+	shemb_ctx *ctx;
+	shemb_table *t, *u = NULL;
+	char *dir = tu_temp_dir("test_ckpt");
+	uint64_t recs;
+	int64_t id = 7;
+	float row[4] = { 1, 2, 3, 4 };
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	t = table(ctx, 500, 4, SHEMB_F32, SHEMB_OPT_ADAM, 0);
+	ck_assert_int_eq(shemb_table_save(t, dir, SHEMB_SAVE_INCREMENTAL), 0);
+	ck_assert_int_eq(layers(dir, &recs), 1);
+	ck_assert_uint_eq(recs, 500);
+	for (int s = 0; s < 3; s++) {
+		train(ctx, t, 60 + (uint64_t)s);
+		if (s == 1) /* a row write counts as a change too */
+			ck_assert_int_eq(shemb_table_write_rows(
+						 t, 1, &id, row, SHEMB_F32, 0),
+					 0);
+		ck_assert_int_eq(shemb_table_save(t, dir,
+						  SHEMB_SAVE_INCREMENTAL),
+				 0);
+		ck_assert_int_eq(layers(dir, &recs), s + 2);
+		ck_assert(recs > 0 && recs < 200); /* a step's rows */
+		ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
+		same_rows(t, u, 500, 4);
+		train(ctx, u, 90);
+		train(ctx, t, 90); /* state and step count too */
+		same_rows(t, u, 500, 4);
+		if (s < 2) {
+			shemb_table_destroy(u);
+			continue;
+		}
+		/* the loaded table's first save is whole */
+		ck_assert_int_eq(shemb_table_save(u, dir,
+						  SHEMB_SAVE_INCREMENTAL), 0);
+		ck_assert_int_eq(layers(dir, &recs), 1);
+		ck_assert_uint_eq(recs, 500);
+		shemb_table_destroy(u);
+	}
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	tu_remove_dir(dir);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(bad_arguments_are_refused)
@@ -306,7 +382,7 @@ START_TEST(bad_arguments_are_refused)
 	tu_snapshot_take(&before, t);
 	ck_assert_int_eq(shemb_table_save(NULL, dir, 0), SHEMB_EINVAL);
 	ck_assert_int_eq(shemb_table_save(t, NULL, 0), SHEMB_EINVAL);
-	ck_assert_int_eq(shemb_table_save(t, dir, 1), SHEMB_EINVAL);
+	ck_assert_int_eq(shemb_table_save(t, dir, 2), SHEMB_EINVAL);
 	ck_assert_int_eq(shemb_table_save(t, "/nonexistent/dir", 0),
 			 SHEMB_EINVAL);
 	snprintf(file, sizeof(file), "%s/plain", dir);
@@ -450,7 +526,8 @@ END_TEST
 
 /* Save t into dir in a child that dies at its n-th fsync or rename:
  * true if it died, false if the save ran to its end. */
-static bool save_dying_at(shemb_table *t, const char *dir, int n)
+static bool save_dying_at(shemb_table *t, const char *dir, int n,
+			  unsigned flags)
 {
 	pid_t pid = fork();
 	int st;
@@ -458,7 +535,7 @@ static bool save_dying_at(shemb_table *t, const char *dir, int n)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		countdown = n;
-		_exit(shemb_table_save(t, dir, 0) == 0 ? 0 : 1);
+		_exit(shemb_table_save(t, dir, flags) == 0 ? 0 : 1);
 	}
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert(WIFEXITED(st));
@@ -475,6 +552,7 @@ static bool rows_equal(shemb_table *u, const float *want, size_t n)
 	return eq;
 }
 
+/* Whole saves (_i 0) and incremental ones (_i 1) alike. */
 START_TEST(a_crash_leaves_old_or_new)
 {
 	shemb_ctx *ctx;
@@ -490,7 +568,8 @@ START_TEST(a_crash_leaves_old_or_new)
 	train(ctx, t, 11);
 	new_rows = tu_read_all_f32(t);
 	for (int n = 1; n < 64; n++) {
-		bool died = save_dying_at(t, dir, n);
+		bool died = save_dying_at(t, dir, n,
+					  _i ? SHEMB_SAVE_INCREMENTAL : 0);
 		shemb_table *u = NULL;
 		bool is_old, is_new;
 
@@ -550,11 +629,12 @@ int main(void)
 	tcase_add_loop_test(tc, round_trip_every_optimizer, 0, 12);
 	tcase_add_loop_test(tc, round_trip_through_tiers, 0, 8);
 	tcase_add_test(tc, load_into_a_cold_table);
+	tcase_add_test(tc, incremental_saves);
 	tcase_add_test(tc, saved_attributes_come_back);
 	tcase_add_test(tc, second_save_replaces_the_first);
 	tcase_add_test(tc, bad_arguments_are_refused);
 	tcase_add_test(tc, every_corruption_is_found);
-	tcase_add_test(tc, a_crash_leaves_old_or_new);
+	tcase_add_loop_test(tc, a_crash_leaves_old_or_new, 0, 2);
 	tcase_add_test(tc, crc32c_known_values);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

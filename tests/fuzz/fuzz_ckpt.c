@@ -32,7 +32,7 @@ static void manifest(const uint8_t *p, size_t n)
 	}
 	CHECK(m.rows > 0 && m.rows <= SHEMB_MAX_ROWS);
 	CHECK(m.dim > 0 && m.dim <= SHEMB_MAX_DIM);
-	CHECK(m.nfiles > 0 && m.nfiles <= m.world);
+	CHECK(m.nfiles > 0 && m.nfiles <= SHEMB__CKPT_MAX_FILES);
 	CHECK(strlen(m.name) <= SHEMB__CKPT_MAX_NAME);
 	for (uint32_t i = 0; i < m.nfiles; i++) {
 		CHECK(m.files[i].rank < m.world);

@@ -53,29 +53,34 @@ static bool manifest_ok(const unsigned char *p, size_t n)
 	return rc == 0;
 }
 
-/* A manifest of world files; the mutations of it must all fail. */
-static void manifests(uint32_t world, int opt, const char *name)
+/* A manifest of world files (and, with layers 2, of an incremental
+ * save's second layer); the mutations of it must all fail. */
+static void manifests(uint32_t world, int opt, const char *name, int layers)
 {
-	struct shemb__ckpt_file files[4];
+	struct shemb__ckpt_file files[8];
 	struct shemb__ckpt_manifest m = {
 		.generation = 0x1234, .rows = 100, .dim = 8,
 		.dtype = SHEMB_BF16, .optimizer = (uint32_t)opt,
 		.table_id = 3, .seed = 9, .step = 17, .lr = 0.5f,
 		.eps = 1e-8f, .beta1 = 0.9f, .beta2 = 0.999f,
 		.shard = SHEMB_SHARD_COLUMN, .world = world,
-		.nfiles = world, .files = files,
+		.nfiles = world * (uint32_t)layers, .files = files,
 	};
 	unsigned char *p;
 	size_t n;
 
 	snprintf(m.name, sizeof(m.name), "%s", name);
-	for (uint32_t r = 0; r < world; r++)
+	for (uint32_t r = 0; r < m.nfiles; r++)
 		files[r] = (struct shemb__ckpt_file){
-			.rank = r, .col0 = 8 * r / world,
-			.ncols = 8 * (r + 1) / world - 8 * r / world,
+			.generation = m.generation - (r < world) *
+							     (uint64_t)(layers -
+									1),
+			.rank = r % world, .col0 = 8 * (r % world) / world,
+			.ncols = 8 * (r % world + 1) / world -
+				 8 * (r % world) / world,
 			.nrecords = 100, .crc = 7 * r,
 		};
-	for (uint32_t r = 0; r < world; r++) {
+	for (uint32_t r = 0; r < m.nfiles; r++) {
 		files[r].nstate = opt == SHEMB_OPT_ADAM ? 2 * files[r].ncols
 				  : opt == SHEMB_OPT_SGD ? 0
 							 : files[r].ncols;
@@ -140,9 +145,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s [--write DIR]\n", argv[0]);
 		return 2;
 	}
-	manifests(1, SHEMB_OPT_SGD, "one");
-	manifests(3, SHEMB_OPT_ADAM, "three ranks");
-	manifests(4, SHEMB_OPT_ROWWISE_ADAGRAD, "");
+	manifests(1, SHEMB_OPT_SGD, "one", 1);
+	manifests(3, SHEMB_OPT_ADAM, "three ranks", 1);
+	manifests(4, SHEMB_OPT_ADAGRAD, "", 1);
+	manifests(2, SHEMB_OPT_ADAM, "two layers", 2);
 	shards();
 	printf("%ld inputs\n", ninputs);
 	return 0;
