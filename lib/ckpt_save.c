@@ -517,18 +517,19 @@ static uint64_t table_word(const shemb_table *t)
 					 (uint64_t)t->attr.dim));
 }
 
-/* Rank 0's generation and the one in place (*prev), for every rank;
- * every rank saves the same table (a rank whose status is set sends 0). */
-static int agree_generation(shemb_table *t, int status, uint64_t *prev,
-			    uint64_t *gen)
+/* Rank 0's generation (never `avoid`, the one in place) and *prev, for
+ * every rank; every rank saves the same table (a rank whose status is
+ * set sends 0). */
+static int agree_generation(shemb_table *t, int status, uint64_t avoid,
+			    uint64_t *prev, uint64_t *gen)
 {
 	shemb_ctx *ctx = t->ctx;
 	int world = ctx->attr.world_size, rc;
 	uint64_t mine = shemb__mix64(shemb__now_ns() ^
 				     (uint64_t)getpid() << 32), *all;
 
-	if (mine == *prev || mine == 0) /* never the files in place */
-		mine = *prev + 1;
+	if (mine == avoid || mine == 0)
+		mine = avoid + 1;
 	*gen = mine;
 	if (!shemb__distributed(ctx))
 		return status;
@@ -613,12 +614,47 @@ static int save_parts(shemb_table *t, const char *dir, struct save *sv,
 }
 
 /* Incremental when asked, and when the checkpoint in place is this
- * table's last save, whose changes since are followed: the same on
- * every rank (its saves are collective). */
-static bool incremental(const shemb_table *t, unsigned flags, uint64_t prev)
+ * table's last save, whose changes since are followed: every rank must
+ * say so (an earlier save may have lost them on one). */
+static int incremental(shemb_table *t, unsigned flags, uint64_t prev,
+		       bool *yes)
 {
-	return (flags & SHEMB_SAVE_INCREMENTAL) && prev && t->ckpt_dirty &&
+	int world = t->ctx->attr.world_size, rc;
+	uint64_t *all;
+
+	*yes = (flags & SHEMB_SAVE_INCREMENTAL) && prev && t->ckpt_dirty &&
 	       prev == t->ckpt_gen;
+	if (!shemb__distributed(t->ctx))
+		return 0;
+	all = calloc((size_t)world, 8);
+	rc = all ? shemb__allgather_word(t->ctx, *yes, all)
+		 : shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	for (int r = 0; !rc && r < world; r++)
+		*yes &= all[r] != 0;
+	free(all);
+	return rc;
+}
+
+/* Rank 0: whether a new layer can go over the checkpoint in place: its
+ * files all there, and room in the MANIFEST for one more layer. */
+static bool can_build_on(const char *dir,
+			 const struct shemb__ckpt_manifest *m, int world)
+{
+	if (!m->nfiles ||
+	    (uint64_t)m->nfiles + (uint64_t)world > SHEMB__CKPT_MAX_FILES)
+		return false;
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		char name[64], path[PATH_MAX];
+		struct stat st;
+
+		shemb__ckpt_shard_name(m->files[i].generation,
+				       m->files[i].rank, name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		if (stat(path, &st) ||
+		    (uint64_t)st.st_size != m->files[i].bytes)
+			return false;
+	}
+	return true;
 }
 
 SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
@@ -634,11 +670,21 @@ SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 	rc = check_args(table, dir, flags);
 	if (!rc && table->shard.rank == 0)
 		read_before(dir, &sv.before);
-	prev = sv.before.generation;
-	rc = agree_generation(table, rc, &prev, &sv.gen);
-	if (rc && !shemb__distributed(table->ctx))
+	/* a checkpoint that cannot take a layer is replaced whole */
+	prev = can_build_on(dir, &sv.before, table->shard.world)
+		       ? sv.before.generation
+		       : 0;
+	rc = agree_generation(table, rc, sv.before.generation, &prev,
+			      &sv.gen);
+	if (!rc || shemb__distributed(table->ctx)) {
+		int irc = incremental(table, flags, prev, &sv.incremental);
+
+		rc = rc ? rc : irc;
+	}
+	if (rc && !shemb__distributed(table->ctx)) {
+		shemb__ckpt_manifest_free(&sv.before);
 		return rc;
-	sv.incremental = incremental(table, flags, prev);
+	}
 	/* After a failure the files of this save stay, named by no
 	 * MANIFEST (the MANIFEST may even be in place when the failure
 	 * came after it), until the next save removes them; the changes

@@ -123,6 +123,7 @@ static void publish(shemb_table *t, struct shemb__version *v,
 	drain(old);
 	t->store = v->store;
 	t->step = step;
+	shemb__ckpt_forget(t); /* every row changed: the next save is whole */
 	pthread_rwlock_unlock(&t->rows_lock);
 	if (old->store.base)
 		t->ctx->mem->store_free(t->ctx->be, &old->store);

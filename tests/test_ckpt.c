@@ -315,6 +315,30 @@ static int layers(const char *dir, uint64_t *last_records)
 	return n;
 }
 
+/* The shard files of the first layer of the MANIFEST in dir, removed. */
+static void remove_first_layer(const char *dir)
+{
+	struct shemb__ckpt_manifest m;
+	char path[300], name[64], why[128];
+	unsigned char *p;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/MANIFEST", dir);
+	p = slurp(path, &len);
+	ck_assert_int_eq(shemb__ckpt_manifest_parse(p, len, &m, why,
+						    sizeof(why)), 0);
+	for (uint32_t i = 0; i < m.nfiles; i++) {
+		if (m.files[i].generation != m.files[0].generation)
+			continue;
+		shemb__ckpt_shard_name(m.files[i].generation, m.files[i].rank,
+				       name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		ck_assert_int_eq(unlink(path), 0);
+	}
+	shemb__ckpt_manifest_free(&m);
+	free(p);
+}
+
 /* An incremental save writes the rows changed since the last save (a
  * layer over the checkpoint in place), a load applies the layers in
  * order; a save that cannot build on the checkpoint in place (the first,
@@ -360,6 +384,18 @@ START_TEST(incremental_saves)
 		ck_assert_uint_eq(recs, 500);
 		shemb_table_destroy(u);
 	}
+	/* a layer below gone: the next save is whole, and loads */
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	train(ctx, t, 70);
+	ck_assert_int_eq(shemb_table_save(t, dir, SHEMB_SAVE_INCREMENTAL), 0);
+	ck_assert_int_eq(layers(dir, &recs), 2);
+	remove_first_layer(dir);
+	train(ctx, t, 71);
+	ck_assert_int_eq(shemb_table_save(t, dir, SHEMB_SAVE_INCREMENTAL), 0);
+	ck_assert_int_eq(layers(dir, &recs), 1);
+	ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
+	same_rows(t, u, 500, 4);
+	shemb_table_destroy(u);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
 	tu_remove_dir(dir);
