@@ -122,7 +122,7 @@ static inline void prefetch_row(const struct shemb__store *s, int64_t id,
 
 static size_t row_bytes(const struct shemb__store *s)
 {
-	size_t b = (size_t)s->dim * (s->dtype == SHEMB_F32 ? 4 : 2);
+	size_t b = shemb__row_bytes(s->dtype, s->dim);
 
 	return b < 512 ? b : 512; /* more is left to the hardware prefetcher */
 }

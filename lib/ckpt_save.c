@@ -103,11 +103,9 @@ static uint8_t *take_changes(shemb_table *t)
 static void give_back_changes(shemb_table *t, uint8_t *was)
 {
 	pthread_rwlock_wrlock(&t->rows_lock);
-	if (!t->ckpt_dirty) {
-		t->ckpt_dirty = was;
-		was = NULL;
-	}
-	for (size_t i = 0; was && i < bitmap_bytes(t); i++)
+	/* without a set (none could be made) the changes since are lost:
+	 * then none are followed, and the next save is whole */
+	for (size_t i = 0; t->ckpt_dirty && i < bitmap_bytes(t); i++)
 		t->ckpt_dirty[i] |= was[i];
 	pthread_rwlock_unlock(&t->rows_lock);
 	free(was);
@@ -694,8 +692,11 @@ SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 		give_back_changes(table, sv.changes);
 	else
 		free(sv.changes);
-	if (!rc)
+	if (!rc) {
+		pthread_rwlock_wrlock(&table->rows_lock);
 		table->ckpt_gen = sv.gen;
+		pthread_rwlock_unlock(&table->rows_lock);
+	}
 	if (!rc && table->shard.rank == 0)
 		remove_others(dir, sv.gen, &sv.before);
 	shemb__ckpt_manifest_free(&sv.before);

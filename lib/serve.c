@@ -11,6 +11,7 @@
 
 #include "lib/ckpt_io.h"
 #include "lib/stepq.h"
+#include "lib/table.h"
 
 int shemb__serve_init(shemb_table *t)
 {
@@ -29,7 +30,14 @@ int shemb__serve_init(shemb_table *t)
 
 void shemb__serve_fini(shemb_table *t)
 {
-	free(atomic_exchange(&t->serving, NULL));
+	struct shemb__version *v = atomic_exchange(&t->serving, NULL);
+
+	while (v) {
+		struct shemb__version *next = v->retired;
+
+		free(v);
+		v = next;
+	}
 }
 
 struct shemb__version *shemb__serve_enter(shemb_table *t)
@@ -90,10 +98,20 @@ static int new_version(shemb_table *t, const char *dir,
 
 	if (!v)
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	pthread_rwlock_rdlock(&t->rows_lock);
 	v->store = t->store;
+	pthread_rwlock_unlock(&t->rows_lock);
 	v->store.base = NULL;
+	rc = shemb__budget_claim(ctx, t->name, "a second copy of its rows "
+				 "for a reload", v->store.bytes,
+				 v->store.on_device);
+	if (rc) {
+		free(v);
+		return rc;
+	}
 	rc = t->store.bytes ? ctx->mem->store_alloc(ctx->be, &v->store) : 0;
 	if (rc) {
+		shemb__budget_release(ctx, v->store.bytes, v->store.on_device);
 		free(v);
 		return shemb__fail(ctx, rc, "table '%s': no memory for a "
 				   "second copy of its rows", t->name);
@@ -103,6 +121,7 @@ static int new_version(shemb_table *t, const char *dir,
 	if (rc) {
 		if (v->store.base)
 			ctx->mem->store_free(ctx->be, &v->store);
+		shemb__budget_release(ctx, v->store.bytes, v->store.on_device);
 		free(v);
 		return rc;
 	}
@@ -110,16 +129,19 @@ static int new_version(shemb_table *t, const char *dir,
 	return 0;
 }
 
-/* Published; once the old version's readers are gone it is freed.  The
- * table's lock keeps out the calls that read t->store (row reads,
- * saves) meanwhile. */
+/* Published; once the old version's readers are gone its rows are
+ * freed (it stays, retired: see serve.h), and the reload's claim on the
+ * budget goes with them.  The table's lock keeps out the calls that read
+ * t->store (row reads, saves) meanwhile. */
 static void publish(shemb_table *t, struct shemb__version *v,
 		    uint64_t step)
 {
 	struct shemb__version *old;
 
 	pthread_rwlock_wrlock(&t->rows_lock);
-	old = atomic_exchange(&t->serving, v);
+	old = atomic_load(&t->serving);
+	v->retired = old;
+	atomic_store(&t->serving, v);
 	drain(old);
 	t->store = v->store;
 	t->step = step;
@@ -127,7 +149,8 @@ static void publish(shemb_table *t, struct shemb__version *v,
 	pthread_rwlock_unlock(&t->rows_lock);
 	if (old->store.base)
 		t->ctx->mem->store_free(t->ctx->be, &old->store);
-	free(old);
+	shemb__budget_release(t->ctx, old->store.bytes, old->store.on_device);
+	old->store.base = NULL;
 }
 
 SHEMB_API int shemb_table_reload(shemb_table *t, const char *dir)

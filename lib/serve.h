@@ -13,6 +13,10 @@
 struct shemb__version {
 	struct shemb__store store;
 	atomic_int readers;
+	/* the versions this one replaced: a lookup may still count itself
+	 * in one (it then sees it is not current and leaves), so they stay
+	 * allocated, their rows freed, until the table goes */
+	struct shemb__version *retired;
 };
 
 static inline bool shemb__read_only(const shemb_table *t)
