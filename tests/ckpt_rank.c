@@ -15,7 +15,8 @@
  * the rows again (DIR/<table>.after).  `load`, with another world size
  * or SHARD, loads both tables and must find .before bit for bit, then,
  * after the same last step, .after: rows, optimizer state and step
- * count all came through.
+ * count all came through.  A read_only copy loaded beside it looks up
+ * the same values and refuses the backward on every rank.
  */
 #define _GNU_SOURCE
 #include <stdbool.h>
@@ -75,8 +76,27 @@ static void attr_of(int k, int shard, struct shemb_table_attr *a)
 	a->seed = 5;
 }
 
-/* This rank's share of the step's global batch, and its gradients. */
-static void step(shemb_table *t, int k, int s)
+/* serve: a read_only copy of t, or NULL: looked up alike, and refusing
+ * the backward on every rank. */
+static void check_serving(shemb_table *serve, struct shemb_bags b,
+			  const float *want, size_t n, const float *grad)
+{
+	float *got = calloc(n + 1, 4);
+	int rc;
+
+	b.table = serve;
+	CHECK_RC(ctx, shemb_lookup(ctx, 1, &b, &got, 0));
+	if (memcmp(got, want, n * 4))
+		FAIL("a read_only copy looks up other values");
+	rc = shemb_backward(ctx, 1, &b, &grad);
+	if (rc != SHEMB_EPERM)
+		FAIL("a backward of a read_only table gave %d", rc);
+	free(got);
+}
+
+/* This rank's share of the step's global batch, and its gradients
+ * (serve: see check_serving). */
+static void step(shemb_table *t, int k, int s, shemb_table *serve)
 {
 	int lo = GLOBAL_BAGS * rank / world, hi = GLOBAL_BAGS * (rank + 1) /
 						  world;
@@ -111,6 +131,8 @@ static void step(shemb_table *t, int k, int s)
 	b.nids = (int64_t)nb * LEN;
 	b.ids = ids;
 	CHECK_RC(ctx, shemb_lookup(ctx, 1, &b, &out, 0));
+	if (serve)
+		check_serving(serve, b, out, (size_t)nb * (size_t)dim, grad);
 	CHECK_RC(ctx, shemb_backward(ctx, 1, &b, (const float *const *)&grad));
 	free(offsets);
 	free(ids);
@@ -155,7 +177,7 @@ static void run(bool save, const char *dir, int shard)
 
 	for (int k = 0; k < NTABLES; k++) {
 		struct shemb_table_attr a;
-		shemb_table *t;
+		shemb_table *t, *serve;
 
 		attr_of(k, shard, &a);
 		snprintf(path, sizeof(path), "%s/%s", dir, tables[k].name);
@@ -163,9 +185,9 @@ static void run(bool save, const char *dir, int shard)
 			CHECK_RC(ctx, shemb_table_create(ctx, &a, &t));
 			/* a whole save, then the last step's rows alone */
 			for (int s = 0; s < 2; s++)
-				step(t, k, s);
+				step(t, k, s, NULL);
 			CHECK_RC(ctx, shemb_table_save(t, path, 0));
-			step(t, k, 2);
+			step(t, k, 2, NULL);
 			CHECK_RC(ctx, shemb_table_save(t, path,
 						       SHEMB_SAVE_INCREMENTAL));
 		} else {
@@ -176,7 +198,16 @@ static void run(bool save, const char *dir, int shard)
 		snprintf(path, sizeof(path), "%s/%s.before", dir,
 			 tables[k].name);
 		rows_file(t, k, path, !save);
-		step(t, k, 3);
+		serve = NULL;
+		if (!save) { /* and a read_only copy, served across ranks */
+			snprintf(path, sizeof(path), "%s/%s", dir,
+				 tables[k].name);
+			a.read_only = 1;
+			a.shard = shard < 0 ? SHEMB_SHARD_AUTO : shard;
+			CHECK_RC(ctx, shemb_table_load(ctx, path, &a, &serve));
+		}
+		step(t, k, 3, serve);
+		CHECK_RC(ctx, shemb_table_destroy(serve));
 		snprintf(path, sizeof(path), "%s/%s.after", dir,
 			 tables[k].name);
 		rows_file(t, k, path, !save);
