@@ -9,9 +9,8 @@
 #include "lib/internal.h"
 
 /* ckpt_save.c: local rows of t changed (under the table's exclusive
- * lock), for the next incremental save; all of them; and at destroy. */
+ * lock), for the next incremental save; and at destroy. */
 void shemb__ckpt_touch(shemb_table *t, int64_t n, const int64_t *rows);
-void shemb__ckpt_touch_all(shemb_table *t);
 void shemb__ckpt_forget(shemb_table *t);
 
 /* dir/MANIFEST read and checked (detail recorded on failure). */

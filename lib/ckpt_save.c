@@ -52,11 +52,6 @@ static int64_t rows_saved(const shemb_table *t)
 	return t->shard.local_rows;
 }
 
-static size_t value_bytes(const shemb_table *t)
-{
-	return (size_t)t->shard.ncols * (t->attr.dtype == SHEMB_F32 ? 4 : 2);
-}
-
 /* ---- the rows changed since the last save ---- */
 
 static size_t bitmap_bytes(const shemb_table *t)
@@ -73,12 +68,6 @@ void shemb__ckpt_touch(shemb_table *t, int64_t n, const int64_t *rows)
 {
 	for (int64_t i = 0; t->ckpt_dirty && i < n; i++)
 		t->ckpt_dirty[rows[i] >> 3] |= (uint8_t)(1u << (rows[i] & 7));
-}
-
-void shemb__ckpt_touch_all(shemb_table *t)
-{
-	if (t->ckpt_dirty)
-		memset(t->ckpt_dirty, 0xff, bitmap_bytes(t));
 }
 
 void shemb__ckpt_forget(shemb_table *t)
@@ -139,7 +128,8 @@ static int64_t count_rows(const shemb_table *t, const uint8_t *only)
 static void encode_records(const shemb_table *t, const int64_t *rows,
 			   int64_t n, const char *recs, unsigned char *out)
 {
-	size_t vb = value_bytes(t), sb = (size_t)t->store.nstate * 4;
+	size_t vb = shemb__row_bytes(t->attr.dtype, t->shard.ncols);
+	size_t sb = (size_t)t->store.nstate * 4;
 
 	for (int64_t i = 0; i < n; i++) {
 		const char *rec = recs + (size_t)i * t->store.stride;

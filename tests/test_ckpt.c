@@ -92,6 +92,17 @@ static void same_rows(shemb_table *a, shemb_table *b, int64_t rows, int dim)
 	free(y);
 }
 
+/* u (loaded) holds t's rows, and its optimizer state and step count:
+ * the same next step leaves both alike. */
+static void same_table(shemb_ctx *ctx, shemb_table *t, shemb_table *u,
+		       int64_t rows, int dim, uint64_t seed)
+{
+	same_rows(t, u, rows, dim);
+	train(ctx, t, seed);
+	train(ctx, u, seed);
+	same_rows(t, u, rows, dim);
+}
+
 static shemb_table *table(shemb_ctx *ctx, int64_t rows, int dim, int dtype,
 			  int opt, int64_t cache_rows)
 {
@@ -135,11 +146,7 @@ static void round_trip(int opt, int dtype, int64_t cache_rows,
 					  load_with_attr ? &a : NULL, &u),
 			 0);
 	ck_assert_ptr_nonnull(u);
-	same_rows(t, u, 300, 5);
-	/* the state and step count too: the next step is the same */
-	train(ctx, t, 7);
-	train(ctx, u, 7);
-	same_rows(t, u, 300, 5);
+	same_table(ctx, t, u, 300, 5, 7);
 	shemb_table_destroy(u);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
@@ -184,10 +191,7 @@ START_TEST(load_into_a_cold_table)
 	snprintf(cold, sizeof(cold), "%s/cold", dir);
 	a.cold_path = cold;
 	ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &u), 0);
-	same_rows(t, u, 3000, 6);
-	train(ctx, t, 9);
-	train(ctx, u, 9);
-	same_rows(t, u, 3000, 6);
+	same_table(ctx, t, u, 3000, 6, 9);
 	shemb_table_destroy(u);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);
@@ -369,10 +373,7 @@ START_TEST(incremental_saves)
 		ck_assert_int_eq(layers(dir, &recs), s + 2);
 		ck_assert(recs > 0 && recs < 200); /* a step's rows */
 		ck_assert_int_eq(shemb_table_load(ctx, dir, NULL, &u), 0);
-		same_rows(t, u, 500, 4);
-		train(ctx, u, 90);
-		train(ctx, t, 90); /* state and step count too */
-		same_rows(t, u, 500, 4);
+		same_table(ctx, t, u, 500, 4, 90);
 		if (s < 2) {
 			shemb_table_destroy(u);
 			continue;

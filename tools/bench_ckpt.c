@@ -101,7 +101,10 @@ static void drop_cache(const char *path)
 	close(fd);
 }
 
-static void drop_dir_cache(const char *dir)
+/* fn on each file of dir (not its dot entries). */
+static void each_file(const char *dir, void (*fn)(const char *path,
+						  void *arg),
+		      void *arg)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -111,44 +114,37 @@ static void drop_dir_cache(const char *dir)
 		if (e->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		drop_cache(path);
+		fn(path, arg);
 	}
 	if (d)
 		closedir(d);
 }
 
-static void empty_dir(const char *dir)
+static void drop_one(const char *path, void *arg)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[4096 + 260];
+	(void)arg;
+	drop_cache(path);
+}
 
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	if (d)
-		closedir(d);
+static void unlink_one(const char *path, void *arg)
+{
+	(void)arg;
+	unlink(path);
+}
+
+static void add_size(const char *path, void *arg)
+{
+	struct stat st;
+
+	if (!stat(path, &st) && S_ISREG(st.st_mode))
+		*(uint64_t *)arg += (uint64_t)st.st_size;
 }
 
 static uint64_t dir_bytes(const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	struct stat st;
-	char path[4096 + 260];
 	uint64_t n = 0;
 
-	while (d && (e = readdir(d))) {
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (e->d_name[0] != '.' && !stat(path, &st) &&
-		    S_ISREG(st.st_mode))
-			n += (uint64_t)st.st_size;
-	}
-	if (d)
-		closedir(d);
+	each_file(dir, add_size, &n);
 	return n;
 }
 
@@ -206,13 +202,13 @@ static int measure(shemb_ctx *ctx, shemb_table *t, const char *dir,
 
 		/* each save into an empty directory, so that its files are
 		 * all the bytes there (a save keeps the previous one's) */
-		empty_dir(ckpt);
+		each_file(ckpt, unlink_one, NULL);
 		t0 = bench_now();
 		if (shemb_table_save(t, ckpt, 0))
 			return -1;
 		s = bench_now() - t0;
 		m->bytes = dir_bytes(ckpt);
-		drop_dir_cache(ckpt);
+		each_file(ckpt, drop_one, NULL);
 		t0 = bench_now();
 		if (shemb_table_load(ctx, ckpt, NULL, &u))
 			return -1;
