@@ -48,7 +48,7 @@ grep -q 'alltoallv_vs_openmpi_ofi_min: not measured' "$tmp/out" ||
 
 # one header and one line for the one configuration
 [ "$(wc -l < "$tmp/runs.csv")" -eq 2 ] || fail "runs.csv is not 2 lines"
-head -n 1 "$tmp/runs.csv" | grep -q '^provider,' || fail "no CSV header"
+head -n 1 "$tmp/runs.csv" | grep -q '^mode,provider,' || fail "no CSV header"
 [ -s "$tmp/err" ] && fail "wrote to stderr, not a terminal"
 
 # bad options are refused

@@ -27,7 +27,8 @@ struct bwd_run {
 	uint64_t steps;         /* backward calls made on the table */
 };
 
-/* What the run reports in its result lines. */
+/* What the run reports in its result lines: over a sweep, the smallest
+ * of its configurations. */
 struct bwd_result {
 	bool done;
 	double rows_per_s, ids_per_s;
@@ -226,7 +227,7 @@ static void print_dist(struct bwd_run *r, int dist, struct bwd_result *res)
 	struct bench_csv_row row = {
 		"backward", "backward", bench_optimizer_name(r->optimizer),
 		dist, st.best, st.median, ids / st.median, rows / st.median,
-		-1, -1,
+		NAN, NAN,
 	};
 
 	printf("\n%s, %s", bench_optimizer_name(r->optimizer),
@@ -247,9 +248,11 @@ static void print_dist(struct bwd_run *r, int dist, struct bwd_result *res)
 	       "%.3f\n", 1e3 * bench_stat_of(r->phase[0], o->reps).median,
 	       1e3 * bench_stat_of(r->phase[1], o->reps).median);
 	bench_csv_write(r->e, &row);
+	if (!res->done || rows / st.median < res->rows_per_s)
+		res->rows_per_s = rows / st.median;
+	if (!res->done || ids / st.median < res->ids_per_s)
+		res->ids_per_s = ids / st.median;
 	res->done = true;
-	res->rows_per_s = rows / st.median;
-	res->ids_per_s = ids / st.median;
 }
 
 static int run_dist(struct bwd_run *r, int dist, struct bwd_result *res)
@@ -268,10 +271,11 @@ static int run_dist(struct bwd_run *r, int dist, struct bwd_result *res)
 
 /* ---- setup ---- */
 
+/* Outputs and gradients for the largest batch of the sweep. */
 static int alloc_run(struct bwd_run *r)
 {
 	const struct bench_opts *o = r->e->o;
-	size_t n = (size_t)o->batch * (size_t)o->dim;
+	size_t n = (size_t)bench_max_batch(o) * (size_t)o->dim;
 	struct bench_rng rng;
 
 	r->out = malloc(n * sizeof(float));
@@ -299,8 +303,10 @@ static void free_run(struct bwd_run *r)
 	free(r->phase[1]);
 }
 
-/* Measure every chosen distribution with one table of this optimizer. */
-static int run_optimizer(struct bwd_run *r, int opt, struct bwd_result *res)
+/* Measure every configuration and chosen distribution with one table of
+ * this optimizer. */
+static int run_optimizer(struct bwd_run *r, struct bench_opts *o, int opt,
+			 struct bwd_result *res)
 {
 	struct shemb_table_attr ta = { .size = sizeof(ta) };
 	int rc = 0;
@@ -311,9 +317,12 @@ static int run_optimizer(struct bwd_run *r, int opt, struct bwd_result *res)
 		return -1;
 	shemb_table_get_attr(r->t, &ta);
 	r->lr = ta.lr;
-	for (int d = 0; !rc && d < 2; d++)
-		if (r->e->o->dist[d])
-			rc = run_dist(r, d, &res[d]);
+	for (int i = 0; !rc && i < bench_configs(o); i++) {
+		bench_env_config(r->e, o, i);
+		for (int d = 0; !rc && d < 2; d++)
+			if (o->dist[d])
+				rc = run_dist(r, d, &res[d]);
+	}
 	shemb_table_destroy(r->t);
 	r->t = NULL;
 	return rc;
@@ -333,8 +342,9 @@ static void print_results(const struct bwd_result *res, int nopt)
 	printf("result backward_ids_per_s %.0f\n", pick->ids_per_s);
 }
 
-int bench_backward(const struct bench_opts *o)
+int bench_backward(const struct bench_opts *opts_in)
 {
+	struct bench_opts copy = *opts_in, *o = &copy;
 	int opts[2] = { SHEMB_OPT_ADAGRAD, SHEMB_OPT_SGD };
 	int nopt = 2;
 	struct bwd_result res[4] = { { 0 } };
@@ -348,11 +358,13 @@ int bench_backward(const struct bench_opts *o)
 	}
 	if (bench_env_open(&e, o, "backward", 1))
 		return -1;
+	bench_progress_plan(nopt * bench_configs(o));
 	memset(&r, 0, sizeof(r));
 	r.e = &e;
 	rc = alloc_run(&r);
 	for (int i = 0; !rc && i < nopt; i++)
-		rc = run_optimizer(&r, opts[i], &res[2 * i]);
+		rc = run_optimizer(&r, o, opts[i], &res[2 * i]);
+	bench_progress_done();
 	if (!rc)
 		print_results(res, nopt);
 	free_run(&r);

@@ -17,16 +17,10 @@
 #include "tools/bench_cache.h"
 #include "tools/bench_comm.h"
 
-#include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define NPCT 4
-static const int pcts[NPCT] = { 1, 5, 10, 25 };
-#define TPUT_PCT 2 /* the throughput runs at pcts[TPUT_PCT] */
 
 enum { P_LRU, P_LFU, P_LOOKAHEAD, P_BELADY, NPOL };
 static const char *const pol_names[NPOL] = { "lru", "lfu", "lookahead",
@@ -34,46 +28,9 @@ static const char *const pol_names[NPOL] = { "lru", "lfu", "lookahead",
 static const int pol_enum[P_BELADY] = { SHEMB_CACHE_LRU, SHEMB_CACHE_LFU,
 					SHEMB_CACHE_LOOKAHEAD };
 
-const char bench_cache_usage[] =
-"Options of cache (hit rates of the device tier's LRU, LFU and lookahead\n"
-"with prefetch against Belady's optimum, at 1, 5, 10 and 25% of the rows,\n"
-"and lookup throughput with the tier against all rows resident):\n"
-"  --trace FILE        replay FILE (little-endian int64 ids, or text, one\n"
-"                      id a line; rows = largest id + 1) instead of the\n"
-"                      Zipf 0.9, --zipf-s and 1.2 and uniform traces\n"
-"  --rows N            rows of the synthetic traces (default 262144)\n"
-"  --batches N         batches of the synthetic traces (default 256)\n"
-"  --batch N           ids per batch, one lookup each (default 4096)\n"
-"  --pooling-factor N  ids per bag (default 32)\n"
-"  --dim N             values per row for the hit rates (default 16)\n"
-"  --tput-dim N        values per row for the throughput (default 128)\n"
-"  --depth N           batches lookahead prefetches ahead (default 2)\n"
-"  --compute-us N      throughput: a busy loop of N microseconds after each\n"
-"                      lookup, as the dense model's step (default 0)\n"
-"  --prefetch-thread   the context's prefetch_thread 1: a thread of the\n"
-"                      context does the loads of shemb_prefetch\n"
-"  --window N          batches lookahead announces ahead (shemb_announce;\n"
-"                      default 128, at most 255; 0: none)\n"
-"  --zipf-s S          exponent of the Zipf trace the results are of\n"
-"                      without --trace (default 1.05)\n"
-"  --seed N            seed of the synthetic ids (default 1)\n"
-"  --threads N         threads of the library (default 2)\n"
-"  --reps N            timed replays for the throughput (default 3)\n"
-"  --quick             32768 rows, 64 batches and 1 timed replay unless\n"
-"                      given\n";
-
-struct cache_opts {
-	int64_t rows, batches, batch;
-	int pooling, dim, tput_dim, depth, window, threads, reps, compute_us;
-	bool prefetch_thread;
-	double zipf_s;
-	uint64_t seed;
-	const char *trace;
-	bool quick;
-};
-
 struct cache_run {
 	const struct cache_opts *o;
+	FILE *csv;
 	shemb_ctx *ctx;
 	struct bench_pool *pool;
 	int64_t *perm;          /* Zipf rank - 1 -> id */
@@ -90,132 +47,12 @@ struct cap_result {
 	double rate[NPOL];
 };
 
-/* ---- options ---- */
-
-enum {
-	CO_TRACE = 256, CO_ROWS, CO_BATCHES, CO_BATCH, CO_POOLING, CO_DIM,
-	CO_TPUT_DIM, CO_DEPTH, CO_WINDOW, CO_ZIPF_S, CO_SEED, CO_THREADS,
-	CO_REPS, CO_QUICK, CO_COMPUTE, CO_THREAD
+/* The throughput: ids per second, whole replays and lookups alone, and
+ * the medians of the paired ratios tier / all rows resident. */
+struct tput_fig {
+	double tier, res, ratio;
+	double tier_lk, res_lk, ratio_lk;
 };
-
-static const struct option cache_long[] = {
-	{ "trace", required_argument, NULL, CO_TRACE },
-	{ "rows", required_argument, NULL, CO_ROWS },
-	{ "batches", required_argument, NULL, CO_BATCHES },
-	{ "batch", required_argument, NULL, CO_BATCH },
-	{ "pooling-factor", required_argument, NULL, CO_POOLING },
-	{ "dim", required_argument, NULL, CO_DIM },
-	{ "tput-dim", required_argument, NULL, CO_TPUT_DIM },
-	{ "depth", required_argument, NULL, CO_DEPTH },
-	{ "window", required_argument, NULL, CO_WINDOW },
-	{ "compute-us", required_argument, NULL, CO_COMPUTE },
-	{ "prefetch-thread", no_argument, NULL, CO_THREAD },
-	{ "zipf-s", required_argument, NULL, CO_ZIPF_S },
-	{ "seed", required_argument, NULL, CO_SEED },
-	{ "threads", required_argument, NULL, CO_THREADS },
-	{ "reps", required_argument, NULL, CO_REPS },
-	{ "quick", no_argument, NULL, CO_QUICK },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
-
-static int parse_s(const char *s, double *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtod(s, &end);
-	return errno || end == s || *end || !(*out > 0.0) || *out > 100.0
-		       ? -1 : 0;
-}
-
-static int apply_opt(struct cache_opts *o, int c, const char *arg)
-{
-	int64_t v;
-
-	switch (c) {
-	case CO_TRACE:
-		o->trace = arg;
-		return 0;
-	case CO_ROWS:
-		return comm_parse_count(arg, 1, SHEMB_MAX_ROWS, &o->rows);
-	case CO_BATCHES:
-		return comm_parse_count(arg, 1, 1 << 24, &o->batches);
-	case CO_BATCH:
-		return comm_parse_count(arg, 1, 1 << 30, &o->batch);
-	case CO_POOLING:
-		return comm_parse_int(arg, 1, 1 << 20, &o->pooling);
-	case CO_DIM:
-		return comm_parse_int(arg, 1, SHEMB_MAX_DIM, &o->dim);
-	case CO_TPUT_DIM:
-		return comm_parse_int(arg, 1, SHEMB_MAX_DIM, &o->tput_dim);
-	case CO_DEPTH:
-		return comm_parse_int(arg, 0, 64, &o->depth);
-	case CO_WINDOW:
-		return comm_parse_int(arg, 0, 255, &o->window);
-	case CO_COMPUTE:
-		return comm_parse_int(arg, 0, 1000000, &o->compute_us);
-	case CO_THREAD:
-		o->prefetch_thread = true;
-		return 0;
-	case CO_ZIPF_S:
-		return parse_s(arg, &o->zipf_s);
-	case CO_SEED:
-		if (comm_parse_count(arg, 0, INT64_MAX, &v))
-			return -1;
-		o->seed = (uint64_t)v;
-		return 0;
-	case CO_THREADS:
-		return comm_parse_int(arg, 1, 1024, &o->threads);
-	case CO_REPS:
-		return comm_parse_int(arg, 1, 1000, &o->reps);
-	case CO_QUICK:
-		o->quick = true;
-		return 0;
-	}
-	return -1;
-}
-
-/* What --quick and the defaults give to the options not set. */
-static void fill_defaults(struct cache_opts *o)
-{
-	if (o->rows < 0)
-		o->rows = o->quick ? 32768 : 262144;
-	if (o->batches < 0)
-		o->batches = o->quick ? 64 : 256;
-	if (o->reps < 0)
-		o->reps = o->quick ? 1 : 3;
-}
-
-static int cache_apply(void *o, int c, const char *arg)
-{
-	return apply_opt(o, c, arg);
-}
-
-static void cache_help(void)
-{
-	fputs("Usage: shemb-bench cache [options]\n\n", stdout);
-	fputs(bench_cache_usage, stdout);
-}
-
-static int parse(int argc, char **argv, struct cache_opts *o)
-{
-	*o = (struct cache_opts){ .rows = -1, .batches = -1, .batch = 4096,
-				  .pooling = 32, .dim = 16, .tput_dim = 128,
-				  .depth = 2, .window = 128, .threads = 2,
-				  .reps = -1,
-				  .zipf_s = 1.05, .seed = 1 };
-	if (bench_parse_opts(argc, argv, cache_long, cache_apply, o,
-			     cache_help))
-		return -1;
-	fill_defaults(o);
-	if (!o->trace && o->batches * o->batch > INT32_MAX) {
-		fprintf(stderr, "shemb-bench: --batches x --batch must stay "
-			"below 2^31 ids\n");
-		return -1;
-	}
-	return 0;
-}
 
 /* ---- the library ---- */
 
@@ -396,6 +233,7 @@ static int run_capacity(struct cache_run *r,
 	int64_t m;
 
 	capacity(r, tr, pct, c);
+	bench_progress_next();
 	for (int p = 0; p < P_BELADY; p++) {
 		bench_progress("%s at %d%%: %s", tr->name, pct, pol_names[p]);
 		if (policy_rate(r, tr, p, c, &c->rate[p])) {
@@ -434,8 +272,8 @@ static int run_trace(struct cache_run *r, struct cache_trace *tr,
 	for (int p = 0; p < NPOL; p++)
 		printf(" %10s", pol_names[p]);
 	putchar('\n');
-	for (int i = 0; i < NPCT; i++)
-		if (run_capacity(r, tr, pcts[i], &res[i]))
+	for (int i = 0; i < r->o->npct; i++)
+		if (run_capacity(r, tr, (int)r->o->pcts[i], &res[i]))
 			return -1;
 	return 0;
 }
@@ -493,26 +331,38 @@ static double *zeros(int n)
 	return calloc((size_t)n, sizeof(double));
 }
 
-static void print_tput(const struct cache_opts *o, int64_t ids,
-		       const struct tput *s)
+static void print_tput(const struct cache_opts *o, const struct tput_fig *f)
 {
 	printf("  %-34s %8.2f M ids/s\n", "with the device tier, all",
-	       (double)ids / bench_stat_of(s->tier, o->reps).median / 1e6);
-	printf("  %-34s %8.2f M ids/s\n", "all rows resident",
-	       (double)ids / bench_stat_of(s->res, o->reps).median / 1e6);
+	       f->tier / 1e6);
+	printf("  %-34s %8.2f M ids/s\n", "all rows resident", f->res / 1e6);
 	printf("  %-34s %8.3f (median of paired ratios)\n",
-	       "tier / resident", bench_stat_of(s->ratio, o->reps).median);
+	       "tier / resident", f->ratio);
 	printf("  %-34s %8.2f M ids/s\n", "with the device tier, lookups",
-	       (double)ids / bench_stat_of(s->tier_lk, o->reps).median / 1e6);
+	       f->tier_lk / 1e6);
 	printf("  %-34s %8.3f (prefetches and announcements\n%39s"
 	       "run between steps)\n", "tier / resident, lookups alone",
-	       bench_stat_of(s->ratio_lk, o->reps).median, "");
+	       f->ratio_lk, "");
 }
 
-/* Ids per second with the tier over all rows resident, whole replays
- * and lookups alone; -1 on failure. */
+static struct tput_fig tput_of(const struct cache_opts *o, int64_t ids,
+			       const struct tput *s)
+{
+	struct tput_fig f;
+
+	f.tier = (double)ids / bench_stat_of(s->tier, o->reps).median;
+	f.res = (double)ids / bench_stat_of(s->res, o->reps).median;
+	f.ratio = bench_stat_of(s->ratio, o->reps).median;
+	f.tier_lk = (double)ids / bench_stat_of(s->tier_lk, o->reps).median;
+	f.res_lk = (double)ids / bench_stat_of(s->res_lk, o->reps).median;
+	f.ratio_lk = bench_stat_of(s->ratio_lk, o->reps).median;
+	return f;
+}
+
+/* Ids per second with the tier and with all rows resident, whole
+ * replays and lookups alone, at capacity c; -1 on failure. */
 static int throughput(struct cache_run *r, const struct cache_trace *tr,
-		      const struct cap_result *c, double ratio[2])
+		      const struct cap_result *c, struct tput_fig *fig)
 {
 	const struct cache_opts *o = r->o;
 	struct tput s = { zeros(o->reps), zeros(o->reps), zeros(o->reps),
@@ -524,17 +374,17 @@ static int throughput(struct cache_run *r, const struct cache_trace *tr,
 		ids += tr->b[t].nids;
 	if (s.tier && s.res && s.ratio && s.tier_lk && s.res_lk &&
 	    s.ratio_lk && !time_replays(r, tr, c, &s)) {
-		ratio[0] = bench_stat_of(s.ratio, o->reps).median;
-		ratio[1] = bench_stat_of(s.ratio_lk, o->reps).median;
-		printf("\nthroughput: %s at %d%% (%lld slots), lookahead, "
+		*fig = tput_of(o, ids, &s);
+		printf("\nthroughput: %s at %lld%% (%lld slots), lookahead, "
 		       "prefetch depth %d,\nwindow %d, dim %d; median of %d "
 		       "replay%s of %lld ids (lookups, prefetches\nand "
 		       "announcements, NO_GRAD; %d us of compute after each "
 		       "lookup)\n",
-		       tr->name, pcts[TPUT_PCT], (long long)c->slots,
-		       c->depth, o->window, o->tput_dim, o->reps,
-		       o->reps > 1 ? "s" : "", (long long)ids, o->compute_us);
-		print_tput(o, ids, &s);
+		       tr->name, (long long)o->pcts[o->tput],
+		       (long long)c->slots, c->depth, o->window, o->tput_dim,
+		       o->reps, o->reps > 1 ? "s" : "", (long long)ids,
+		       o->compute_us);
+		print_tput(o, fig);
 		rc = 0;
 	}
 	free(s.tier);
@@ -546,41 +396,109 @@ static int throughput(struct cache_run *r, const struct cache_trace *tr,
 	return rc;
 }
 
-/* ---- the runs ---- */
+/* ---- CSV: a line per trace and capacity ---- */
 
-static void print_results(const struct cap_result *res,
-			  const double ratio[2])
+static const char cache_csv_header[] =
+	"mode,trace,rows,used_rows,batches,batch_ids,pooling,dim,threads,"
+	"capacity_pct,slots,depth,window,lru_hit_rate,lfu_hit_rate,"
+	"lookahead_hit_rate,belady_hit_rate,lookahead_over_belady,tput_dim,"
+	"reps,compute_us,tier_ids_per_s,resident_ids_per_s,tier_vs_resident,"
+	"tier_lookup_ids_per_s,resident_lookup_ids_per_s,"
+	"tier_lookups_vs_resident";
+
+/* The throughput's columns: empty without it. */
+static void csv_tput(FILE *f, const struct cache_opts *o,
+		     const struct tput_fig *t)
 {
-	putchar('\n');
-	for (int i = 0; i < NPCT; i++)
-		for (int p = 0; p < NPOL; p++)
-			printf("result hit_%s_%d %.4f\n", pol_names[p],
-			       pcts[i], res[i].rate[p]);
-	printf("result lookahead_vs_belady_%d %.2f\n", pcts[TPUT_PCT],
-	       100.0 * (res[TPUT_PCT].rate[P_BELADY] -
-			res[TPUT_PCT].rate[P_LOOKAHEAD]));
-	printf("result tier_vs_resident %.4f\n", ratio[0]);
-	printf("result tier_lookups_vs_resident %.4f\n", ratio[1]);
+	if (!t) {
+		for (int k = 0; k < 9; k++)
+			bench_csv_str(f, NULL);
+		return;
+	}
+	bench_csv_int(f, o->tput_dim);
+	bench_csv_int(f, o->reps);
+	bench_csv_int(f, o->compute_us);
+	bench_csv_num(f, t->tier);
+	bench_csv_num(f, t->res);
+	bench_csv_num(f, t->ratio);
+	bench_csv_num(f, t->tier_lk);
+	bench_csv_num(f, t->res_lk);
+	bench_csv_num(f, t->ratio_lk);
 }
 
-/* Results, and the throughput, of the trace the results are of. */
+/* The lines of a trace; tput: the throughput at capacity o->tput, or
+ * NULL when it was not measured on this trace. */
+static void write_csv(struct cache_run *r, const struct cache_trace *tr,
+		      const struct cap_result *res,
+		      const struct tput_fig *tput)
+{
+	const struct cache_opts *o = r->o;
+	FILE *f = r->csv;
+
+	for (int i = 0; f && i < o->npct; i++) {
+		const struct cap_result *c = &res[i];
+
+		bench_csv_begin(f, "cache");
+		bench_csv_str(f, tr->name);
+		bench_csv_int(f, tr->rows);
+		bench_csv_int(f, tr->nuniq);
+		bench_csv_int(f, tr->nb);
+		bench_csv_int(f, o->batch);
+		bench_csv_int(f, o->pooling);
+		bench_csv_int(f, o->dim);
+		bench_csv_int(f, o->threads);
+		bench_csv_int(f, o->pcts[i]);
+		bench_csv_int(f, c->slots);
+		bench_csv_int(f, c->depth);
+		bench_csv_int(f, o->window);
+		for (int p = 0; p < NPOL; p++)
+			bench_csv_num(f, c->rate[p]);
+		bench_csv_num(f, c->rate[P_LOOKAHEAD] / c->rate[P_BELADY]);
+		csv_tput(f, o, i == o->tput ? tput : NULL);
+		bench_csv_end(f);
+	}
+}
+
+/* ---- the runs ---- */
+
+static void print_results(const struct cache_opts *o,
+			  const struct cap_result *res,
+			  const struct tput_fig *t)
+{
+	const struct cap_result *c = &res[o->tput];
+
+	putchar('\n');
+	for (int i = 0; i < o->npct; i++)
+		for (int p = 0; p < NPOL; p++)
+			printf("result hit_%s_%lld %.4f\n", pol_names[p],
+			       (long long)o->pcts[i], res[i].rate[p]);
+	printf("result lookahead_vs_belady_%lld %.2f\n",
+	       (long long)o->pcts[o->tput],
+	       100.0 * (c->rate[P_BELADY] - c->rate[P_LOOKAHEAD]));
+	printf("result tier_vs_resident %.4f\n", t->ratio);
+	printf("result tier_lookups_vs_resident %.4f\n", t->ratio_lk);
+}
+
+/* Results, throughput and CSV lines of the trace the results are of. */
 static int finish(struct cache_run *r, const struct cache_trace *tr,
 		  const struct cap_result *res, bool raised)
 {
-	double ratio[2];
+	struct tput_fig t;
 
 	if (raised)
 		printf("\n* raised to the most distinct ids of one batch: a "
 		       "lookup needs them all at once\n");
-	if (throughput(r, tr, &res[TPUT_PCT], ratio))
+	if (throughput(r, tr, &res[r->o->tput], &t))
 		return -1;
-	print_results(res, ratio);
+	write_csv(r, tr, res, &t);
+	print_results(r->o, res, &t);
 	return 0;
 }
 
-static bool any_raised(const struct cap_result *res)
+static bool any_raised(const struct cache_opts *o,
+		       const struct cap_result *res)
 {
-	for (int i = 0; i < NPCT; i++)
+	for (int i = 0; i < o->npct; i++)
 		if (res[i].raised)
 			return true;
 	return false;
@@ -589,18 +507,19 @@ static bool any_raised(const struct cap_result *res)
 static int run_file(struct cache_run *r)
 {
 	const struct cache_opts *o = r->o;
-	struct cap_result res[NPCT] = { { 0 } };
+	struct cap_result res[MAX_CAPS] = { { 0 } };
 	struct cache_trace tr = { 0 };
 	int64_t n, *ids = cache_load_trace(o->trace, &n, &tr.rows);
 	int rc = -1;
 
 	if (!ids)
 		return -1;
+	bench_progress_plan(o->npct);
 	snprintf(tr.name, sizeof(tr.name), "%s", o->trace);
 	if (cache_cut_trace(&tr, ids, n, o->batch, o->pooling))
 		fprintf(stderr, "shemb-bench: out of memory\n");
 	else if (!run_trace(r, &tr, res))
-		rc = finish(r, &tr, res, any_raised(res));
+		rc = finish(r, &tr, res, any_raised(o, res));
 	free(ids);
 	cache_free_trace(&tr);
 	return rc;
@@ -661,19 +580,23 @@ static int synthetic_list(double zipf_s, double *s)
 
 static int run_synthetic(struct cache_run *r)
 {
-	struct cap_result res[NPCT] = { { 0 } }, main_res[NPCT];
+	struct cap_result res[MAX_CAPS] = { { 0 } }, main_res[MAX_CAPS];
 	struct cache_trace tr = { 0 }, main_tr = { 0 };
 	bool raised = false;
 	double s[4];
 	int n = synthetic_list(r->o->zipf_s, s), rc = 0;
 
+	bench_progress_plan(n * r->o->npct);
+
 	for (int i = 0; !rc && i < n; i++) {
 		rc = make_synthetic(r, s[i], &tr) || run_trace(r, &tr, res);
-		raised = raised || any_raised(res);
+		raised = raised || (!rc && any_raised(r->o, res));
 		if (s[i] == r->o->zipf_s) {
 			main_tr = tr;
 			memcpy(main_res, res, sizeof(res));
 		} else {
+			if (!rc)
+				write_csv(r, &tr, res, NULL);
 			cache_free_trace(&tr);
 		}
 		memset(&tr, 0, sizeof(tr));
@@ -723,6 +646,8 @@ static int open_run(struct cache_run *r)
 
 static void close_run(struct cache_run *r)
 {
+	if (r->csv)
+		fclose(r->csv);
 	free(r->out);
 	free(r->perm);
 	bench_pool_destroy(r->pool);
@@ -735,9 +660,11 @@ int bench_cache(int argc, char **argv)
 	struct cache_run r = { .o = &o };
 	int rc;
 
-	if (parse(argc, argv, &o))
+	if (cache_parse(argc, argv, &o))
 		return 2;
-	bench_progress_on = isatty(STDERR_FILENO);
+	if (o.csv && !(r.csv = bench_csv_open(o.csv, cache_csv_header,
+					      "shemb-bench cache")))
+		return 2;
 	rc = open_run(&r);
 	if (!rc)
 		rc = o.trace ? run_file(&r) : run_synthetic(&r);

@@ -1,14 +1,34 @@
 /*
  * bench_cache.h - shemb-bench cache: id traces cut into batches, and
- * Belady's offline optimum on them (bench_cache_trace.c), for the mode in
- * bench_cache.c.
+ * Belady's offline optimum on them (bench_cache_trace.c), and the options
+ * (bench_cache_opts.c), for the mode in bench_cache.c.
  */
 #ifndef SHEMB_BENCH_CACHE_H
 #define SHEMB_BENCH_CACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tools/bench_util.h"
+
+#define MAX_CAPS 16 /* values of --capacity */
+
+/* The options (bench_cache_opts.c). */
+struct cache_opts {
+	int64_t pcts[MAX_CAPS];  /* --capacity */
+	int npct, tput;          /* how many; the throughput's index */
+	const char *csv;
+	int64_t rows, batches, batch;
+	int pooling, dim, tput_dim, depth, window, threads, reps, compute_us;
+	bool prefetch_thread;
+	double zipf_s;
+	uint64_t seed;
+	const char *trace;
+	bool quick;
+};
+
+/* Options from argv (argv[0]: the program's name); -1 after a message. */
+int cache_parse(int argc, char **argv, struct cache_opts *o);
 
 /* A trace cut into batches, and what Belady needs of it. */
 struct cache_trace {

@@ -32,15 +32,20 @@ const char bench_ckpt_usage[] =
 	"  --optimizer NAME    sgd, adagrad (default), rowwise_adagrad, adam\n"
 	"  --dir DIR           where the checkpoint and dd's file go\n"
 	"                      (default: a new directory under $TMPDIR)\n"
-	"  --reps N            repetitions of each measure (default 3)\n";
+	"  --reps N            repetitions of each measure (default 3)\n"
+	"  --csv FILE          append a line per measure to FILE\n";
+
+static const char *const opt_names[] = { "sgd", "adagrad", "rowwise_adagrad",
+					 "adam" };
 
 struct ckpt_opts {
 	int64_t rows;
 	int dim, optimizer, reps;
-	const char *dir;
+	const char *dir, *csv;
+	FILE *csv_file;
 };
 
-enum { CO_ROWS = 1, CO_DIM, CO_OPT, CO_DIR, CO_REPS };
+enum { CO_ROWS = 1, CO_DIM, CO_OPT, CO_DIR, CO_REPS, CO_CSV };
 
 static const struct option ckpt_long[] = {
 	{ "rows", required_argument, NULL, CO_ROWS },
@@ -48,14 +53,13 @@ static const struct option ckpt_long[] = {
 	{ "optimizer", required_argument, NULL, CO_OPT },
 	{ "dir", required_argument, NULL, CO_DIR },
 	{ "reps", required_argument, NULL, CO_REPS },
+	{ "csv", required_argument, NULL, CO_CSV },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
 
 static int ckpt_apply(void *p, int c, const char *arg)
 {
-	static const char *const opts[] = { "sgd", "adagrad",
-					    "rowwise_adagrad", "adam" };
 	struct ckpt_opts *o = p;
 	char *end;
 	long long v = strtoll(arg, &end, 10);
@@ -74,11 +78,14 @@ static int ckpt_apply(void *p, int c, const char *arg)
 	case CO_DIR:
 		o->dir = arg;
 		return 0;
+	case CO_CSV:
+		o->csv = arg;
+		return 0;
 	case CO_OPT:
 		for (int i = 0; i < 4; i++)
-			if (!strcmp(arg, opts[i]))
+			if (!strcmp(arg, opt_names[i]))
 				o->optimizer = i;
-		return strcmp(arg, opts[o->optimizer]) ? -1 : 0;
+		return strcmp(arg, opt_names[o->optimizer]) ? -1 : 0;
 	}
 	return -1;
 }
@@ -187,6 +194,65 @@ struct ckpt_times {
 	uint64_t bytes;
 };
 
+/* ---- CSV: a line per measure ---- */
+
+static const char ckpt_csv_header[] =
+	"mode,measure,rows,dim,optimizer,reps,dtype,threads,bytes,ms,gbps,"
+	"lookups_per_s,baseline,baseline_ms,baseline_gbps,"
+	"baseline_lookups_per_s,vs_baseline";
+
+static void csv_head(const struct ckpt_opts *o, const char *measure,
+		     const char *dtype)
+{
+	bench_csv_begin(o->csv_file, "checkpoint");
+	bench_csv_str(o->csv_file, measure);
+	bench_csv_int(o->csv_file, o->rows);
+	bench_csv_int(o->csv_file, o->dim);
+	bench_csv_str(o->csv_file, opt_names[o->optimizer]);
+	bench_csv_int(o->csv_file, o->reps);
+	bench_csv_str(o->csv_file, dtype);
+}
+
+/* A save or a load against dd: best seconds of each. */
+static void csv_io(const struct ckpt_opts *o, const char *measure,
+		   uint64_t bytes, double s, const char *base, double bs)
+{
+	FILE *f = o->csv_file;
+	double gb = (double)bytes / 1e9;
+
+	csv_head(o, measure, "f32");
+	bench_csv_str(f, NULL);
+	bench_csv_int(f, (long long)bytes);
+	bench_csv_num(f, s * 1e3);
+	bench_csv_num(f, gb / s);
+	bench_csv_str(f, NULL);
+	bench_csv_str(f, base);
+	bench_csv_num(f, bs * 1e3);
+	bench_csv_num(f, gb / bs);
+	bench_csv_str(f, NULL);
+	bench_csv_num(f, bs / s);
+	bench_csv_end(f);
+}
+
+/* Serving with rows of dtype by n threads against fp32 rows. */
+static void csv_serve(const struct ckpt_opts *o, const char *dtype, int n,
+		      double rate, double fp32)
+{
+	FILE *f = o->csv_file;
+
+	csv_head(o, "serve", dtype);
+	bench_csv_int(f, n);
+	for (int k = 0; k < 3; k++)
+		bench_csv_str(f, NULL);
+	bench_csv_num(f, rate);
+	bench_csv_str(f, "f32");
+	bench_csv_str(f, NULL);
+	bench_csv_str(f, NULL);
+	bench_csv_num(f, fp32);
+	bench_csv_num(f, rate / fp32);
+	bench_csv_end(f);
+}
+
 static int measure(shemb_ctx *ctx, shemb_table *t, const char *dir,
 		   const struct ckpt_opts *o, struct ckpt_times *m)
 {
@@ -197,9 +263,12 @@ static int measure(shemb_ctx *ctx, shemb_table *t, const char *dir,
 	snprintf(ddfile, sizeof(ddfile), "%s/dd.bin", dir);
 	if (mkdir(ckpt, 0755) && errno != EEXIST)
 		return -1;
+	bench_progress_next();
 	for (int r = 0; r < o->reps; r++) {
 		double t0, s, l, w, rd;
 
+		bench_progress("checkpoint: save, load and dd, repetition %d "
+			       "of %d", r + 1, o->reps);
 		/* each save into an empty directory, so that its files are
 		 * all the bytes there (a save keeps the previous one's) */
 		each_file(ckpt, unlink_one, NULL);
@@ -224,13 +293,16 @@ static int measure(shemb_ctx *ctx, shemb_table *t, const char *dir,
 		m->dd_write = r == 0 || w < m->dd_write ? w : m->dd_write;
 		m->dd_read = r == 0 || rd < m->dd_read ? rd : m->dd_read;
 	}
+	bench_progress_done();
 	return 0;
 }
 
-static void report(const struct ckpt_times *m)
+static void report(const struct ckpt_opts *o, const struct ckpt_times *m)
 {
 	double gb = (double)m->bytes / 1e9;
 
+	csv_io(o, "save", m->bytes, m->save, "dd write", m->dd_write);
+	csv_io(o, "load", m->bytes, m->load, "dd read", m->dd_read);
 	printf("checkpoint of %.3f GB (best of the repetitions):\n", gb);
 	printf("  save %.2f GB/s, dd write (conv=fsync) %.2f GB/s\n",
 	       gb / m->save, gb / m->dd_write);
@@ -367,6 +439,7 @@ static int serving(shemb_ctx *ctx, const struct ckpt_opts *o,
 	static const int threads[] = { 1, 2, 4, 8 };
 	static const int dtypes[] = { SHEMB_F32, SHEMB_BF16, SHEMB_INT8 };
 	static const char *const names[] = { "fp32", "bf16", "int8" };
+	static const char *const csv_names[] = { "f32", "bf16", "int8" };
 	char ckpt[4096];
 	shemb_table *t[3];
 	double rate[3][4];
@@ -381,9 +454,17 @@ static int serving(shemb_ctx *ctx, const struct ckpt_opts *o,
 		printf("serving: read_only tables, lookups of %d bags x %d ids "
 		       "(lookups/s):\n", SERVE_BAGS, SERVE_POOL);
 	for (int k = 0; !rc && k < 4; k++) {
-		for (int d = 0; !rc && d < 3; d++)
+		for (int d = 0; !rc && d < 3; d++) {
+			bench_progress_next();
+			bench_progress("checkpoint: serving %s rows, %d "
+				       "threads", names[d], threads[k]);
 			rc = (rate[d][k] = serve_rate(ctx, t[d], o->dim,
 						      threads[k])) < 0;
+		}
+		bench_progress_done();
+		for (int d = 0; !rc && d < 3; d++)
+			csv_serve(o, csv_names[d], threads[k], rate[d][k],
+				  rate[0][k]);
 		if (!rc)
 			printf("  %d thread%s: fp32 %.0f, bf16 %.0f (%.2fx), "
 			       "int8 %.0f (%.2fx)\n", threads[k],
@@ -419,6 +500,7 @@ static int run(const struct ckpt_opts *o, const char *dir)
 	if (shemb_ctx_create(&ca, &ctx))
 		return 1;
 	rc = make_table(ctx, o, &t);
+	bench_progress_plan(1 + 4 * 3); /* save and load, then serving */
 	if (!rc) {
 		printf("shemb-bench checkpoint: libshemb %s, table %lld x %d, "
 		       "optimizer %d, in %s\n", shemb_version_string(),
@@ -426,7 +508,7 @@ static int run(const struct ckpt_opts *o, const char *dir)
 		rc = measure(ctx, t, dir, o, &m);
 	}
 	if (!rc)
-		report(&m);
+		report(o, &m);
 	if (!rc)
 		rc = serving(ctx, o, dir);
 	if (rc)
@@ -448,6 +530,9 @@ int bench_ckpt(int argc, char **argv)
 	if (bench_parse_opts(argc, argv, ckpt_long, ckpt_apply, &o,
 			     ckpt_help))
 		return 2;
+	if (o.csv && !(o.csv_file = bench_csv_open(o.csv, ckpt_csv_header,
+						   "shemb-bench checkpoint")))
+		return 2;
 	dir = o.dir;
 	if (!dir) {
 		snprintf(made, sizeof(made), "%s/shemb-bench-ckpt.XXXXXX",
@@ -459,6 +544,8 @@ int bench_ckpt(int argc, char **argv)
 		dir = made;
 	}
 	rc = run(&o, dir);
+	if (o.csv_file)
+		fclose(o.csv_file);
 	if (made[0]) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", made);
 		if (system(cmd))

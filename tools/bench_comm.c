@@ -518,6 +518,7 @@ static void sweep_provider(const struct comm_opts *o, struct comm_prov *p,
 {
 	for (int pass = 0; pass < o->passes; pass++) {
 		for (int ri = 0; ri < o->nranks; ri++) {
+			bench_progress_next();
 			bench_progress("%s: raw libfabric stream, pass %d of "
 				       "%lld", p->name, pass + 1,
 				       (long long)o->passes);
@@ -599,8 +600,10 @@ int bench_comm(int argc, char **argv)
 	const char *self, *fi = getenv("FI_PROVIDER");
 	int np = 0;
 
-	bench_progress_on = isatty(STDERR_FILENO);
 	if (comm_args(argc, argv, &o) || locate(&o, &self))
+		return 2;
+	if (o.csv && !(o.csv_file = bench_csv_open(o.csv, comm_csv_header,
+						   "shemb-bench comm")))
 		return 2;
 	comm_adopt_orphans();
 	p = calloc(2, sizeof(*p));
@@ -613,6 +616,8 @@ int bench_comm(int argc, char **argv)
 		printf("  note       FI_PROVIDER=\"%s\" is ignored\n", fi);
 		unsetenv("FI_PROVIDER");
 	}
+	bench_progress_plan((o.provider[0] + o.provider[1]) *
+			    (int)o.passes * o.nranks);
 	for (int i = 0; i < 2; i++) {
 		if (!o.provider[i])
 			continue;
@@ -637,5 +642,7 @@ int bench_comm(int argc, char **argv)
 					comm_samples_free(&p[i].cell[r][k][s]);
 	}
 	free(p);
+	if (o.csv_file)
+		fclose(o.csv_file);
 	return 0;
 }

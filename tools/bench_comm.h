@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /*
  * The lines the jobs print for the parent, one per timed repetition:
@@ -126,6 +127,8 @@ struct comm_opts {
 	int64_t reps;            /* 0: comm_auto_reps() */
 	int64_t passes;
 	const char *csv;
+	FILE *csv_file;          /* open from the start: a bad file stops
+				  * the run before it begins */
 	int64_t chunk;           /* 0: the library's default */
 	const char *progress;    /* NULL: the library's default */
 	int64_t raw_msg, raw_total, raw_iters;
@@ -142,6 +145,7 @@ double comm_rate(const struct comm_samples *s);
 extern const char bench_comm_usage[];
 
 void comm_print_table(const struct comm_opts *o, const struct comm_prov *p);
+extern const char comm_csv_header[];
 void comm_write_csv(const struct comm_opts *o, const struct comm_prov *p);
 void comm_print_results(const struct comm_opts *o,
 			const struct comm_prov *p, int np);

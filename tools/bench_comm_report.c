@@ -197,49 +197,39 @@ static void print_notes(const struct comm_opts *o, const struct comm_prov *p)
 
 /* ---- CSV ---- */
 
-#define COMM_CSV_HEADER                                                     \
-	"provider,mpi_transport,ranks,size,shemb_reps,mpi_reps,"            \
-	"shemb_a2a_gbps,mpi_a2a_gbps,a2a_vs_mpi,raw_gbps,a2a_vs_raw,"       \
-	"shemb_allreduce_gbps,mpi_allreduce_gbps,chunk_bytes,progress"
+const char comm_csv_header[] =
+	"mode,provider,mpi_transport,ranks,size_bytes,shemb_reps,mpi_reps,"
+	"shemb_a2a_gbps,mpi_a2a_gbps,a2a_vs_mpi,raw_gbps,a2a_vs_raw,"
+	"shemb_allreduce_gbps,mpi_allreduce_gbps,chunk_bytes,progress";
 
-static void csv_num(FILE *f, double v, double scale)
-{
-	fputc(',', f);
-	if (!isnan(v))
-		fprintf(f, "%.4f", v * scale);
-}
-
+/* One line per rank count and size of provider p. */
 void comm_write_csv(const struct comm_opts *o, const struct comm_prov *p)
 {
-	FILE *f;
+	FILE *f = o->csv_file;
 
-	if (!o->csv)
-		return;
-	f = bench_csv_open(o->csv, COMM_CSV_HEADER);
-	if (!f) {
-		fprintf(stderr, "shemb-bench comm: cannot open %s\n", o->csv);
-		return;
-	}
-	for (int ri = 0; ri < o->nranks; ri++) {
+	for (int ri = 0; f && ri < o->nranks; ri++) {
 		for (int k = 0; k < o->nsizes; k++) {
 			struct row r = row_of(p, ri, k);
 
-			fprintf(f, "%s,%s,%lld,%lld,%d,%d", p->name,
-				p->mpi_ofi ? "ofi" : "default",
-				(long long)o->ranks[ri],
-				(long long)o->sizes[k], r.shemb_n, r.mpi_n);
-			csv_num(f, r.shemb, 1e-9);
-			csv_num(f, r.mpi, 1e-9);
-			csv_num(f, r.vs_mpi, 1);
-			csv_num(f, r.raw, 1e-9);
-			csv_num(f, r.vs_raw, 1);
-			csv_num(f, r.shemb_ar, 1e-9);
-			csv_num(f, r.mpi_ar, 1e-9);
-			fprintf(f, ",%lld,%s\n", (long long)o->chunk,
-				o->progress ? o->progress : "");
+			bench_csv_begin(f, "comm");
+			bench_csv_str(f, p->name);
+			bench_csv_str(f, p->mpi_ofi ? "ofi" : "default");
+			bench_csv_int(f, o->ranks[ri]);
+			bench_csv_int(f, o->sizes[k]);
+			bench_csv_int(f, r.shemb_n);
+			bench_csv_int(f, r.mpi_n);
+			bench_csv_num(f, r.shemb * 1e-9);
+			bench_csv_num(f, r.mpi * 1e-9);
+			bench_csv_num(f, r.vs_mpi);
+			bench_csv_num(f, r.raw * 1e-9);
+			bench_csv_num(f, r.vs_raw);
+			bench_csv_num(f, r.shemb_ar * 1e-9);
+			bench_csv_num(f, r.mpi_ar * 1e-9);
+			bench_csv_int(f, o->chunk);
+			bench_csv_str(f, o->progress);
+			bench_csv_end(f);
 		}
 	}
-	fclose(f);
 }
 
 /* ---- the result lines ---- */

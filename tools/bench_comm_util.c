@@ -352,7 +352,7 @@ int comm_run(char *const argv[], double timeout_s, struct comm_buf *out,
 	j.fd[1] = pe[0];
 	j.deadline = bench_now() + timeout_s;
 	while (job_step(&j))
-		;
+		bench_progress_tick(); /* the elapsed time moves on */
 	kill(-j.pid, SIGKILL); /* anything of the job still running */
 	while (waitpid(j.pid, &st, 0) < 0 && errno == EINTR)
 		;

@@ -10,6 +10,7 @@
 #include "tools/bench_comm.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,7 +25,8 @@ const char bench_gpu_usage[] =
 "  --reps N            timed repetitions (default 20)\n"
 "  --device N          CUDA device (default 0)\n"
 "  --python P          the interpreter for the PyTorch baseline\n"
-"                      (default python3; --python none skips it)\n";
+"                      (default python3; --python none skips it)\n"
+"  --csv FILE          append one line of the figures to FILE\n";
 
 #ifndef HAVE_CUDA
 int bench_gpu(int argc, char **argv)
@@ -42,11 +44,11 @@ int bench_gpu(int argc, char **argv)
 struct gpu_opts {
 	int64_t rows, batch;
 	int dim, pooling, dtype, reps, device;
-	const char *python;
+	const char *python, *csv;
 };
 
 enum { GO_ROWS = 1, GO_DIM, GO_POOLING, GO_BATCH, GO_DTYPE, GO_REPS,
-       GO_DEVICE, GO_PYTHON };
+       GO_DEVICE, GO_PYTHON, GO_CSV };
 
 static const struct option gpu_long[] = {
 	{ "rows", required_argument, NULL, GO_ROWS },
@@ -57,6 +59,7 @@ static const struct option gpu_long[] = {
 	{ "reps", required_argument, NULL, GO_REPS },
 	{ "device", required_argument, NULL, GO_DEVICE },
 	{ "python", required_argument, NULL, GO_PYTHON },
+	{ "csv", required_argument, NULL, GO_CSV },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
@@ -87,6 +90,9 @@ static int gpu_apply(void *p, int c, const char *arg)
 		return comm_parse_int(arg, 0, 1024, &o->device);
 	case GO_PYTHON:
 		o->python = strcmp(arg, "none") ? arg : NULL;
+		return 0;
+	case GO_CSV:
+		o->csv = arg;
 		return 0;
 	}
 	return -1;
@@ -292,14 +298,83 @@ static double time_torch(const struct gpu_opts *o, const struct gpu_batch *b)
 	return ms;
 }
 
+static void report(size_t bytes, double lookup_s, double copy_s,
+		   double torch_ms)
+{
+	printf("%-28s %10.3f ms %9.1f GB/s\n", "libshemb lookup",
+	       lookup_s * 1e3, (double)bytes / lookup_s / 1e9);
+	if (copy_s > 0)
+		printf("%-28s %10.3f ms %9.1f GB/s\n", "device-to-device copy",
+		       copy_s * 1e3, (double)bytes / copy_s / 1e9);
+	if (torch_ms > 0)
+		printf("%-28s %10.3f ms %9.1f GB/s\n", "torch embedding_bag",
+		       torch_ms, (double)bytes / (torch_ms * 1e-3) / 1e9);
+	printf("(GB/s: the looked-up rows' bytes over the time; the copy "
+	       "moves that many bytes)\n");
+	if (copy_s > 0)
+		printf("result gpu_lookup_vs_copy %.3f\n", copy_s / lookup_s);
+	if (torch_ms > 0)
+		printf("result gpu_lookup_vs_torch %.3f\n",
+		       torch_ms * 1e-3 / lookup_s);
+}
+
+static const char gpu_csv_header[] =
+	"mode,device,rows,dim,dtype,pooling,batch,reps,bytes,lookup_ms,"
+	"lookup_gbps,copy_ms,copy_gbps,torch_ms,torch_gbps,vs_copy,vs_torch";
+
+/* The line of the run: seconds of the lookup and the copy, milliseconds
+ * of PyTorch; a figure not measured (<= 0) is left empty. */
+static void write_csv(const struct gpu_opts *o, FILE *f, size_t bytes,
+		      double lookup_s, double copy_s, double torch_ms)
+{
+	double gb = (double)bytes / 1e9;
+	double copy_ms = copy_s > 0 ? copy_s * 1e3 : NAN;
+	double torch = torch_ms > 0 ? torch_ms : NAN;
+
+	bench_csv_begin(f, "gpu");
+	bench_csv_int(f, o->device);
+	bench_csv_int(f, o->rows);
+	bench_csv_int(f, o->dim);
+	bench_csv_str(f, bench_dtype_name(o->dtype));
+	bench_csv_int(f, o->pooling);
+	bench_csv_int(f, o->batch);
+	bench_csv_int(f, o->reps);
+	bench_csv_int(f, (long long)bytes);
+	bench_csv_num(f, lookup_s * 1e3);
+	bench_csv_num(f, gb / lookup_s);
+	bench_csv_num(f, copy_ms);
+	bench_csv_num(f, gb / (copy_ms * 1e-3));
+	bench_csv_num(f, torch);
+	bench_csv_num(f, gb / (torch * 1e-3));
+	bench_csv_num(f, copy_ms * 1e-3 / lookup_s);
+	bench_csv_num(f, torch * 1e-3 / lookup_s);
+	bench_csv_end(f);
+}
+
+/* 0, or failed()'s status. */
+static int make_table(const struct gpu_opts *o, shemb_ctx *ctx,
+		      shemb_table **t)
+{
+	struct shemb_table_attr ta;
+	int rc;
+
+	shemb_table_attr_init(&ta);
+	ta.name = "gpu";
+	ta.rows = o->rows;
+	ta.dim = o->dim;
+	ta.dtype = o->dtype;
+	rc = shemb_table_create(ctx, &ta, t);
+	return rc ? failed(ctx, "table", rc) : 0;
+}
+
 static int run(const struct gpu_opts *o)
 {
 	struct shemb_ctx_attr ca;
-	struct shemb_table_attr ta;
 	struct gpu_batch b[BATCHES] = { 0 };
 	shemb_ctx *ctx = NULL;
 	shemb_table *t = NULL;
 	float *d_out = NULL;
+	FILE *csv = NULL;
 	size_t row_bytes = (size_t)o->dim * bench_dtype_size(o->dtype);
 	size_t bytes = (size_t)o->batch * o->pooling * row_bytes;
 	double lookup_s = 0, copy_s, torch_ms;
@@ -311,16 +386,15 @@ static int run(const struct gpu_opts *o)
 	rc = shemb_ctx_create(&ca, &ctx);
 	if (rc)
 		return failed(NULL, "CUDA context", rc);
-	shemb_table_attr_init(&ta);
-	ta.name = "gpu";
-	ta.rows = o->rows;
-	ta.dim = o->dim;
-	ta.dtype = o->dtype;
-	rc = shemb_table_create(ctx, &ta, &t);
-	if (rc) {
-		rc = failed(ctx, "table", rc);
+	/* opened once there is a device: a host without one gets no file */
+	if (o->csv && !(csv = bench_csv_open(o->csv, gpu_csv_header,
+					     "shemb-bench gpu"))) {
+		rc = 2;
 		goto out;
 	}
+	rc = make_table(o, ctx, &t);
+	if (rc)
+		goto out;
 	d_out = device_copy(NULL, (size_t)o->batch * o->dim * sizeof(float));
 	if (!d_out || make_batches(o, b)) {
 		fprintf(stderr, "shemb-bench gpu: out of memory\n");
@@ -343,23 +417,12 @@ static int run(const struct gpu_opts *o)
 	}
 	copy_s = time_copy(bytes, o->reps);
 	torch_ms = time_torch(o, &b[0]);
-	printf("%-28s %10.3f ms %9.1f GB/s\n", "libshemb lookup",
-	       lookup_s * 1e3, (double)bytes / lookup_s / 1e9);
-	if (copy_s > 0)
-		printf("%-28s %10.3f ms %9.1f GB/s\n", "device-to-device copy",
-		       copy_s * 1e3, (double)bytes / copy_s / 1e9);
-	if (torch_ms > 0)
-		printf("%-28s %10.3f ms %9.1f GB/s\n", "torch embedding_bag",
-		       torch_ms, (double)bytes / (torch_ms * 1e-3) / 1e9);
-	printf("(GB/s: the looked-up rows' bytes over the time; the copy "
-	       "moves that many bytes)\n");
-	if (copy_s > 0)
-		printf("result gpu_lookup_vs_copy %.3f\n", copy_s / lookup_s);
-	if (torch_ms > 0)
-		printf("result gpu_lookup_vs_torch %.3f\n",
-		       torch_ms * 1e-3 / lookup_s);
+	report(bytes, lookup_s, copy_s, torch_ms);
+	write_csv(o, csv, bytes, lookup_s, copy_s, torch_ms);
 	rc = 0;
 out:
+	if (csv)
+		fclose(csv);
 	free_batches(b);
 	cudaFree(d_out);
 	shemb_table_destroy(t);

@@ -29,7 +29,7 @@ static const char *const kind_csv[NKINDS] = { "no_grad", "train", "copy" };
 struct lookup_run {
 	struct bench_env *e;
 	shemb_table *t;
-	size_t base_bytes, copy_bytes;
+	size_t base_bytes, copy_bytes, out_bytes; /* sized for the sweep */
 	float *base;            /* the baseline's rows x dim fp32 array */
 	float *copy_out;        /* nids x dim */
 	float *out;             /* the lookup's nbags x dim */
@@ -38,11 +38,18 @@ struct lookup_run {
 				 * and pool time of each lookup kind */
 };
 
-/* What one distribution gave: ratios to the copy per lookup kind. */
+/* What one distribution gave: ratios to the copy per lookup kind, the
+ * smallest over the configurations of a sweep. */
 struct dist_result {
 	bool done;
 	double vs_copy[2];
 };
+
+static void keep_min(double *m, double v)
+{
+	if (v < *m)
+		*m = v;
+}
 
 /* ---- the baseline ---- */
 
@@ -251,7 +258,7 @@ static double paired_ratio(const struct lookup_run *r, enum kind k)
 	double m;
 
 	if (!q)
-		return -1;
+		return NAN;
 	for (int i = 0; i < reps; i++)
 		q[i] = r->times[K_COPY][i] / r->times[k][i];
 	m = bench_stat_of(q, reps).median;
@@ -276,7 +283,7 @@ static void print_kind(struct lookup_run *r, int dist, enum kind k,
 	printf("  %-16s %9.3f %9.3f %10.2f %10.2f %8.2f", kind_names[k],
 	       st.best * 1e3, st.median * 1e3, nids / st.best / 1e6,
 	       nids / st.median / 1e6, gb);
-	if (ratio >= 0)
+	if (!isnan(ratio))
 		printf(" %8.3f", ratio);
 	putchar('\n');
 	bench_csv_write(r->e, &row);
@@ -312,12 +319,17 @@ static void print_dist(struct lookup_run *r, int dist,
 	       "median ms", "Mrows/s", "Mrows/s", "GB/s", "vs copy");
 	printf("  %-16s %9s %9s %10s %10s %8s %8s\n", "", "", "", "best",
 	       "median", "median", "median");
-	res->vs_copy[K_NOGRAD] = paired_ratio(r, K_NOGRAD);
-	res->vs_copy[K_TRAIN] = paired_ratio(r, K_TRAIN);
+	double nograd = paired_ratio(r, K_NOGRAD);
+	double train = paired_ratio(r, K_TRAIN);
+
+	if (!res->done)
+		res->vs_copy[K_NOGRAD] = res->vs_copy[K_TRAIN] = INFINITY;
+	keep_min(&res->vs_copy[K_NOGRAD], nograd);
+	keep_min(&res->vs_copy[K_TRAIN], train);
 	res->done = true;
-	print_kind(r, dist, K_NOGRAD, res->vs_copy[K_NOGRAD]);
-	print_kind(r, dist, K_TRAIN, res->vs_copy[K_TRAIN]);
-	print_kind(r, dist, K_COPY, -1);
+	print_kind(r, dist, K_NOGRAD, nograd);
+	print_kind(r, dist, K_TRAIN, train);
+	print_kind(r, dist, K_COPY, NAN);
 	print_split(r);
 }
 
@@ -355,18 +367,18 @@ static bool alloc_series(struct lookup_run *r, int reps)
 	return ok;
 }
 
+/* The outputs, for the largest batch of the sweep. */
 static int alloc_run(struct lookup_run *r)
 {
 	const struct bench_opts *o = r->e->o;
 	size_t dim = (size_t)o->dim;
-	size_t nids = (size_t)o->batch * (size_t)o->pooling;
 
 	r->base_bytes = (size_t)o->rows * dim * sizeof(float);
-	r->copy_bytes = nids * dim * sizeof(float);
+	r->copy_bytes = (size_t)bench_max_ids(o) * dim * sizeof(float);
+	r->out_bytes = (size_t)bench_max_batch(o) * dim * sizeof(float);
 	r->base = bench_alloc_big(r->e->pool, r->base_bytes, o->thp);
 	r->copy_out = bench_alloc_big(r->e->pool, r->copy_bytes, o->thp);
-	r->out = bench_alloc_big(r->e->pool, (size_t)o->batch * dim *
-				 sizeof(float), false);
+	r->out = bench_alloc_big(r->e->pool, r->out_bytes, false);
 	if (!alloc_series(r, o->reps) || !r->base || !r->copy_out ||
 	    !r->out) {
 		fprintf(stderr, "shemb-bench: out of memory\n");
@@ -377,12 +389,9 @@ static int alloc_run(struct lookup_run *r)
 
 static void free_run(struct lookup_run *r)
 {
-	const struct bench_opts *o = r->e->o;
-
 	bench_free_big(r->base, r->base_bytes);
 	bench_free_big(r->copy_out, r->copy_bytes);
-	bench_free_big(r->out, (size_t)o->batch * (size_t)o->dim *
-		       sizeof(float));
+	bench_free_big(r->out, r->out_bytes);
 	for (int k = 0; k < NKINDS; k++)
 		free(r->times[k]);
 	for (int k = 0; k < 2; k++)
@@ -391,8 +400,8 @@ static void free_run(struct lookup_run *r)
 	shemb_table_destroy(r->t);
 }
 
-static void print_results(const struct bench_opts *o,
-			  const struct dist_result *res)
+/* Over a sweep, each the smallest of its configurations. */
+static void print_results(const struct dist_result *res)
 {
 	double min[2] = { INFINITY, INFINITY };
 
@@ -455,11 +464,15 @@ int bench_lookup(const struct bench_opts *opts)
 	memset(&r, 0, sizeof(r));
 	r.e = &e;
 	rc = prepare(&r);
-	for (int d = 0; !rc && d < 2; d++)
-		if (o.dist[d])
-			rc = run_dist(&r, d, &res[d]);
+	for (int i = 0; !rc && i < bench_configs(&o); i++) {
+		bench_env_config(&e, &o, i);
+		for (int d = 0; !rc && d < 2; d++)
+			if (o.dist[d])
+				rc = run_dist(&r, d, &res[d]);
+	}
+	bench_progress_done();
 	if (!rc)
-		print_results(&o, res);
+		print_results(res);
 	free_run(&r);
 	bench_env_close(&e);
 	return rc;

@@ -36,16 +36,26 @@ const char bench_sched_usage[] =
 "  --reps N            repetitions of the latency measurement (default 20)\n"
 "  --chunk BYTES       libshemb's chunk_bytes (default: the library's)\n"
 "  --in-flight N       libshemb's chunks_in_flight (default: the library's)\n"
-"  --shemb-run PATH    the launcher (default: next to this program)\n";
+"  --shemb-run PATH    the launcher (default: next to this program)\n"
+"  --csv FILE          append one line of the figures to FILE\n";
 
 struct sched_opts {
 	int ranks, compute_us, steps, reps, in_flight;
 	int64_t chunk;
-	const char *provider, *shemb_run;
+	const char *provider, *shemb_run, *csv;
 };
 
 enum { SO_PROVIDER = 1, SO_COMPUTE, SO_STEPS, SO_REPS, SO_RUN, SO_CHUNK,
-       SO_IN_FLIGHT };
+       SO_IN_FLIGHT, SO_CSV };
+
+/*
+ * Rank 0's figures for the launcher, a line after the ones it prints:
+ *   @sched figures ALONE LOADED COMM BLOCKING STARTED FIRST WHOLE
+ * seconds, in the order of the printed text; then
+ *   @sched setup CHUNK_BYTES CHUNKS_IN_FLIGHT
+ * the values the context took.
+ */
+#define SCHED_TAG "@sched"
 
 static const struct option sched_long[] = {
 	{ "ranks", required_argument, NULL, 'n' },
@@ -56,6 +66,7 @@ static const struct option sched_long[] = {
 	{ "shemb-run", required_argument, NULL, SO_RUN },
 	{ "chunk", required_argument, NULL, SO_CHUNK },
 	{ "in-flight", required_argument, NULL, SO_IN_FLIGHT },
+	{ "csv", required_argument, NULL, SO_CSV },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
@@ -83,6 +94,9 @@ static int sched_apply(void *p, int c, const char *arg)
 		return comm_parse_count(arg, 1, (int64_t)1 << 40, &o->chunk);
 	case SO_IN_FLIGHT:
 		return comm_parse_int(arg, 1, 256, &o->in_flight);
+	case SO_CSV:
+		o->csv = arg;
+		return 0;
 	}
 	return -1;
 }
@@ -357,14 +371,57 @@ static void steps(int n, int compute_us, struct batch *b, double *comm,
 	free(t);
 }
 
+/* The slowest rank's medians, in seconds. */
+struct sched_figs {
+	double alone, loaded;          /* (1) */
+	double comm, serial, overlap;  /* (2) */
+	double first, whole;           /* (3) */
+};
+
+/* Rank 0's report: the text, the result lines, then the tagged figures
+ * for the launcher's CSV line. */
+static void report(const struct sched_opts *o, const struct shemb_ctx_attr *ca,
+		   const struct sched_figs *f)
+{
+	double hidden = f->comm > 0 ? (f->serial - f->overlap) / f->comm : 0;
+
+	printf("ranks %d, provider %s, 1 thread each, chunk_bytes %zu, "
+	       "chunks_in_flight %d\n", world, ca->provider, ca->chunk_bytes,
+	       ca->chunks_in_flight);
+	printf("(1) alltoallv of %d B per peer: alone %.1f us, while a "
+	       "64 MiB allreduce is in flight %.1f us (%.2fx)\n",
+	       SMALL_BYTES, f->alone * 1e6, f->loaded * 1e6,
+	       f->loaded / f->alone);
+	printf("(2) step of %d bags x %d ids, %d x %d table, dense compute "
+	       "%d us:\n", BAGS, POOLING, ROWS, DIM, o->compute_us);
+	printf("    embedding steps alone %.2f ms; with the compute, "
+	       "blocking %.2f ms, started\n    without waiting %.2f ms\n",
+	       f->comm * 1e3, f->serial * 1e3, f->overlap * 1e3);
+	printf("(3) lookup of %d tables of %d x %d (%d bags x %d ids each), "
+	       "started:\n    first table final after %.2f ms, all after "
+	       "%.2f ms\n", TABLES, ROWS / TABLES, DIM, BAGS, POOLING,
+	       f->first * 1e3, f->whole * 1e3);
+	/* the two figures asked of this benchmark end the output */
+	printf("result first_table_vs_whole_lookup %.3f\n",
+	       f->first / f->whole);
+	printf("result priority_latency_vs_alone %.3f\n",
+	       f->loaded / f->alone);
+	printf("result comm_hidden_fraction %.3f\n", hidden);
+	printf(SCHED_TAG " figures %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n",
+	       f->alone, f->loaded, f->comm, f->serial, f->overlap, f->first,
+	       f->whole);
+	printf(SCHED_TAG " setup %zu %d\n", ca->chunk_bytes,
+	       ca->chunks_in_flight);
+}
+
 int bench_sched_rank(int argc, char **argv)
 {
 	struct sched_opts o;
 	struct shemb_ctx_attr ca;
 	struct shemb_table_attr ta;
 	struct batch b[BATCHES];
+	struct sched_figs f;
 	shemb_table *t;
-	double alone, loaded, comm, serial, overlap, hidden, first, whole;
 
 	defaults(&o);
 	if (bench_parse_opts(argc, argv, sched_long, sched_apply, &o,
@@ -378,40 +435,17 @@ int bench_sched_rank(int argc, char **argv)
 	shemb_ctx_get_attr(ctx, &ca);
 	rank = ca.rank;
 	world = ca.world_size;
-	latency(o.reps, &alone, &loaded);
-	per_table(o.reps, &first, &whole);
+	latency(o.reps, &f.alone, &f.loaded);
+	per_table(o.reps, &f.first, &f.whole);
 	shemb_table_attr_init(&ta);
 	ta.name = "sched";
 	ta.rows = ROWS;
 	ta.dim = DIM;
 	MUST(shemb_table_create(ctx, &ta, &t));
 	make_batches(t, b);
-	steps(o.steps, o.compute_us, b, &comm, &serial, &overlap);
-	hidden = comm > 0 ? (serial - overlap) / comm : 0;
-	if (rank == 0) {
-		printf("ranks %d, provider %s, 1 thread each, chunk_bytes "
-		       "%zu, chunks_in_flight %d\n", world, ca.provider,
-		       ca.chunk_bytes, ca.chunks_in_flight);
-		printf("(1) alltoallv of %d B per peer: alone %.1f us, while a "
-		       "64 MiB allreduce is in flight %.1f us (%.2fx)\n",
-		       SMALL_BYTES, alone * 1e6, loaded * 1e6, loaded / alone);
-		printf("(2) step of %d bags x %d ids, %d x %d table, dense "
-		       "compute %d us:\n", BAGS, POOLING, ROWS, DIM,
-		       o.compute_us);
-		printf("    embedding steps alone %.2f ms; with the compute, "
-		       "blocking %.2f ms, started\n    without waiting "
-		       "%.2f ms\n", comm * 1e3, serial * 1e3, overlap * 1e3);
-		printf("(3) lookup of %d tables of %d x %d (%d bags x %d ids "
-		       "each), started:\n    first table final after %.2f ms, "
-		       "all after %.2f ms\n", TABLES, ROWS / TABLES, DIM,
-		       BAGS, POOLING, first * 1e3, whole * 1e3);
-		/* the two figures asked of this benchmark end the output */
-		printf("result first_table_vs_whole_lookup %.3f\n",
-		       first / whole);
-		printf("result priority_latency_vs_alone %.3f\n",
-		       loaded / alone);
-		printf("result comm_hidden_fraction %.3f\n", hidden);
-	}
+	steps(o.steps, o.compute_us, b, &f.comm, &f.serial, &f.overlap);
+	if (rank == 0)
+		report(&o, &ca, &f);
 	for (int k = 0; k < BATCHES; k++) {
 		free(b[k].ids);
 		free(b[k].out);
@@ -424,12 +458,106 @@ int bench_sched_rank(int argc, char **argv)
 
 /* ---- the launcher ---- */
 
+static const char sched_csv_header[] =
+	"mode,provider,ranks,chunk_bytes,chunks_in_flight,compute_us,steps,"
+	"reps,alltoallv_bytes_per_peer,alone_us,loaded_us,"
+	"priority_latency_vs_alone,comm_ms,blocking_ms,started_ms,"
+	"comm_hidden_fraction,first_table_ms,whole_lookup_ms,"
+	"first_table_vs_whole_lookup";
+
+/* The CSV line of rank 0's figures (SCHED_TAG lines); v: as in the
+ * figures line, then the setup's two values. */
+static void write_csv(const struct sched_opts *o, FILE *f, const double *v)
+{
+	bench_csv_begin(f, "sched");
+	bench_csv_str(f, o->provider);
+	bench_csv_int(f, o->ranks);
+	bench_csv_int(f, (long long)v[7]);
+	bench_csv_int(f, (long long)v[8]);
+	bench_csv_int(f, o->compute_us);
+	bench_csv_int(f, o->steps);
+	bench_csv_int(f, o->reps);
+	bench_csv_int(f, SMALL_BYTES);
+	bench_csv_num(f, v[0] * 1e6);
+	bench_csv_num(f, v[1] * 1e6);
+	bench_csv_num(f, v[1] / v[0]);
+	bench_csv_num(f, v[2] * 1e3);
+	bench_csv_num(f, v[3] * 1e3);
+	bench_csv_num(f, v[4] * 1e3);
+	bench_csv_num(f, v[2] > 0 ? (v[3] - v[4]) / v[2] : 0);
+	bench_csv_num(f, v[5] * 1e3);
+	bench_csv_num(f, v[6] * 1e3);
+	bench_csv_num(f, v[5] / v[6]);
+	bench_csv_end(f);
+}
+
+/* Rank 0's lines on the standard output, its figures into the CSV
+ * file; -1 when they are missing. */
+static int show(const struct sched_opts *o, char *out, FILE *csv)
+{
+	double v[9];
+	int have = 0;
+	char *save = NULL;
+
+	for (char *l = out ? strtok_r(out, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "[0] ", 4))
+			continue;
+		l += 4;
+		if (sscanf(l, SCHED_TAG " figures %lf %lf %lf %lf %lf %lf %lf",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+			   &v[6]) == 7)
+			have |= 1;
+		else if (sscanf(l, SCHED_TAG " setup %lf %lf", &v[7],
+				&v[8]) == 2)
+			have |= 2;
+		else
+			puts(l);
+	}
+	if (have != 3)
+		return -1;
+	write_csv(o, csv, v);
+	return 0;
+}
+
+/* The ranks, with shemb-run: its exit status. */
+static int run_ranks(const struct sched_opts *o, struct comm_buf *out,
+		     struct comm_buf *err)
+{
+	char num[16], us[16], st[16], reps[16], chunk[24], flight[16];
+	char *argv[] = { (char *)o->shemb_run, (char *)"-n", num,
+			 (char *)"--provider", (char *)o->provider,
+			 (char *)"--timeout", (char *)"600",
+			 (char *)comm_self_exe(), (char *)"sched-rank",
+			 (char *)"--compute-us", us, (char *)"--steps", st,
+			 (char *)"--reps", reps, NULL, NULL, NULL, NULL, NULL };
+	int n = 15;
+
+	snprintf(num, sizeof(num), "%d", o->ranks);
+	snprintf(us, sizeof(us), "%d", o->compute_us);
+	snprintf(st, sizeof(st), "%d", o->steps);
+	snprintf(reps, sizeof(reps), "%d", o->reps);
+	snprintf(chunk, sizeof(chunk), "%lld", (long long)o->chunk);
+	snprintf(flight, sizeof(flight), "%d", o->in_flight);
+	if (o->chunk) {
+		argv[n++] = (char *)"--chunk";
+		argv[n++] = chunk;
+	}
+	if (o->in_flight) {
+		argv[n++] = (char *)"--in-flight";
+		argv[n++] = flight;
+	}
+	bench_progress("sched: %d ranks", o->ranks);
+	n = comm_run(argv, 620, out, err);
+	bench_progress_done();
+	return n;
+}
+
 int bench_sched(int argc, char **argv)
 {
 	struct sched_opts o;
-	char num[16], us[16], st[16], reps[16], chunk[24], flight[16];
 	struct comm_buf out = { 0 }, err = { 0 };
-	char *save = NULL;
+	FILE *csv = NULL;
 	int rc;
 
 	defaults(&o);
@@ -442,44 +570,23 @@ int bench_sched(int argc, char **argv)
 		fprintf(stderr, "shemb-bench sched: shemb-run not found\n");
 		return 2;
 	}
-	snprintf(num, sizeof(num), "%d", o.ranks);
-	snprintf(us, sizeof(us), "%d", o.compute_us);
-	snprintf(st, sizeof(st), "%d", o.steps);
-	snprintf(reps, sizeof(reps), "%d", o.reps);
-	snprintf(chunk, sizeof(chunk), "%lld", (long long)o.chunk);
-	snprintf(flight, sizeof(flight), "%d", o.in_flight);
-	{
-		char *argv2[] = { (char *)o.shemb_run, (char *)"-n", num,
-				  (char *)"--provider", (char *)o.provider,
-				  (char *)"--timeout", (char *)"600",
-				  (char *)comm_self_exe(),
-				  (char *)"sched-rank", (char *)"--compute-us",
-				  us, (char *)"--steps", st, (char *)"--reps",
-				  reps, NULL, NULL, NULL, NULL, NULL };
-		int n = 15;
-
-		if (o.chunk) {
-			argv2[n++] = (char *)"--chunk";
-			argv2[n++] = chunk;
-		}
-		if (o.in_flight) {
-			argv2[n++] = (char *)"--in-flight";
-			argv2[n++] = flight;
-		}
-		comm_adopt_orphans();
-		printf("shemb-bench sched: libshemb %s\n",
-		       shemb_version_string());
-		fflush(stdout);
-		rc = comm_run(argv2, 620, &out, &err);
+	if (o.csv && !(csv = bench_csv_open(o.csv, sched_csv_header,
+					    "shemb-bench sched")))
+		return 2;
+	comm_adopt_orphans();
+	printf("shemb-bench sched: libshemb %s\n", shemb_version_string());
+	fflush(stdout);
+	rc = run_ranks(&o, &out, &err);
+	if (!rc && show(&o, out.p, csv)) {
+		fprintf(stderr, "shemb-bench sched: rank 0 gave no figures\n");
+		rc = 1;
 	}
-	for (char *l = out.p ? strtok_r(out.p, "\n", &save) : NULL; l;
-	     l = strtok_r(NULL, "\n", &save))
-		if (!strncmp(l, "[0] ", 4))
-			puts(l + 4);
 	if (rc)
 		fprintf(stderr, "shemb-bench sched: exit %d\n%s", rc,
 			err.p ? err.p : "");
 	comm_buf_free(&out);
 	comm_buf_free(&err);
+	if (csv)
+		fclose(csv);
 	return rc ? 1 : 0;
 }

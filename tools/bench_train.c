@@ -9,6 +9,7 @@
 #include "tools/bench_train.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,12 @@ const char bench_train_usage[] =
 "  --pool-at W         where libshemb pools SUM bags: auto (default),\n"
 "                      requester or owner\n"
 "  --timeout SECONDS   limit of each rank count's job (default 600)\n"
-"  --shemb-run PATH    the launcher (default: next to this program)\n";
+"  --shemb-run PATH    the launcher (default: next to this program)\n"
+"  --csv FILE          append one line per rank count and exchange\n";
 
 struct result {
 	double t[TRAIN_NMODES][MAX_STEPS], bytes[TRAIN_NMODES][MAX_STEPS];
+	double recv[TRAIN_NMODES][MAX_STEPS];
 	int n[TRAIN_NMODES];
 	double bal_max[2], bal_mean[2];
 	bool have_bal[2];
@@ -52,6 +55,10 @@ struct topts {
 	char pass[16][32]; /* options handed to the ranks */
 	int npass;
 	double timeout;
+	/* what the CSV lines say of the run: the ranks' options */
+	const char *csv, *steps, *passes, *batch, *scale, *wire, *pool_at;
+	bool deterministic;
+	FILE *csv_file;
 };
 
 static int mode_of(const char *name)
@@ -66,7 +73,7 @@ static void read_line(struct result *res, const char *line)
 {
 	const char *at = strstr(line, TRAIN_TAG " ");
 	char a[64];
-	double x, y;
+	double x, y, z;
 	int m;
 
 	if (!at)
@@ -77,10 +84,11 @@ static void read_line(struct result *res, const char *line)
 
 		snprintf(res->plan + used, sizeof(res->plan) - used,
 			 "    %s\n", at + 5);
-	} else if (sscanf(at, "step %63s %lf %lf", a, &x, &y) == 3) {
+	} else if (sscanf(at, "step %63s %lf %lf %lf", a, &x, &y, &z) == 4) {
 		m = mode_of(a);
 		if (m >= 0 && res->n[m] < MAX_STEPS) {
 			res->t[m][res->n[m]] = x;
+			res->recv[m][res->n[m]] = z;
 			res->bytes[m][res->n[m]++] = y;
 		}
 	} else if (sscanf(at, "balance %63s %lf %lf", a, &x, &y) == 3) {
@@ -140,7 +148,7 @@ static double median(const double *v, int n)
 }
 
 struct figures {
-	double step_s[TRAIN_NMODES], bytes[TRAIN_NMODES];
+	double step_s[TRAIN_NMODES], bytes[TRAIN_NMODES], recv[TRAIN_NMODES];
 	double imbalance[2];
 };
 
@@ -148,8 +156,8 @@ static int report(int64_t n, const struct result *res, struct figures *f)
 {
 	printf("\n== %lld ranks\n", (long long)n);
 	printf("  plans (libshemb's SHARD_AUTO):\n%s", res->plan);
-	printf("  %-10s %10s %9s %18s %14s %14s\n", "mode", "step ms",
-	       "steps/s", "MB sent/rank/step", "libshemb/this", "");
+	printf("  %-10s %10s %9s %10s %10s   %s\n", "mode", "step ms",
+	       "steps/s", "MB sent", "MB recv", "libshemb/this");
 	for (int m = 0; m < TRAIN_NMODES; m++) {
 		if (res->n[m] == 0) {
 			fprintf(stderr, "shemb-bench train: no %s steps\n",
@@ -158,13 +166,16 @@ static int report(int64_t n, const struct result *res, struct figures *f)
 		}
 		f->step_s[m] = median(res->t[m], res->n[m]);
 		f->bytes[m] = median(res->bytes[m], res->n[m]);
+		f->recv[m] = median(res->recv[m], res->n[m]);
 	}
 	for (int m = 0; m < TRAIN_NMODES; m++)
-		printf("  %-10s %10.2f %9.2f %18.3f   bytes %.4f   steps/s "
-		       "%.2f\n", train_mode_names[m], f->step_s[m] * 1e3,
-		       1.0 / f->step_s[m], f->bytes[m] / 1048576.0,
+		printf("  %-10s %10.2f %9.2f %10.3f %10.3f   bytes %.4f   "
+		       "steps/s %.2f\n", train_mode_names[m],
+		       f->step_s[m] * 1e3, 1.0 / f->step_s[m],
+		       f->bytes[m] / 1048576.0, f->recv[m] / 1048576.0,
 		       f->bytes[TRAIN_OURS] / f->bytes[m],
 		       f->step_s[m] / f->step_s[TRAIN_OURS]);
+	printf("  (MB: 2^20 bytes a rank sent and received per step)\n");
 	for (int k = 0; k < 2; k++) {
 		f->imbalance[k] = res->have_bal[k] && res->bal_mean[k] > 0
 					  ? res->bal_max[k] / res->bal_mean[k]
@@ -174,6 +185,47 @@ static int report(int64_t n, const struct result *res, struct figures *f)
 		       f->imbalance[k], res->bal_mean[k] / 1048576.0);
 	}
 	return 0;
+}
+
+/* ---- CSV ---- */
+
+static const char train_csv_header[] =
+	"mode,provider,ranks,batch,scale,steps,passes,wire,pool_at,"
+	"deterministic,exchange,step_ms,steps_per_s,sent_bytes_per_rank,"
+	"recv_bytes_per_rank,libshemb_step_ms,libshemb_sent_bytes_per_rank,"
+	"libshemb_speedup,libshemb_bytes_ratio,rowwise_imbalance,"
+	"colwise_imbalance";
+
+/* One line per exchange, each with libshemb's figures beside it. */
+static void write_csv(const struct topts *o, int64_t n,
+		      const struct figures *f)
+{
+	FILE *c = o->csv_file;
+
+	for (int m = 0; c && m < TRAIN_NMODES; m++) {
+		bench_csv_begin(c, "train");
+		bench_csv_str(c, o->provider);
+		bench_csv_int(c, n);
+		bench_csv_str(c, o->batch);
+		bench_csv_str(c, o->scale);
+		bench_csv_str(c, o->steps);
+		bench_csv_str(c, o->passes);
+		bench_csv_str(c, o->wire);
+		bench_csv_str(c, o->pool_at);
+		bench_csv_int(c, o->deterministic);
+		bench_csv_str(c, train_mode_names[m]);
+		bench_csv_num(c, f->step_s[m] * 1e3);
+		bench_csv_num(c, 1.0 / f->step_s[m]);
+		bench_csv_int(c, llround(f->bytes[m]));
+		bench_csv_int(c, llround(f->recv[m]));
+		bench_csv_num(c, f->step_s[TRAIN_OURS] * 1e3);
+		bench_csv_int(c, llround(f->bytes[TRAIN_OURS]));
+		bench_csv_num(c, f->step_s[m] / f->step_s[TRAIN_OURS]);
+		bench_csv_num(c, f->bytes[TRAIN_OURS] / f->bytes[m]);
+		bench_csv_num(c, f->imbalance[0]);
+		bench_csv_num(c, f->imbalance[1]);
+		bench_csv_end(c);
+	}
 }
 
 static void results(const struct figures *f)
@@ -211,23 +263,52 @@ static const struct option train_long[] = {
 	{ "pool-at", required_argument, NULL, 'a' },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "shemb-run", required_argument, NULL, 'R' },
+	{ "csv", required_argument, NULL, 'C' },
 	{ NULL, 0, NULL, 0 }
 };
 
-static int parse(int argc, char **argv, struct topts *o)
+/* What the ranks run with when not told: bench_train_rank.c's
+ * defaults, for the CSV lines. */
+static void defaults(struct topts *o)
 {
-	static const char *const pass_names[] = {
-		['s'] = "--steps", ['p'] = "--passes", ['b'] = "--batch",
-		['c'] = "--scale",
-	};
-	int c, idx;
-
 	memset(o, 0, sizeof(*o));
 	o->ranks[0] = 2;
 	o->ranks[1] = 4;
 	o->nranks = 2;
 	o->provider = "shm";
 	o->timeout = 600;
+	o->steps = "5";
+	o->passes = "2";
+	o->batch = "2048";
+	o->scale = "1";
+	o->wire = "f32";
+	o->pool_at = "auto";
+}
+
+/* An option handed to the ranks, kept for the CSV lines too. */
+static int pass_count(struct topts *o, int c, const char *arg)
+{
+	static const char *const pass_names[] = {
+		['s'] = "--steps", ['p'] = "--passes", ['b'] = "--batch",
+		['c'] = "--scale",
+	};
+	const char **keep = c == 's' ? &o->steps : c == 'p' ? &o->passes :
+			    c == 'b' ? &o->batch : &o->scale;
+	char *end;
+	long long v = strtoll(arg, &end, 10);
+
+	if (*end || end == arg || v < 1)
+		return -1;
+	pass_opt(o, pass_names[c], arg);
+	*keep = arg;
+	return 0;
+}
+
+static int parse(int argc, char **argv, struct topts *o)
+{
+	int c, idx;
+
+	defaults(o);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:", train_long, &idx)) != -1) {
 		switch (c) {
@@ -245,30 +326,35 @@ static int parse(int argc, char **argv, struct topts *o)
 		case 'p':
 		case 'b':
 		case 'c':
-			if (atoll(optarg) < 1)
+			if (pass_count(o, c, optarg))
 				return -1;
-			pass_opt(o, pass_names[c], optarg);
 			break;
 		case 'd':
 			pass_opt(o, "--deterministic", NULL);
+			o->deterministic = true;
 			break;
 		case 'w':
 			if (strcmp(optarg, "f32") && strcmp(optarg, "bf16") &&
 			    strcmp(optarg, "f16"))
 				return -1;
 			pass_opt(o, "--wire", optarg);
+			o->wire = optarg;
 			break;
 		case 'a':
 			if (strcmp(optarg, "auto") && strcmp(optarg, "owner") &&
 			    strcmp(optarg, "requester"))
 				return -1;
 			pass_opt(o, "--pool-at", optarg);
+			o->pool_at = optarg;
 			break;
 		case 't':
 			o->timeout = atof(optarg);
 			break;
 		case 'R':
 			o->shemb_run = optarg;
+			break;
+		case 'C':
+			o->csv = optarg;
 			break;
 		default:
 			return -1;
@@ -293,6 +379,11 @@ int bench_train(int argc, char **argv)
 		free(res);
 		return 2;
 	}
+	if (o.csv && !(o.csv_file = bench_csv_open(o.csv, train_csv_header,
+						   "shemb-bench train"))) {
+		free(res);
+		return 2;
+	}
 	comm_adopt_orphans();
 	printf("shemb-bench train: libshemb %s, provider %s\n",
 	       shemb_version_string(), o.provider);
@@ -307,13 +398,22 @@ int bench_train(int argc, char **argv)
 	printf("  figures median over timed steps of the slowest rank's step "
 	       "time; bytes a rank\n          sends per step, mean over "
 	       "ranks\n");
+	bench_progress_plan(o.nranks);
 	for (int i = 0; !rc && i < o.nranks; i++) {
+		bench_progress_next();
+		bench_progress("train: %lld ranks, every exchange",
+			       (long long)o.ranks[i]);
 		rc = run_ranks(&o, o.ranks[i], res);
+		bench_progress_done();
 		if (!rc)
 			rc = report(o.ranks[i], res, &f);
+		if (!rc)
+			write_csv(&o, o.ranks[i], &f);
 	}
 	if (!rc)
 		results(&f); /* of the last rank count */
+	if (o.csv_file)
+		fclose(o.csv_file);
 	free(res);
 	return rc ? 1 : 0;
 }

@@ -15,8 +15,9 @@
 
 /*
  * Lines from rank 0, for the parent:
- *   @train step MODE SECONDS BYTES   per timed step: the slowest rank's
- *                                    time and the mean bytes a rank sent
+ *   @train step MODE SECONDS SENT RECEIVED   per timed step: the
+ *                                    slowest rank's time, the mean bytes a
+ *                                    rank sent and received
  *   @train balance PLAN MAX MEAN     bytes per rank (sent and received)
  *                                    of a Zipf 1.2 table in PLAN
  *   @train plan TEXT                 the plan AUTO chose, a table a line

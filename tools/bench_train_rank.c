@@ -177,7 +177,12 @@ static void lookup_replica(const struct table *t, const struct bench_batch *b,
 	}
 }
 
-static int step_dense(struct rank *r, int k, uint64_t *bytes)
+/* Bytes one rank sent and received in a step. */
+struct traffic {
+	uint64_t sent, recv;
+};
+
+static int step_dense(struct rank *r, int k, struct traffic *tr)
 {
 	for (int i = 0; i < NTABLES; i++) {
 		struct table *t = &r->tab[i];
@@ -204,18 +209,20 @@ static int step_dense(struct rank *r, int k, uint64_t *bytes)
 			return fail(r, "shemb_allreduce", rc);
 		for (size_t v = 0; v < n; v++)
 			t->replica[v] -= LR * t->dense[v];
-		/* what a rank sends: the ring's 2 (N - 1) / N of the buffer,
-		 * every other rank's whole buffer at 64 KiB and below */
-		*bytes += n * 4 <= 65536
-				  ? (uint64_t)(r->world - 1) * n * 4
-				  : 2 * (uint64_t)(r->world - 1) * n * 4 /
-					    (uint64_t)r->world;
+		/* what a rank sends, and receives as much: the ring's
+		 * 2 (N - 1) / N of the buffer, every other rank's whole
+		 * buffer at 64 KiB and below */
+		tr->sent += n * 4 <= 65536
+				    ? (uint64_t)(r->world - 1) * n * 4
+				    : 2 * (uint64_t)(r->world - 1) * n * 4 /
+					      (uint64_t)r->world;
+		tr->recv = tr->sent;
 	}
 	return 0;
 }
 
 /* Every rank's (id, gradient row) pairs, one per id occurrence. */
-static int step_allgather(struct rank *r, int k, uint64_t *bytes)
+static int step_allgather(struct rank *r, int k, struct traffic *tr)
 {
 	for (int i = 0; i < NTABLES; i++) {
 		struct table *t = &r->tab[i];
@@ -263,7 +270,10 @@ static int step_allgather(struct rank *r, int k, uint64_t *bytes)
 			for (int c = 0; c < dim; c++)
 				row[c] -= LR * g[c];
 		}
-		*bytes += (uint64_t)(w - 1) * (8 + mine);
+		tr->sent += (uint64_t)(w - 1) * (8 + mine);
+		for (int p = 0; p < w; p++)
+			if (p != r->rank)
+				tr->recv += 8 + lens[p];
 		free(cnt);
 		free(dsp);
 		free(lens);
@@ -273,25 +283,27 @@ static int step_allgather(struct rank *r, int k, uint64_t *bytes)
 	return 0;
 }
 
-static uint64_t sent_by_tables(struct rank *r)
+/* What libshemb's tables sent and received so far. */
+static struct traffic by_tables(struct rank *r)
 {
-	uint64_t sum = 0;
+	struct traffic sum = { 0, 0 };
 
 	for (int i = 0; i < NTABLES; i++) {
 		struct shemb_table_stats s = { .size = sizeof(s) };
 
 		shemb_table_stats(r->tab[i].t, &s);
-		sum += s.sent_bytes;
+		sum.sent += s.sent_bytes;
+		sum.recv += s.received_bytes;
 	}
 	return sum;
 }
 
 /* One timed step of a mode: the slowest rank's time, the mean bytes a
- * rank sent (both agreed by allreduce, outside the timing). */
+ * rank sent and received (agreed by allreduce, outside the timing). */
 static int timed_step(struct rank *r, int mode, int k)
 {
-	uint64_t bytes = 0, before = sent_by_tables(r);
-	double t0, v[2];
+	struct traffic tr = { 0, 0 }, before = by_tables(r), after;
+	double t0, v[3];
 	int rc;
 
 	rc = shemb_barrier(r->ctx, NULL);
@@ -301,25 +313,30 @@ static int timed_step(struct rank *r, int mode, int k)
 	if (mode == TRAIN_OURS)
 		rc = step_ours(r, k);
 	else if (mode == TRAIN_DENSE)
-		rc = step_dense(r, k, &bytes);
+		rc = step_dense(r, k, &tr);
 	else
-		rc = step_allgather(r, k, &bytes);
+		rc = step_allgather(r, k, &tr);
 	v[0] = bench_now() - t0;
 	if (rc)
 		return rc;
-	if (mode == TRAIN_OURS)
-		bytes = sent_by_tables(r) - before;
+	if (mode == TRAIN_OURS) {
+		after = by_tables(r);
+		tr.sent = after.sent - before.sent;
+		tr.recv = after.recv - before.recv;
+	}
 	rc = shemb_allreduce(r->ctx, v, v, 1, SHEMB_F64, SHEMB_REDUCE_MAX,
 			     NULL);
-	v[1] = (double)bytes;
+	v[1] = (double)tr.sent;
+	v[2] = (double)tr.recv;
 	if (!rc)
-		rc = shemb_allreduce(r->ctx, &v[1], &v[1], 1, SHEMB_F64,
+		rc = shemb_allreduce(r->ctx, &v[1], &v[1], 2, SHEMB_F64,
 				     SHEMB_REDUCE_SUM, NULL);
 	if (rc)
 		return fail(r, "shemb_allreduce", rc);
 	if (r->rank == 0)
-		printf("%s step %s %.6f %.0f\n", TRAIN_TAG,
-		       train_mode_names[mode], v[0], v[1] / r->world);
+		printf("%s step %s %.6f %.0f %.0f\n", TRAIN_TAG,
+		       train_mode_names[mode], v[0], v[1] / r->world,
+		       v[2] / r->world);
 	return 0;
 }
 

@@ -8,7 +8,6 @@
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -456,42 +455,7 @@ struct bench_stat bench_stat_of(const double *t, int n)
 	return st;
 }
 
-/* ---- output ---- */
-
-bool bench_progress_on;
-
-void bench_progress(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!bench_progress_on)
-		return;
-	fputs("\r\033[K", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fflush(stderr);
-}
-
-void bench_progress_done(void)
-{
-	if (bench_progress_on)
-		fputs("\r\033[K", stderr);
-}
-
-FILE *bench_csv_open(const char *path, const char *header)
-{
-	FILE *f = fopen(path, "a");
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	if (ftell(f) == 0) {
-		fputs(header, f);
-		fputc('\n', f);
-	}
-	return f;
-}
+/* ---- checks and helpers ---- */
 
 int bench_check_sum(const float *got, const float *rows, int64_t len,
 		    int dim, int64_t bag)

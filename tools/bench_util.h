@@ -10,6 +10,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tools/bench_csv.h"
+#include "tools/bench_progress.h"
+
 /* ---- clocks ---- */
 
 double bench_now(void); /* CLOCK_MONOTONIC, seconds */
@@ -124,15 +127,6 @@ struct bench_stat {
 /* Best (smallest) and median of n > 0 values; t is left as it is. */
 struct bench_stat bench_stat_of(const double *t, int n);
 
-/* ---- output ---- */
-
-extern bool bench_progress_on; /* stderr is a terminal */
-
-void bench_progress(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-void bench_progress_done(void);
-
-/* Opens for appending; writes `header` first when the file is empty. */
-FILE *bench_csv_open(const char *path, const char *header);
+/* ---- output: bench_progress.h and bench_csv.h ---- */
 
 #endif

@@ -9,9 +9,9 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* Keep the ids of all batches of one distribution under this. */
 #define BATCH_ID_BYTES_MAX ((size_t)512 << 20)
@@ -51,8 +51,11 @@ static const char usage_text[] =
 "Options of lookup and backward:\n"
 "  --rows N            rows of the table (default 4194304)\n"
 "  --dim N             values per row (default 128)\n"
-"  --pooling-factor N  ids per bag (default 32)\n"
-"  --batch N           bags per batch (default 4096)\n"
+"  --pooling-factor L  ids per bag (default 32); a list such as 8,32,128\n"
+"                      measures each value\n"
+"  --batch L           bags per batch (default 4096); a list such as\n"
+"                      1k,4k,16k measures each value with each pooling\n"
+"                      factor\n"
 "  --threads N         threads of the library and of the baseline (2)\n"
 "  --reps N            timed repetitions after one warm-up (default 10)\n"
 "  --dist D            zipf, uniform or both (default both)\n"
@@ -64,14 +67,18 @@ static const char usage_text[] =
 "  --seed N            seed of the ids (default 1)\n"
 "  --no-thp            no transparent huge pages for the baseline's array\n"
 "  --csv FILE          append one line per measured configuration to FILE\n"
-"                      (with a header when FILE is new)\n"
+"                      (with a header when FILE is new; a FILE with other\n"
+"                      columns is refused)\n"
 "  -h, --help          this text\n"
 "\n"
 "N takes a k, M or G suffix (x 2^10, 2^20, 2^30).  Every measurement uses\n"
 "its own pre-generated batch, so caches do not hold the previous answer.\n"
 "Figures give the best and the median of the repetitions; a ratio is the\n"
 "median of ratios of measurements taken back to back.  The output ends\n"
-"with lines \"result NAME VALUE\" for scripts.\n";
+"with lines \"result NAME VALUE\" for scripts; over a sweep of several\n"
+"batch sizes or pooling factors each is the smallest over the sweep.\n"
+"Every mode takes --csv FILE.  On a terminal, a line on standard error\n"
+"shows the progress of long runs.\n";
 
 static void usage(FILE *f)
 {
@@ -146,8 +153,10 @@ static void set_defaults(struct bench_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->rows = 4194304;
 	o->dim = 128;
-	o->pooling = 32;
-	o->batch = 4096;
+	o->poolings[0] = 32;
+	o->npooling = 1;
+	o->batches[0] = 4096;
+	o->nbatch = 1;
 	o->threads = 2;
 	o->reps = 10;
 	o->dist[BENCH_ZIPF] = o->dist[BENCH_UNIFORM] = true;
@@ -173,11 +182,14 @@ static int apply_opt(struct bench_opts *o, int c, const char *arg)
 		o->dim = (int)v;
 		break;
 	case OPT_POOLING:
-		rc = comm_parse_count(arg, 1, 1 << 20, &v);
-		o->pooling = (int)v;
+		o->npooling = comm_parse_list(arg, 1, 1 << 20, o->poolings,
+					      BENCH_MAX_SWEEP);
+		rc = o->npooling < 1 ? -1 : 0;
 		break;
 	case OPT_BATCH:
-		rc = comm_parse_count(arg, 1, INT32_MAX, &o->batch);
+		o->nbatch = comm_parse_list(arg, 1, INT32_MAX, o->batches,
+					    BENCH_MAX_SWEEP);
+		rc = o->nbatch < 1 ? -1 : 0;
 		break;
 	case OPT_THREADS:
 		rc = comm_parse_count(arg, 1, 1024, &v);
@@ -230,11 +242,13 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	set_defaults(o);
 	if (bench_parse_opts(argc, argv, long_opts, lookup_apply, o, help))
 		return -1;
-	if ((int64_t)o->pooling * o->batch > INT32_MAX) {
+	if (bench_max_ids(o) > INT32_MAX) {
 		fprintf(stderr, "shemb-bench: --batch x --pooling-factor must "
 			"stay below 2^31 ids\n");
 		return -1;
 	}
+	o->batch = o->batches[0];
+	o->pooling = (int)o->poolings[0];
 	return 0;
 }
 
@@ -257,6 +271,31 @@ size_t bench_dtype_size(int dtype)
 
 /* ---- the shared setup ---- */
 
+/* ---- the sweep ---- */
+
+int bench_configs(const struct bench_opts *o)
+{
+	return o->nbatch * o->npooling;
+}
+
+int64_t bench_max_batch(const struct bench_opts *o)
+{
+	int64_t m = 0;
+
+	for (int i = 0; i < o->nbatch; i++)
+		m = o->batches[i] > m ? o->batches[i] : m;
+	return m;
+}
+
+int64_t bench_max_ids(const struct bench_opts *o)
+{
+	int64_t m = 0;
+
+	for (int i = 0; i < o->npooling; i++)
+		m = o->poolings[i] > m ? o->poolings[i] : m;
+	return m * bench_max_batch(o);
+}
+
 static int batches_per_dist(const struct bench_opts *o, int per_rep)
 {
 	size_t one = (size_t)o->batch * (size_t)o->pooling * sizeof(int64_t);
@@ -268,17 +307,45 @@ static int batches_per_dist(const struct bench_opts *o, int per_rep)
 	return (int)(want < most ? want : most);
 }
 
+static void print_list(const char *what, const int64_t *v, int n)
+{
+	printf(" %s", what);
+	for (int i = 0; i < n; i++)
+		printf("%s%lld", i ? "," : " ", (long long)v[i]);
+}
+
 static void print_setup(const struct bench_env *e, const char *mode)
 {
 	const struct bench_opts *o = e->o;
 	int64_t nids = o->batch * o->pooling;
 
 	printf("shemb-bench %s: libshemb %s\n", mode, shemb_version_string());
-	printf("  batch    %lld bags x %d ids = %lld ids; %d batches per "
-	       "distribution\n", (long long)o->batch, o->pooling,
-	       (long long)nids, e->nbatches);
+	if (bench_configs(o) > 1) {
+		printf("  sweep   ");
+		print_list("bags per batch", o->batches, o->nbatch);
+		print_list("x ids per bag", o->poolings, o->npooling);
+		printf(": %d configurations\n", bench_configs(o));
+	} else {
+		printf("  batch    %lld bags x %d ids = %lld ids; %d batches "
+		       "per distribution\n", (long long)o->batch, o->pooling,
+		       (long long)nids, e->nbatches);
+	}
 	printf("  threads  %d; %d timed repetitions after one warm-up\n",
 	       o->threads, o->reps);
+}
+
+void bench_env_config(struct bench_env *e, struct bench_opts *o, int i)
+{
+	o->batch = o->batches[i / o->npooling];
+	o->pooling = (int)o->poolings[i % o->npooling];
+	e->nbatches = batches_per_dist(o, e->per_rep);
+	bench_progress_next();
+	if (bench_configs(o) < 2)
+		return;
+	printf("\n== configuration %d of %d: %lld bags x %d ids = %lld ids; "
+	       "%d batches per distribution\n", i + 1, bench_configs(o),
+	       (long long)o->batch, o->pooling,
+	       (long long)(o->batch * o->pooling), e->nbatches);
 }
 
 int bench_env_open(struct bench_env *e, const struct bench_opts *o,
@@ -289,6 +356,7 @@ int bench_env_open(struct bench_env *e, const struct bench_opts *o,
 
 	memset(e, 0, sizeof(*e));
 	e->o = o;
+	e->per_rep = measures_per_rep;
 	e->nbatches = batches_per_dist(o, measures_per_rep);
 	shemb_ctx_attr_init(&ca);
 	ca.nthreads = o->threads;
@@ -303,12 +371,12 @@ int bench_env_open(struct bench_env *e, const struct bench_opts *o,
 	if (o->dist[BENCH_ZIPF] && !(e->perm = bench_make_perm(o->rows,
 							       o->seed)))
 		goto fail;
-	if (o->csv && !(e->csv = bench_csv_open(o->csv, BENCH_CSV_HEADER))) {
-		fprintf(stderr, "shemb-bench: cannot open %s: %s\n", o->csv,
-			strerror(errno));
+	if (o->csv && !(e->csv = bench_csv_open(o->csv, BENCH_CSV_HEADER,
+						"shemb-bench"))) {
 		bench_env_close(e);
 		return -1;
 	}
+	bench_progress_plan(bench_configs(o));
 	print_setup(e, mode);
 	return 0;
 fail:
@@ -391,37 +459,52 @@ struct shemb_bags bench_bags_of(shemb_table *t, const struct bench_batch *b)
 
 /* ---- CSV ---- */
 
-static void csv_num(FILE *f, double v, const char *fmt)
-{
-	fputc(',', f);
-	if (v >= 0)
-		fprintf(f, fmt, v);
-}
-
 void bench_csv_write(struct bench_env *e, const struct bench_csv_row *r)
 {
 	const struct bench_opts *o = e->o;
 	FILE *f = e->csv;
 
-	if (!f)
-		return;
-	fprintf(f, "%s,%s,%s,", r->mode, r->variant, bench_dist_name(r->dist));
-	if (r->dist == BENCH_ZIPF)
-		fprintf(f, "%g", o->zipf_s);
-	fprintf(f, ",%s,%s,%lld,%d,%d,%lld,%d,%d", bench_dtype_name(o->dtype),
-		r->optimizer, (long long)o->rows, o->dim, o->pooling,
-		(long long)o->batch, o->threads, o->reps);
-	csv_num(f, r->best_s * 1e3, "%.4f");
-	csv_num(f, r->median_s * 1e3, "%.4f");
-	csv_num(f, r->ids_per_s, "%.0f");
-	csv_num(f, r->rows_per_s, "%.0f");
-	csv_num(f, r->gb_per_s, "%.3f");
-	csv_num(f, r->vs_copy, "%.4f");
-	fputc('\n', f);
-	fflush(f);
+	bench_csv_begin(f, r->mode);
+	bench_csv_str(f, r->variant);
+	bench_csv_str(f, bench_dist_name(r->dist));
+	bench_csv_num(f, r->dist == BENCH_ZIPF ? o->zipf_s : NAN);
+	bench_csv_str(f, bench_dtype_name(o->dtype));
+	bench_csv_str(f, r->optimizer);
+	bench_csv_int(f, o->rows);
+	bench_csv_int(f, o->dim);
+	bench_csv_int(f, o->pooling);
+	bench_csv_int(f, o->batch);
+	bench_csv_int(f, o->threads);
+	bench_csv_int(f, o->reps);
+	bench_csv_num(f, r->best_s * 1e3);
+	bench_csv_num(f, r->median_s * 1e3);
+	bench_csv_num(f, r->ids_per_s);
+	bench_csv_num(f, r->rows_per_s);
+	bench_csv_num(f, r->gb_per_s);
+	bench_csv_num(f, r->vs_copy);
+	bench_csv_end(f);
 }
 
 /* ---- main ---- */
+
+/* The modes with options of their own, and the jobs that comm, train and
+ * sched start (comm-rank, comm-raw, train-rank, sched-rank: not in the
+ * usage). */
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+} own_modes[] = {
+	{ "cache", bench_cache },
+	{ "checkpoint", bench_ckpt },
+	{ "gpu", bench_gpu },
+	{ "sched", bench_sched },
+	{ "sched-rank", bench_sched_rank },
+	{ "train", bench_train },
+	{ "train-rank", bench_train_rank },
+	{ "comm", bench_comm },
+	{ "comm-rank", bench_comm_rank },
+	{ "comm-raw", bench_fi_raw },
+};
 
 int main(int argc, char **argv)
 {
@@ -433,57 +516,26 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	mode = argv[1];
+	bench_progress_init();
 	if (!strcmp(mode, "-h") || !strcmp(mode, "--help")) {
 		usage(stdout);
 		return 0;
 	}
-	if (!strcmp(mode, "cache")) {
-		argv[1] = (char *)"shemb-bench";
-		return bench_cache(argc - 1, argv + 1);
-	}
-	if (!strcmp(mode, "checkpoint")) {
-		argv[1] = (char *)"shemb-bench";
-		return bench_ckpt(argc - 1, argv + 1);
-	}
-	if (!strcmp(mode, "gpu")) {
-		argv[1] = (char *)"shemb-bench";
-		return bench_gpu(argc - 1, argv + 1);
-	}
-	if (!strcmp(mode, "sched") || !strcmp(mode, "sched-rank")) {
-		argv[1] = (char *)"shemb-bench";
-		if (!strcmp(mode, "sched"))
-			return bench_sched(argc - 1, argv + 1);
-		return bench_sched_rank(argc - 1, argv + 1);
-	}
-	if (!strcmp(mode, "train") || !strcmp(mode, "train-rank")) {
-		argv[1] = (char *)"shemb-bench";
-		if (!strcmp(mode, "train"))
-			return bench_train(argc - 1, argv + 1);
-		return bench_train_rank(argc - 1, argv + 1);
-	}
-	/* comm has options of its own; comm-rank and comm-raw are the jobs
-	 * it starts */
-	if (!strcmp(mode, "comm") || !strcmp(mode, "comm-rank") ||
-	    !strcmp(mode, "comm-raw")) {
-		argv[1] = (char *)"shemb-bench";
-		if (!strcmp(mode, "comm"))
-			return bench_comm(argc - 1, argv + 1);
-		if (!strcmp(mode, "comm-rank"))
-			return bench_comm_rank(argc - 1, argv + 1);
-		return bench_fi_raw(argc - 1, argv + 1);
-	}
 	/* the mode is argv[1]: parse what follows it as a command line of
 	 * its own, with the program's name in front for getopt's messages */
 	argv[1] = (char *)"shemb-bench";
+	for (size_t i = 0; i < sizeof(own_modes) / sizeof(own_modes[0]); i++)
+		if (!strcmp(mode, own_modes[i].name))
+			return own_modes[i].run(argc - 1, argv + 1);
+	if (strcmp(mode, "lookup") && strcmp(mode, "backward")) {
+		fprintf(stderr, "shemb-bench: unknown mode '%s' (lookup, "
+			"backward, comm, train, cache, gpu, sched or "
+			"checkpoint; see --help)\n", mode);
+		return 2;
+	}
 	if (parse_args(argc - 1, argv + 1, &o))
 		return 2;
-	bench_progress_on = isatty(STDERR_FILENO);
 	if (!strcmp(mode, "lookup"))
 		return bench_lookup(&o) ? 1 : 0;
-	if (!strcmp(mode, "backward"))
-		return bench_backward(&o) ? 1 : 0;
-	fprintf(stderr, "shemb-bench: unknown mode '%s' (lookup, "
-		"backward, comm, train, cache, gpu, sched or checkpoint; see "
-		"--help)\n", mode);
-	return 2;
+	return bench_backward(&o) ? 1 : 0;
 }

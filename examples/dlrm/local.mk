@@ -1,0 +1,1 @@
+# examples/dlrm/local.mk: rules of examples/dlrm (included by Makefile.am)

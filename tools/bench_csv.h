@@ -1,0 +1,34 @@
+/*
+ * bench_csv.h - the CSV files of shemb-bench (--csv FILE): one header line
+ * naming the columns, then one line per measured configuration, appended
+ * run after run.  Every mode's header starts with the column "mode" and
+ * its lines with the mode's name, so that a reader (tools/shemb-plot)
+ * can tell the files apart.
+ *
+ * Fields never hold a comma, a quote or a line break (they are replaced
+ * by '_'), so a line splits on commas alone.  A figure that was not
+ * measured is an empty field.
+ */
+#ifndef SHEMB_BENCH_CSV_H
+#define SHEMB_BENCH_CSV_H
+
+#include <stdio.h>
+
+/*
+ * Open path for appending.  A new or empty file gets `header` as its first
+ * line; a file whose first line is another header is refused, as is one
+ * that cannot be opened: NULL after a message on standard error naming
+ * `who` (e.g. "shemb-bench train").
+ */
+FILE *bench_csv_open(const char *path, const char *header, const char *who);
+
+/* One line: begin (the mode, the first column), the other fields in the
+ * header's order, end (newline, and flushed, so that a run stopped half
+ * way leaves whole lines).  Every call does nothing when f is NULL. */
+void bench_csv_begin(FILE *f, const char *mode);
+void bench_csv_str(FILE *f, const char *s);       /* NULL: empty */
+void bench_csv_int(FILE *f, long long v);
+void bench_csv_num(FILE *f, double v);            /* NaN: empty */
+void bench_csv_end(FILE *f);
+
+#endif
