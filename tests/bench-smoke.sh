@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench-smoke.sh - shemb-bench and the zipf_train demo on tiny sizes: they
+# bench-smoke.sh - shemb-bench and the zipf_train example on tiny sizes: they
 # run, check their own output, and print the lines scripts read.  No timing
 # is judged here.
 set -u
