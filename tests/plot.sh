@@ -140,17 +140,19 @@ check_vs_copy() {
 	  exit bad || n == 0 }' "$1" || fail "$1: vs_copy is not copy / lookup"
 }
 
-# refuse MODE ARGS... FILE: MODE with --csv FILE (another mode's) fails,
-# says why, and leaves FILE as it was.
+# refuse MODE ARGS... FILE: MODE with --csv FILE (another mode's, or
+# not a CSV file of ours) exits with status 2, says why, and leaves FILE
+# as it was.
 refuse() {
 	m=$1
 	shift
 	eval "f=\${$#}"
 	cp "$f" "$tmp/before"
-	if timeout 60 "$bench" "$m" "$@" > "$tmp/refuse.out" 2>&1; then
-		fail "$m appended to $f, a file with other columns"
-	fi
-	grep -q 'holds the columns of another measurement' "$tmp/refuse.out" ||
+	timeout 60 "$bench" "$m" "$@" > "$tmp/refuse.out" 2>&1
+	rc=$?
+	[ "$rc" -eq 2 ] || fail "$m with --csv $f exited $rc, not 2"
+	grep -q -e 'holds the columns of another measurement' \
+		-e 'its first line is empty' "$tmp/refuse.out" ||
 		fail "$m: no reason given for refusing $f"
 	cmp -s "$f" "$tmp/before" || fail "$m changed $f while refusing it"
 }
@@ -238,8 +240,12 @@ case $rc in
 		"copy_ms copy_gbps torch_ms torch_gbps vs_copy vs_torch" \
 		"vs_copy=copy_ms/lookup_ms ?vs_torch=torch_ms/lookup_ms"
 	csvs="$csvs gpu.csv"
+	refuse gpu --rows 5000 --dim 64 --batch 300 --pooling-factor 7 \
+		--reps 1 --python none --csv "$tmp/cache.csv"
 	;;
-2 | 77)
+77)
+	# no CUDA device, or a build without CUDA; 2 (bad options, a CSV
+	# file refused) is a failure
 	echo "  gpu: no CUDA device or build here, left out"
 	[ ! -e "$tmp/gpu.csv" ] || fail "gpu wrote a CSV file without a device"
 	;;
@@ -312,6 +318,26 @@ refuse cache --quick --csv "$tmp/lookup.csv"
 refuse checkpoint --rows 100 --csv "$tmp/cache.csv"
 echo "  a file of other columns: refused, left unchanged"
 
+# a file of other content whose first line is empty is no new file
+{ echo; echo 'not,ours'; } > "$tmp/blank.csv"
+refuse lookup $lookup_args --csv "$tmp/blank.csv"
+refuse cache --quick --csv "$tmp/blank.csv"
+echo "  a file with an empty first line: refused, left unchanged"
+
+# lines that do not reach the file (here past a file size limit, with
+# SIGXFSZ ignored so that writes fail with EFBIG) fail the run
+(
+	trap '' XFSZ
+	ulimit -f 1
+	exec timeout 120 "$bench" lookup $lookup_args --batch 32,64 \
+		--pooling-factor 2,4 --csv "$tmp/full.csv"
+) > /dev/null 2> "$tmp/full.err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "lookup exited $rc with lines missing from its CSV"
+grep -q "could not write every line to $tmp/full.csv" "$tmp/full.err" ||
+	fail "lookup did not say that $tmp/full.csv lacks lines"
+echo "  lines that did not reach the file: exit status 1"
+
 # ---- shemb-plot
 
 if GNUPLOT=/nonexistent/gnuplot sh "$plot" "$tmp/lookup.csv" \
@@ -320,6 +346,16 @@ if GNUPLOT=/nonexistent/gnuplot sh "$plot" "$tmp/lookup.csv" \
 fi
 grep -q 'gnuplot-nox' "$tmp/nognu.out" ||
 	fail "shemb-plot did not name gnuplot-nox"
+# awk failing (as a broken awk program would) is status 1, not 2
+mkdir "$tmp/badawk"
+printf '#!/bin/sh\nexit 2\n' > "$tmp/badawk/awk"
+chmod +x "$tmp/badawk/awk"
+PATH="$tmp/badawk:$PATH" sh "$plot" -o "$tmp/png" "$tmp/lookup.csv" \
+	> "$tmp/badawk.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "shemb-plot exited $rc when awk failed, not 1"
+grep -q '^shemb-plot: awk failed' "$tmp/badawk.out" ||
+	fail "shemb-plot did not say that awk failed"
 if ! command -v gnuplot > /dev/null 2>&1; then
 	echo "CSV files checked; gnuplot is not installed: plotting skipped"
 	exit 77
@@ -373,4 +409,56 @@ n=$(echo $want | wc -w)
 [ "$(wc -l < "$tmp/plot.out")" -eq "$n" ] ||
 	fail "shemb-plot named $(wc -l < "$tmp/plot.out") files, not $n"
 echo "  shemb-plot: $n PNG charts"
+
+# two setups in one file: two runs of other --dim give charts of their
+# own, named after the dim
+for d in 16 8; do
+	run "setup$d" timeout 60 "$bench" lookup --rows 10000 --dim "$d" \
+		--threads 1 --reps 1 --dist zipf --batch 32,64 \
+		--pooling-factor 2 --csv "$tmp/setups.csv"
+done
+want=
+for v in no_grad train; do
+	want="$want setups-lookup-zipf-$v-dim16-batch"
+	want="$want setups-lookup-zipf-$v-dim8-batch"
+done
+# and a provider whose name holds a ';' (tcp;ofi_rxm): train's lines of
+# shm written again as if of tcp
+if [ -f "$tmp/train.csv" ]; then
+	{ cat "$tmp/train.csv"
+	  sed -n 's/^train,shm,/train,tcp;ofi_rxm,/p' "$tmp/train.csv"
+	} > "$tmp/providers.csv"
+	want="$want providers-train-bytes-shm providers-train-steps-shm"
+	want="$want providers-train-bytes-tcp-ofi_rxm"
+	want="$want providers-train-steps-tcp-ofi_rxm"
+	set -- "$tmp/providers.csv"
+else
+	set --
+fi
+echo "+ shemb-plot -o $tmp/png2 $tmp/setups.csv $*"
+timeout 120 sh "$plot" -o "$tmp/png2" "$tmp/setups.csv" "$@" \
+	> "$tmp/plot2.out" 2> "$tmp/plot2.err" || fail "shemb-plot exited $?"
+for w in $want; do
+	png=$tmp/png2/$w.png
+	[ -f "$png" ] || fail "shemb-plot made no $w.png"
+	[ "$(od -An -tx1 -N8 "$png" | tr -d ' \n')" = "$sig" ] ||
+		fail "$w.png is not a PNG file"
+done
+n=$(echo $want | wc -w)
+[ "$(wc -l < "$tmp/plot2.out")" -eq "$n" ] ||
+	fail "shemb-plot named $(wc -l < "$tmp/plot2.out") files, not $n"
+echo "  shemb-plot: a chart per setup and provider, $n in all"
+
+# two files of the same name would overwrite each other's charts
+mkdir "$tmp/a" "$tmp/b"
+cp "$tmp/lookup.csv" "$tmp/a/lookup.csv"
+cp "$tmp/lookup.csv" "$tmp/b/lookup.csv"
+sh "$plot" -o "$tmp/png3" "$tmp/a/lookup.csv" "$tmp/b/lookup.csv" \
+	> "$tmp/same.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "shemb-plot exited $rc on two lookup.csv, not 1"
+grep -q 'would give charts of the same names' "$tmp/same.out" ||
+	fail "shemb-plot gave no reason for refusing two lookup.csv"
+[ ! -e "$tmp/png3" ] || fail "shemb-plot drew charts before refusing"
+echo "  two files of one name: refused"
 exit 0

@@ -29,6 +29,7 @@ struct bench_opts {
 	int dtype;            /* enum shemb_dtype */
 	int optimizer;        /* enum shemb_optimizer; -1: the mode's default */
 	const char *csv;      /* NULL: no CSV */
+	FILE *csv_file;       /* csv, opened (and closed) by main */
 	uint64_t seed;
 	bool thp;             /* huge pages for the baseline's array */
 };
@@ -41,7 +42,7 @@ struct bench_env {
 	int64_t *perm;            /* Zipf rank -> row */
 	int nbatches;             /* batches made per distribution */
 	int per_rep;              /* measurements per repetition */
-	FILE *csv;
+	FILE *csv;                /* o->csv_file */
 };
 
 int bench_env_open(struct bench_env *e, const struct bench_opts *o,

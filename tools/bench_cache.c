@@ -644,14 +644,16 @@ static int open_run(struct cache_run *r)
 	return 0;
 }
 
-static void close_run(struct cache_run *r)
+/* 0, or -1 when the CSV file lacks lines (said why) */
+static int close_run(struct cache_run *r)
 {
-	if (r->csv)
-		fclose(r->csv);
+	int rc = bench_csv_close(r->csv, r->o->csv, "shemb-bench cache");
+
 	free(r->out);
 	free(r->perm);
 	bench_pool_destroy(r->pool);
 	shemb_ctx_destroy(r->ctx);
+	return rc;
 }
 
 int bench_cache(int argc, char **argv)
@@ -668,6 +670,7 @@ int bench_cache(int argc, char **argv)
 	rc = open_run(&r);
 	if (!rc)
 		rc = o.trace ? run_file(&r) : run_synthetic(&r);
-	close_run(&r);
+	if (close_run(&r))
+		rc = -1;
 	return rc ? 1 : 0;
 }

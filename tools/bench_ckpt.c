@@ -544,8 +544,8 @@ int bench_ckpt(int argc, char **argv)
 		dir = made;
 	}
 	rc = run(&o, dir);
-	if (o.csv_file)
-		fclose(o.csv_file);
+	if (bench_csv_close(o.csv_file, o.csv, "shemb-bench checkpoint"))
+		rc = 1;
 	if (made[0]) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", made);
 		if (system(cmd))

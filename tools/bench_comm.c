@@ -642,7 +642,5 @@ int bench_comm(int argc, char **argv)
 					comm_samples_free(&p[i].cell[r][k][s]);
 	}
 	free(p);
-	if (o.csv_file)
-		fclose(o.csv_file);
-	return 0;
+	return bench_csv_close(o.csv_file, o.csv, "shemb-bench comm") ? 1 : 0;
 }

@@ -187,7 +187,7 @@ static void print_notes(const struct comm_opts *o, const struct comm_prov *p)
 	if (p->mpi_ofi && p->seen[SEEN_MPI][0])
 		printf("   OpenMPI's ofi MTL said it took provider %s%s\n",
 		       p->seen[SEEN_MPI], mpi_valid(p) ? "" :
-		       ": not the one asked for, its figures are left out");
+		       ": not the one it was given, its figures are left out");
 	else if (p->mpi_ofi && hi > 0)
 		printf("   OpenMPI's ofi MTL did not name its provider\n");
 	for (int i = 0; i < 3; i++)
@@ -299,7 +299,7 @@ static void print_meaning(void)
 "    same, over the rate at which one process streams to one idle other\n"
 "    process over the same provider (no collective, no other traffic).\n"
 "    1.0 means a rank sends as fast inside the all-to-all as a lone\n"
-"    one-way stream; with more processes than the 2 vCPUs, the ranks\n"
+"    one-way stream; with more processes than CPUs, the ranks\n"
 "    share the CPUs that move the bytes, which caps this below 1.\n"
 "  Each figure is the minimum over sizes and rank counts.\n");
 }

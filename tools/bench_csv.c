@@ -6,26 +6,27 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-/* The first line of f without its line break (malloc'd), "" for an empty
- * file; NULL when it cannot be read. */
-static char *first_line(FILE *f)
+/* Longer than any header: a longer first line is not one of ours. */
+#define FIRST_LINE_MAX 4096
+
+/* The errno of the first failed write of a line (a process writes one
+ * file), reported by bench_csv_close. */
+static int write_errno;
+
+/* The first line of f without its line break, at most n - 1 bytes of it,
+ * into buf; -1 when it cannot be read. */
+static int first_line(FILE *f, char *buf, size_t n)
 {
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
-
 	rewind(f);
-	n = getline(&line, &cap, f);
-	if (n < 0) {
-		free(line);
-		return ferror(f) ? NULL : strdup("");
+	if (!fgets(buf, (int)n, f)) {
+		buf[0] = '\0';
+		return ferror(f) ? -1 : 0;
 	}
-	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-		line[--n] = '\0';
-	return line;
+	buf[strcspn(buf, "\r\n")] = '\0';
+	return 0;
 }
 
 /* A file whose last line lacks its line break (a run killed while it
@@ -42,45 +43,53 @@ static void end_last_line(FILE *f)
 static FILE *refuse(FILE *f, const char *path, const char *who,
 		    const char *had, const char *header)
 {
-	fprintf(stderr, "%s: %s holds the columns of another measurement;\n"
-		"  its header:  %s\n  this mode's: %s\n"
-		"write to a new file (--csv) or remove this one\n", who, path,
-		had, header);
+	if (had[0])
+		fprintf(stderr, "%s: %s holds the columns of another "
+			"measurement;\n  its header:  %s\n  this mode's: %s\n",
+			who, path, had, header);
+	else
+		fprintf(stderr, "%s: %s is not empty and its first line is "
+			"empty, not\n  this mode's header: %s\n", who, path,
+			header);
+	fprintf(stderr, "write to a new file (--csv) or remove this one\n");
 	fclose(f);
+	return NULL;
+}
+
+static FILE *failed(FILE *f, const char *path, const char *who,
+		    const char *what)
+{
+	fprintf(stderr, "%s: cannot %s %s: %s\n", who, what, path,
+		strerror(errno));
+	if (f)
+		fclose(f);
 	return NULL;
 }
 
 FILE *bench_csv_open(const char *path, const char *header, const char *who)
 {
 	FILE *f = fopen(path, "a+");
-	char *had;
+	char had[FIRST_LINE_MAX];
+	struct stat st;
 
-	if (!f) {
-		fprintf(stderr, "%s: cannot open %s: %s\n", who, path,
-			strerror(errno));
-		return NULL;
-	}
-	had = first_line(f);
-	if (!had) {
-		fprintf(stderr, "%s: cannot read %s: %s\n", who, path,
-			strerror(errno));
-		fclose(f);
-		return NULL;
-	}
-	if (had[0] && strcmp(had, header)) {
-		refuse(f, path, who, had, header);
-		free(had);
-		return NULL;
-	}
-	if (!had[0]) {
-		fseek(f, 0, SEEK_END);
+	if (!f)
+		return failed(NULL, path, who, "open");
+	if (fstat(fileno(f), &st))
+		return failed(f, path, who, "read");
+	/* new or empty: nothing is read, so a device or a pipe works too */
+	if (st.st_size == 0) {
 		fputs(header, f);
 		fputc('\n', f);
 	} else {
+		if (first_line(f, had, sizeof(had)))
+			return failed(f, path, who, "read");
+		if (strcmp(had, header))
+			return refuse(f, path, who, had, header);
 		end_last_line(f);
 	}
-	free(had);
-	fflush(f);
+	if (fflush(f) || ferror(f))
+		return failed(f, path, who, "write");
+	write_errno = 0;
 	return f;
 }
 
@@ -122,5 +131,26 @@ void bench_csv_end(FILE *f)
 	if (!f)
 		return;
 	fputc('\n', f);
-	fflush(f);
+	if (fflush(f) && !write_errno)
+		write_errno = errno ? errno : EIO;
+}
+
+int bench_csv_close(FILE *f, const char *path, const char *who)
+{
+	int err = write_errno;
+
+	if (!f)
+		return 0;
+	if (fflush(f) && !err)
+		err = errno ? errno : EIO;
+	if (ferror(f) && !err)
+		err = EIO;
+	if (fclose(f) && !err)
+		err = errno ? errno : EIO;
+	write_errno = 0;
+	if (!err)
+		return 0;
+	fprintf(stderr, "%s: could not write every line to %s: %s\n", who,
+		path, strerror(err));
+	return -1;
 }

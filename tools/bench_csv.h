@@ -15,10 +15,12 @@
 #include <stdio.h>
 
 /*
- * Open path for appending.  A new or empty file gets `header` as its first
- * line; a file whose first line is another header is refused, as is one
- * that cannot be opened: NULL after a message on standard error naming
- * `who` (e.g. "shemb-bench train").
+ * Open path for appending.  An empty file (0 bytes, or a new one) gets
+ * `header` as its first line; a file whose first line is not `header`
+ * (another mode's header, or anything else) is refused, as is one that
+ * cannot be opened or written: NULL after a message on standard error
+ * naming `who` (e.g. "shemb-bench train").  The modes exit with status 2
+ * then.
  */
 FILE *bench_csv_open(const char *path, const char *header, const char *who);
 
@@ -30,5 +32,12 @@ void bench_csv_str(FILE *f, const char *s);       /* NULL: empty */
 void bench_csv_int(FILE *f, long long v);
 void bench_csv_num(FILE *f, double v);            /* NaN: empty */
 void bench_csv_end(FILE *f);
+
+/*
+ * Close f (nothing when NULL): 0 when every line reached the file, else
+ * -1 after a message naming path and `who` (a full disk, say); the modes
+ * exit with status 1 then.
+ */
+int bench_csv_close(FILE *f, const char *path, const char *who);
 
 #endif

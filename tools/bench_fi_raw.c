@@ -1,6 +1,6 @@
 /*
  * bench_fi_raw.c - the bar for the comm benchmark: how fast libfabric
- * itself streams from one process to another on this machine.
+ * itself streams from one process to another on one host.
  *
  * "shemb-bench comm-raw --provider P [--msg B] [--total B] [--iters N]
  * [--window W] [--bidir]" forks before touching libfabric; both processes

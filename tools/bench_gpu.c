@@ -29,12 +29,14 @@ const char bench_gpu_usage[] =
 "  --csv FILE          append one line of the figures to FILE\n";
 
 #ifndef HAVE_CUDA
+/* 77 as on a host without a device: nothing to measure (2 is for bad
+ * options and a refused CSV file) */
 int bench_gpu(int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
 	fprintf(stderr, "shemb-bench gpu: this build has no CUDA\n");
-	return 2;
+	return 77;
 }
 #else
 #include <cuda_runtime.h>
@@ -421,8 +423,8 @@ static int run(const struct gpu_opts *o)
 	write_csv(o, csv, bytes, lookup_s, copy_s, torch_ms);
 	rc = 0;
 out:
-	if (csv)
-		fclose(csv);
+	if (bench_csv_close(csv, o->csv, "shemb-bench gpu") && !rc)
+		rc = 1;
 	free_batches(b);
 	cudaFree(d_out);
 	shemb_table_destroy(t);

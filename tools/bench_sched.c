@@ -23,6 +23,7 @@
 #include "tools/bench_comm.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -383,7 +384,7 @@ struct sched_figs {
 static void report(const struct sched_opts *o, const struct shemb_ctx_attr *ca,
 		   const struct sched_figs *f)
 {
-	double hidden = f->comm > 0 ? (f->serial - f->overlap) / f->comm : 0;
+	double hidden = f->comm > 0 ? (f->serial - f->overlap) / f->comm : NAN;
 
 	printf("ranks %d, provider %s, 1 thread each, chunk_bytes %zu, "
 	       "chunks_in_flight %d\n", world, ca->provider, ca->chunk_bytes,
@@ -401,7 +402,7 @@ static void report(const struct sched_opts *o, const struct shemb_ctx_attr *ca,
 	       "started:\n    first table final after %.2f ms, all after "
 	       "%.2f ms\n", TABLES, ROWS / TABLES, DIM, BAGS, POOLING,
 	       f->first * 1e3, f->whole * 1e3);
-	/* the two figures asked of this benchmark end the output */
+	/* the headline figures end the output */
 	printf("result first_table_vs_whole_lookup %.3f\n",
 	       f->first / f->whole);
 	printf("result priority_latency_vs_alone %.3f\n",
@@ -484,7 +485,7 @@ static void write_csv(const struct sched_opts *o, FILE *f, const double *v)
 	bench_csv_num(f, v[2] * 1e3);
 	bench_csv_num(f, v[3] * 1e3);
 	bench_csv_num(f, v[4] * 1e3);
-	bench_csv_num(f, v[2] > 0 ? (v[3] - v[4]) / v[2] : 0);
+	bench_csv_num(f, v[2] > 0 ? (v[3] - v[4]) / v[2] : NAN);
 	bench_csv_num(f, v[5] * 1e3);
 	bench_csv_num(f, v[6] * 1e3);
 	bench_csv_num(f, v[5] / v[6]);
@@ -586,7 +587,7 @@ int bench_sched(int argc, char **argv)
 			err.p ? err.p : "");
 	comm_buf_free(&out);
 	comm_buf_free(&err);
-	if (csv)
-		fclose(csv);
+	if (bench_csv_close(csv, o.csv, "shemb-bench sched"))
+		rc = 1;
 	return rc ? 1 : 0;
 }

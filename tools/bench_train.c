@@ -412,8 +412,8 @@ int bench_train(int argc, char **argv)
 	}
 	if (!rc)
 		results(&f); /* of the last rank count */
-	if (o.csv_file)
-		fclose(o.csv_file);
+	if (bench_csv_close(o.csv_file, o.csv, "shemb-bench train"))
+		rc = -1;
 	free(res);
 	return rc ? 1 : 0;
 }

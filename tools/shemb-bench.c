@@ -371,11 +371,7 @@ int bench_env_open(struct bench_env *e, const struct bench_opts *o,
 	if (o->dist[BENCH_ZIPF] && !(e->perm = bench_make_perm(o->rows,
 							       o->seed)))
 		goto fail;
-	if (o->csv && !(e->csv = bench_csv_open(o->csv, BENCH_CSV_HEADER,
-						"shemb-bench"))) {
-		bench_env_close(e);
-		return -1;
-	}
+	e->csv = o->csv_file;
 	bench_progress_plan(bench_configs(o));
 	print_setup(e, mode);
 	return 0;
@@ -387,8 +383,6 @@ fail:
 
 void bench_env_close(struct bench_env *e)
 {
-	if (e->csv)
-		fclose(e->csv);
 	free(e->perm);
 	bench_pool_destroy(e->pool);
 	shemb_ctx_destroy(e->ctx);
@@ -510,6 +504,7 @@ int main(int argc, char **argv)
 {
 	struct bench_opts o;
 	const char *mode;
+	int rc;
 
 	if (argc < 2) {
 		usage(stderr);
@@ -535,7 +530,13 @@ int main(int argc, char **argv)
 	}
 	if (parse_args(argc - 1, argv + 1, &o))
 		return 2;
-	if (!strcmp(mode, "lookup"))
-		return bench_lookup(&o) ? 1 : 0;
-	return bench_backward(&o) ? 1 : 0;
+	/* refused before anything is measured, with the status of the
+	 * other modes */
+	if (o.csv && !(o.csv_file = bench_csv_open(o.csv, BENCH_CSV_HEADER,
+						   "shemb-bench")))
+		return 2;
+	rc = !strcmp(mode, "lookup") ? bench_lookup(&o) : bench_backward(&o);
+	if (bench_csv_close(o.csv_file, o.csv, "shemb-bench"))
+		rc = -1;
+	return rc ? 1 : 0;
 }
