@@ -2,11 +2,8 @@
  * model.c - skip-gram with negative sampling on two libshemb tables.
  *
  * The input table holds a vector per word (word2vec's syn0), the output
- * table a vector per word as a context (syn1neg).  For a pair (centre w,
- * context c) with negatives n_1 .. n_K, and h the row of w in the input
- * table, u_t the row of t in the output table, the loss is
- *
- *     -log sigmoid(h . u_c) - sum_k log sigmoid(-h . u_nk)
+ * table a vector per word as a context (syn1neg); loss.c has the loss of
+ * a pair and its gradients.
  *
  * A step looks up the centres in the input table and the contexts and
  * negatives in the output table, in one call (bags of one id, so the
@@ -15,7 +12,6 @@
  * and hands them to one shemb_backward, which sums them per distinct row
  * and updates each row once, on the rank that holds it.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,18 +29,55 @@ int w2v_check(const struct w2v_model *m, int rc, const char *what)
 }
 
 /*
+ * Every rank calls this at the same point with its own status rc (0, or
+ * nonzero after its own message); what names the work just done, as a
+ * noun.  The ranks take the largest failure flag, so that all fail
+ * together: a rank that did not fail itself says that another did.  hash,
+ * when not NULL, must come out the same on every rank, or all fail.
+ * Returns 0, or -1 on every rank.
+ */
+int w2v_agree(const struct w2v_model *m, int rc, const uint64_t *hash,
+	      const char *what)
+{
+	/* failed, hash, -hash: max(hash) + max(-hash) = max - min, zero
+	 * only when every rank has the same hash */
+	int64_t v[3] = { rc != 0, 0, 0 };
+	int lrc;
+
+	if (hash) {
+		v[1] = (int64_t)(*hash & INT64_MAX);
+		v[2] = -v[1];
+	}
+	if (m->world == 1)
+		return rc ? -1 : 0;
+	lrc = shemb_allreduce(m->ctx, v, v, 3, SHEMB_I64, SHEMB_REDUCE_MAX,
+			      NULL);
+	if (w2v_check(m, lrc, "shemb_allreduce"))
+		return -1;
+	if (v[0] == 0 && v[1] + v[2] != 0) {
+		fprintf(stderr, W2V_NAME ": rank %d: the ranks differ in %s "
+			"(hash %016llx here)\n", m->rank, what,
+			(unsigned long long)*hash);
+		return -1;
+	}
+	if (v[0] != 0 && rc == 0)
+		fprintf(stderr, W2V_NAME ": rank %d: stopping: another rank "
+			"failed (%s)\n", m->rank, what);
+	return v[0] ? -1 : 0;
+}
+
+/*
  * Row-wise Adagrad rather than word2vec's plain SGD.  word2vec applies
  * each pair's gradient as soon as it has it, one pair after another; the
  * library sums the gradients of a row over the whole batch and updates it
- * once.  A
- * frequent word (or any word of a small vocabulary) gets hundreds of
- * gradients in a batch, and plain SGD with word2vec's rate then
+ * once.  A frequent word (or any word of a small vocabulary) gets hundreds
+ * of gradients in a batch, and plain SGD with word2vec's rate then
  * overshoots: the generated corpus diverges to NaN with --batch 8192.
- * Row-wise Adagrad divides each row's step by the root of its running
- * mean square gradient, so the step stays bounded whatever the batch and
- * the word's frequency; it reached a lower loss than SGD at every batch
- * size tried, and its state is one float per row (Adagrad's would double
- * the tables).  The learning rate still decays linearly, as word2vec's.
+ * Row-wise Adagrad adds each step's mean square gradient of a row to that
+ * row's state and divides the row's step by the root of the sum, so the
+ * step stays bounded whatever the batch and the word's frequency; its
+ * state is one float per row (Adagrad's would double the tables).  The
+ * learning rate still decays linearly, as word2vec's.
  */
 static int create_table(struct w2v_model *m, const char *name,
 			int64_t rows, const struct w2v_opts *o, bool input,
@@ -102,8 +135,10 @@ static int alloc_buffers(struct w2v_model *m)
 	return 0;
 }
 
-int w2v_model_init(struct w2v_model *m, const struct w2v_opts *o,
-		   int64_t vocab_size)
+/* The context, and the buffers of a step.  Returns 0, or an error after
+ * a message: fatal when m->ctx is NULL, else for the caller to pass to
+ * w2v_agree(), which stops every rank. */
+int w2v_model_init(struct w2v_model *m, const struct w2v_opts *o)
 {
 	struct shemb_ctx_attr ca;
 	int rc;
@@ -124,11 +159,17 @@ int w2v_model_init(struct w2v_model *m, const struct w2v_opts *o,
 	m->negative = o->negative;
 	m->batch = o->batch;
 	rc = alloc_buffers(m);
-	if (rc) {
+	if (rc)
 		fprintf(stderr, W2V_NAME ": out of memory for a batch\n");
-		return rc;
-	}
-	rc = create_table(m, "input", vocab_size, o, true, &m->in);
+	return rc;
+}
+
+/* The two tables, once every rank has the vocabulary; collective. */
+int w2v_model_tables(struct w2v_model *m, const struct w2v_opts *o,
+		     int64_t vocab_size)
+{
+	int rc = create_table(m, "input", vocab_size, o, true, &m->in);
+
 	if (!rc)
 		rc = create_table(m, "output", vocab_size, o, false, &m->out);
 	return rc;
@@ -169,76 +210,6 @@ static void set_bags(const struct w2v_model *m, struct shemb_bags *bags,
 	bags[SET_OUT].ids = m->targets;
 }
 
-/* Eight partial sums, which the compiler can keep in one vector. */
-static float dot(const float *a, const float *b, int n)
-{
-	float part[8] = { 0 }, s = 0;
-	int c = 0;
-
-	for (; c + 8 <= n; c += 8)
-		for (int k = 0; k < 8; k++)
-			part[k] += a[c + k] * b[c + k];
-	for (; c < n; c++)
-		s += a[c] * b[c];
-	for (int k = 0; k < 8; k++)
-		s += part[k];
-	return s;
-}
-
-/* y += a x, eight columns at a time as dot() */
-static void axpy(float a, const float *restrict x, float *restrict y, int n)
-{
-	int c = 0;
-
-	for (; c + 8 <= n; c += 8)
-		for (int k = 0; k < 8; k++)
-			y[c + k] += a * x[c + k];
-	for (; c < n; c++)
-		y[c] += a * x[c];
-}
-
-/* y = a x */
-static void scale(float a, const float *restrict x, float *restrict y,
-		  int n)
-{
-	int c = 0;
-
-	for (; c + 8 <= n; c += 8)
-		for (int k = 0; k < 8; k++)
-			y[c + k] = a * x[c + k];
-	for (; c < n; c++)
-		y[c] = a * x[c];
-}
-
-/* The loss of one pair; its gradients into gh (the centre's row) and gu
- * (the rows of its targets). */
-static float pair_gradients(const struct w2v_model *m,
-			    const float *restrict h, const float *restrict u,
-			    float *restrict gh, float *restrict gu)
-{
-	int dim = m->dim;
-	float loss = 0;
-
-	memset(gh, 0, (size_t)dim * sizeof(*gh));
-	for (int k = 0; k <= m->negative; k++) {
-		const float *uk = u + (size_t)k * dim;
-		float *guk = gu + (size_t)k * dim;
-		float s = dot(h, uk, dim), e, g;
-
-		/* past +-30 the loss is linear and the gradient saturated */
-		s = s > 30 ? 30 : s < -30 ? -30 : s;
-		e = expf(-s);
-		/* d loss / d s = sigmoid(s) - label; loss -log sigmoid(s)
-		 * = log(1 + e^-s) for the context, -log sigmoid(-s) =
-		 * s + log(1 + e^-s) for a negative */
-		g = 1.0f / (1.0f + e) - (k == 0);
-		loss += logf(1 + e) + (k == 0 ? 0 : s);
-		axpy(g, uk, gh, dim);
-		scale(g, h, guk, dim);
-	}
-	return loss;
-}
-
 /* One step of npairs pairs (0 on a rank that has none left: it still
  * takes part, since lookup and backward are collective).  *loss gets the
  * sum of the pairs' losses. */
@@ -261,10 +232,9 @@ int w2v_model_step(struct w2v_model *m, int npairs, float lr, double *loss)
 		return rc;
 	*loss = 0;
 	for (size_t i = 0; i < (size_t)npairs; i++)
-		*loss += pair_gradients(m, m->h + i * dim,
-					m->u + i * per * dim,
-					m->gh + i * dim,
-					m->gu + i * per * dim);
+		*loss += w2v_pair_loss(m->dim, m->negative, m->h + i * dim,
+				       m->u + i * per * dim, m->gh + i * dim,
+				       m->gu + i * per * dim);
 	rc = shemb_backward(m->ctx, NSETS, bags, grad);
 	return w2v_check(m, rc, "shemb_backward");
 }

@@ -6,6 +6,7 @@
  *
  * Words outside the vocabulary get a line on standard error instead.
  */
+#define _POSIX_C_SOURCE 200809L  /* strdup, strtok_r */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,9 +2,10 @@
  * options.c - the command line of examples/word2vec: every value checked,
  * so that a bad option gives the usage and exit status 2 before any work.
  */
-#define _GNU_SOURCE
+#define _POSIX_C_SOURCE 200809L  /* optarg, optind */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,8 @@ void w2v_usage(FILE *f)
 	      "  --dim D           vector size (100)\n"
 	      "  --epochs E        passes over the text (5)\n"
 	      "  --lr A            starting learning rate of row-wise Adagrad, "
-	      "decays to 0 (0.2)\n"
+	      "decays\n"
+	      "                    linearly to A / 10^4 (0.2)\n"
 	      "  --batch B         pairs per step (4096)\n"
 	      "  --threads N       the library's threads (0: all CPUs)\n"
 	      "  --seed S          random seed (1)\n"
@@ -86,7 +88,8 @@ static int parse_int(const char *s, long long lo, long long hi,
 		scale = 1000, end++;
 	else if (*end == 'm' || *end == 'M')
 		scale = 1000000, end++;
-	if (*end || v > hi / scale || v * scale < lo)
+	/* v * scale in range, tested without overflowing */
+	if (*end || v > hi / scale || v < LLONG_MIN / scale || v * scale < lo)
 		return -1;
 	*out = v * scale;
 	return 0;

@@ -3,6 +3,7 @@
  * place on a terminal, else a plain line at each tenth of the work (a log
  * file or a launcher's pipe then gets whole lines).
  */
+#define _POSIX_C_SOURCE 200809L  /* clock_gettime, isatty */
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@ void w2v_progress_start(struct w2v_progress *p, bool quiet,
 	p->next_line = 1;
 	p->shown_loss = 0;
 	p->shown_pairs = 0;
+	p->shown_mean = 0;
 }
 
 static void draw_bar(double frac, double loss, float lr, double rate)
@@ -44,25 +46,29 @@ static void draw_bar(double frac, double loss, float lr, double rate)
 	fflush(stderr);
 }
 
-/* The mean loss per pair since the last output, and a new start. */
+/* The mean loss per pair since the last output (the last mean when no
+ * pair was done since), and a new start. */
 static double recent_loss(struct w2v_progress *p, double loss,
 			  double pairs)
 {
 	double dl = loss - p->shown_loss, dp = pairs - p->shown_pairs;
 
+	if (dp > 0)
+		p->shown_mean = dl / dp;
 	p->shown_loss = loss;
 	p->shown_pairs = pairs;
-	return dp > 0 ? dl / dp : 0;
+	return p->shown_mean;
 }
 
-/* words: read so far by all ranks; loss and pairs: of all steps so far. */
+/* words: trained so far by all ranks; loss and pairs: of all the steps
+ * so far.  Nothing is shown before the first step is done. */
 void w2v_progress_update(struct w2v_progress *p, int64_t words,
 			 double loss, double pairs, float lr)
 {
 	double now = w2v_seconds(), el = now - p->t0;
 	double frac = (double)words / (double)p->total_words;
 
-	if (p->quiet || el <= 0)
+	if (p->quiet || el <= 0 || pairs <= 0)
 		return;
 	if (frac > 1)
 		frac = 1;

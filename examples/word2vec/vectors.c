@@ -2,10 +2,8 @@
  * vectors.c - the trained word vectors (the input table), read back from
  * the library, and saved in word2vec's text format.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "word2vec.h"
 
@@ -15,7 +13,9 @@
 /*
  * Rank 0 gets every row into *vecs ([rows][dim]); the other ranks take
  * part with no ids of their own, since a read is collective: every rank
- * makes the same number of calls.  *vecs is NULL on those ranks.
+ * makes the same number of calls.  *vecs is NULL on those ranks.  When
+ * rank 0 has no memory for the vectors, every rank stops before the first
+ * read.
  */
 int w2v_vectors_read(struct w2v_model *m, int64_t rows, float **vecs)
 {
@@ -30,9 +30,10 @@ int w2v_vectors_read(struct w2v_model *m, int64_t rows, float **vecs)
 		if (!ids || !all) {
 			fprintf(stderr, W2V_NAME ": out of memory for the "
 				"vectors\n");
-			rc = SHEMB_ENOMEM;  /* the other ranks then time out */
+			rc = SHEMB_ENOMEM;
 		}
 	}
+	rc = w2v_agree(m, rc, NULL, "memory for the vectors");
 	for (int64_t r0 = 0; !rc && r0 < rows; r0 += READ_CHUNK) {
 		int64_t n = rows - r0 < READ_CHUNK ? rows - r0 : READ_CHUNK;
 
@@ -51,16 +52,11 @@ int w2v_vectors_read(struct w2v_model *m, int64_t rows, float **vecs)
 	return rc;
 }
 
-/* "rows dim", then a line per word: the word and its values. */
-int w2v_vectors_save(const char *path, const struct w2v_vocab *v,
+/* "rows dim", then a line per word: the word and its values; into f,
+ * opened on path, which this closes. */
+int w2v_vectors_save(FILE *f, const char *path, const struct w2v_vocab *v,
 		     const float *vecs, int dim)
 {
-	FILE *f = fopen(path, "w");
-
-	if (!f) {
-		fprintf(stderr, W2V_NAME ": %s: %s\n", path, strerror(errno));
-		return -1;
-	}
 	fprintf(f, "%lld %d\n", (long long)v->size, dim);
 	for (int64_t id = 0; id < v->size; id++) {
 		const float *row = vecs + (size_t)id * dim;

@@ -9,6 +9,7 @@
  * words alike), at most max_vocab of them.  Words outside it are dropped
  * from the corpus before windows are taken, as word2vec does.
  */
+#define _POSIX_C_SOURCE 200809L  /* strndup */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,7 +148,9 @@ static int end_sentence(struct ids *a)
 	return ids_push(a, W2V_SENTENCE_END);
 }
 
-/* Every word of the text into t (counted) and its index into a. */
+/* Every word of the text into t (counted) and its index into a.
+ * Returns 0; -1: out of memory; -2: more distinct words than an int32
+ * id can number. */
 static int tokenise(const struct w2v_text *text, struct word_table *t,
 		    struct ids *a)
 {
@@ -166,7 +169,9 @@ static int tokenise(const struct w2v_text *text, struct word_table *t,
 		if (len) {
 			int64_t k = table_intern(t, word, len);
 
-			if (k < 0 || k > INT32_MAX || ids_push(a, (int32_t)k))
+			if (k > INT32_MAX)
+				return -2;
+			if (k < 0 || ids_push(a, (int32_t)k))
 				return -1;
 			t->entries[k].count++;
 			len = 0;
@@ -339,11 +344,15 @@ int w2v_vocab_build(const struct w2v_text *text, const struct w2v_opts *o,
 	struct word_table t = { 0 };
 	struct ids all = { 0 };
 	int32_t *map = NULL;
-	int rc = -1;
+	int rc = -1, trc;
 
 	memset(v, 0, sizeof(*v));
 	memset(c, 0, sizeof(*c));
-	if (tokenise(text, &t, &all))
+	trc = tokenise(text, &t, &all);
+	if (trc == -2)
+		fprintf(stderr, W2V_NAME ": the text has more than 2^31 "
+			"distinct words, more than word ids can number\n");
+	if (trc)
 		goto out;
 	v->distinct = t.n;
 	for (int64_t k = 0; k < t.n; k++)
@@ -359,13 +368,32 @@ int w2v_vocab_build(const struct w2v_text *text, const struct w2v_opts *o,
 	if (!rc && (derive(v, o) || encode(&all, map, c)))
 		rc = -1;
 out:
-	if (rc < 0)
+	if (rc < 0 && trc != -2)
 		fprintf(stderr, W2V_NAME ": out of memory for the "
 			"vocabulary\n");
 	table_free(&t, true);
 	free(all.v);
 	free(map);
 	return rc;
+}
+
+/* FNV-1a of the words and their counts, in order: the same on two ranks
+ * when they built the same vocabulary. */
+uint64_t w2v_vocab_hash(const struct w2v_vocab *v)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (int64_t id = 0; id < v->size; id++) {
+		const unsigned char *w = (const unsigned char *)v->words[id];
+		size_t len = strlen(v->words[id]) + 1;   /* and its NUL */
+		uint64_t n = (uint64_t)v->counts[id];
+
+		for (size_t i = 0; i < len; i++)
+			h = (h ^ w[i]) * 1099511628211ull;
+		for (int b = 0; b < 64; b += 8)
+			h = (h ^ ((n >> b) & 0xff)) * 1099511628211ull;
+	}
+	return h;
 }
 
 int64_t w2v_vocab_find(const struct w2v_vocab *v, const char *word)

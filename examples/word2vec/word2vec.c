@@ -8,17 +8,22 @@
  *
  * Across ranks (shemb-run -n 2 word2vec ...), the context reads its rank
  * and the world size from the environment.  Every rank reads the whole
- * text and builds the same vocabulary, then trains on its own slice of
- * the corpus; the two tables are spread over the ranks by rows.  Lookups,
- * backward steps and row reads are collective, so before each step the
- * ranks add up how many pairs each has (an allreduce that also carries
- * the words read and the loss): they stop an epoch together, when no rank
- * has a pair left, and a rank whose slice ran out first takes part with
- * empty batches.  Only rank 0 prints, except errors.
+ * text and builds the same vocabulary (the ranks compare a hash of it),
+ * then trains on its own slice of the corpus; the two tables are spread
+ * over the ranks by rows.  Lookups, backward steps and row reads are
+ * collective, so before each step the ranks add up how many pairs each
+ * has (an allreduce that also carries the words trained and the loss):
+ * they stop an epoch together, when no rank has a pair left, and a rank
+ * whose slice ran out first takes part with empty batches.  A failure on
+ * one rank before training (the text, the vocabulary, rank 0's files) or
+ * before the vectors are read stops every rank at the same point
+ * (w2v_agree).  Only rank 0 prints, except errors.
  *
  * Exit status: 0; 1 when the text cannot be read, has no word frequent
- * enough, or the library fails; 2 for a bad command line.
+ * enough, the ranks' vocabularies differ, a file cannot be written, or
+ * the library fails; 2 for a bad command line.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +33,8 @@
 /* What the ranks add up before each step. */
 enum {
 	SUM_PAIRS,      /* pairs of the coming step */
-	SUM_WORDS,      /* words read so far (the learning rate's clock) */
+	SUM_WORDS,      /* words of the steps so far (the learning rate's
+			 * clock), counted as they become centres */
 	SUM_LOSS,       /* loss of all the steps so far */
 	SUM_DONE,       /* pairs of all the steps so far */
 	NSUMS
@@ -72,7 +78,7 @@ static int write_corpus(const char *path, const struct w2v_text *t)
 	int bad;
 
 	if (!f) {
-		perror(path);
+		fprintf(stderr, W2V_NAME ": %s: %s\n", path, strerror(errno));
 		return -1;
 	}
 	bad = fwrite(t->buf, 1, t->len, f) != t->len;
@@ -99,16 +105,17 @@ static void describe(const struct w2v_model *m, const struct w2v_opts *o,
 	fflush(stdout);
 }
 
-/* The pairs this rank has for the coming step, and its running totals,
- * summed over the ranks.  The next lookup waits for this sum, so it
- * travels with a lookup's priority (on the library's urgent lane). */
-static int exchange(struct trainer *tr, int npairs)
+/* The pairs this rank has for the coming step, and its running totals
+ * (words: the words of the steps done), summed over the ranks.  The next
+ * lookup waits for this sum, so it travels with a lookup's priority (on
+ * the library's urgent lane). */
+static int exchange(struct trainer *tr, int npairs, int64_t words)
 {
 	double *s = tr->sums;
 	int rc;
 
 	s[SUM_PAIRS] = npairs;
-	s[SUM_WORDS] = (double)tr->pairs.words_read;
+	s[SUM_WORDS] = (double)words;
 	s[SUM_LOSS] = tr->loss;
 	s[SUM_DONE] = tr->done;
 	if (tr->m->world == 1)
@@ -119,7 +126,7 @@ static int exchange(struct trainer *tr, int npairs)
 }
 
 /* word2vec's schedule: linear from lr down to lr / 10^4 at the end,
- * driven by the words all ranks have read, so every rank has the same. */
+ * driven by the words of all ranks, so every rank has the same. */
 static float learning_rate(const struct trainer *tr)
 {
 	double left = 1 - tr->sums[SUM_WORDS] /
@@ -129,35 +136,37 @@ static float learning_rate(const struct trainer *tr)
 }
 
 /* One pass over this rank's slice; returns at the same step on every
- * rank. */
+ * rank.  Progress is shown after each exchange, when the losses of all the
+ * steps so far have arrived, and once more after the last step. */
 static int train_epoch(struct trainer *tr)
 {
 	struct w2v_model *m = tr->m;
 
 	w2v_pairs_rewind(&tr->pairs);
 	for (;;) {
+		int64_t words = tr->pairs.words_read;  /* of the steps done */
 		int n = w2v_pairs_fill(&tr->pairs, tr->o->batch, m->centre,
 				       m->targets);
 		double loss;
 		float lr;
-		int rc = exchange(tr, n);
+		int rc = exchange(tr, n, words);
 
 		if (rc)
 			return rc;
+		lr = learning_rate(tr);
+		if (m->rank == 0)
+			w2v_progress_update(&tr->progress,
+					    (int64_t)tr->sums[SUM_WORDS],
+					    tr->sums[SUM_LOSS],
+					    tr->sums[SUM_DONE], lr);
 		if (tr->sums[SUM_PAIRS] == 0)
 			return 0;
-		lr = learning_rate(tr);
 		rc = w2v_model_step(m, n, lr, &loss);
 		if (rc)
 			return rc;
 		tr->loss += loss;
 		tr->done += n;
 		tr->steps++;
-		if (m->rank == 0)
-			w2v_progress_update(&tr->progress,
-					    (int64_t)tr->sums[SUM_WORDS],
-					    tr->sums[SUM_LOSS],
-					    tr->sums[SUM_DONE], lr);
 	}
 }
 
@@ -195,9 +204,10 @@ static void summary(const struct trainer *tr, double secs)
 	fflush(stdout);
 }
 
-/* The vectors, once trained: neighbours of the queries, the file. */
+/* The vectors, once trained: the file (*out, closed here), the
+ * neighbours of the queries. */
 static int results(struct w2v_model *m, const struct w2v_opts *o,
-		   const struct w2v_vocab *v)
+		   const struct w2v_vocab *v, FILE **out)
 {
 	float *vecs = NULL;
 	int rc = 0;
@@ -206,8 +216,9 @@ static int results(struct w2v_model *m, const struct w2v_opts *o,
 		return 0;
 	rc = w2v_vectors_read(m, v->size, &vecs);
 	if (!rc && m->rank == 0) {
-		if (o->output && w2v_vectors_save(o->output, v, vecs, o->dim))
+		if (*out && w2v_vectors_save(*out, o->output, v, vecs, o->dim))
 			rc = -1;
+		*out = NULL;
 		if (o->query)
 			w2v_neighbours_print(v, vecs, o->dim, o->query,
 					     o->top);
@@ -217,7 +228,8 @@ static int results(struct w2v_model *m, const struct w2v_opts *o,
 }
 
 static int run(struct w2v_model *m, const struct w2v_opts *o,
-	       const struct w2v_vocab *v, const struct w2v_corpus *c)
+	       const struct w2v_vocab *v, const struct w2v_corpus *c,
+	       FILE **out)
 {
 	struct trainer tr = { .m = m, .o = o };
 	bool talk = m->rank == 0 && !o->quiet;
@@ -237,35 +249,73 @@ static int run(struct w2v_model *m, const struct w2v_opts *o,
 		return rc;
 	if (talk)
 		summary(&tr, w2v_seconds() - t0);
-	return results(m, o, v);
+	return results(m, o, v, out);
+}
+
+/* The text and its vocabulary, the same on every rank (checked). */
+static int vocabulary(struct w2v_model *m, const struct w2v_opts *o,
+		      struct w2v_text *text, struct w2v_vocab *v,
+		      struct w2v_corpus *c, int rc)
+{
+	uint64_t hash = 0;
+
+	if (!rc)
+		rc = load_text(o, text);
+	if (!rc)
+		rc = build_vocab(o, text, v, c);
+	if (!rc)
+		hash = w2v_vocab_hash(v);
+	return w2v_agree(m, rc, &hash, "the text and its vocabulary");
+}
+
+/* Rank 0's files: the corpus written, the output opened (before the
+ * training that it would otherwise lose). */
+static int files(const struct w2v_model *m, const struct w2v_opts *o,
+		 const struct w2v_text *text, FILE **out)
+{
+	int rc = 0;
+
+	if (m->rank == 0 && o->write_corpus)
+		rc = write_corpus(o->write_corpus, text);
+	if (!rc && m->rank == 0 && o->output) {
+		*out = fopen(o->output, "w");
+		if (!*out) {
+			fprintf(stderr, W2V_NAME ": %s: %s\n", o->output,
+				strerror(errno));
+			rc = -1;
+		}
+	}
+	return w2v_agree(m, rc, NULL, "the output files");
 }
 
 int main(int argc, char **argv)
 {
 	struct w2v_opts o;
-	struct w2v_text text;
-	struct w2v_vocab v;
-	struct w2v_corpus c;
+	struct w2v_text text = { 0 };
+	struct w2v_vocab v = { 0 };
+	struct w2v_corpus c = { 0 };
 	struct w2v_model m;
+	FILE *out = NULL;
 	int rc = w2v_parse_options(argc, argv, &o);
 
 	if (rc) {
 		w2v_usage(rc > 0 ? stdout : stderr);
 		return rc > 0 ? 0 : 2;
 	}
-	if (load_text(&o, &text))
-		return 1;
-	if (build_vocab(&o, &text, &v, &c)) {
+	/* the context first, so that the ranks can stop together */
+	rc = w2v_model_init(&m, &o);
+	if (m.ctx) {
+		rc = vocabulary(&m, &o, &text, &v, &c, rc);
+		if (!rc)
+			rc = files(&m, &o, &text, &out);
 		w2v_text_free(&text);
-		w2v_vocab_free(&v);
-		return 1;
+		if (!rc)
+			rc = w2v_model_tables(&m, &o, v.size);
+		if (!rc)
+			rc = run(&m, &o, &v, &c, &out);
 	}
-	rc = w2v_model_init(&m, &o, v.size);
-	if (!rc && o.write_corpus && m.rank == 0)
-		rc = write_corpus(o.write_corpus, &text);
-	w2v_text_free(&text);
-	if (!rc)
-		rc = run(&m, &o, &v, &c);
+	if (out)
+		fclose(out);
 	w2v_model_free(&m);
 	w2v_vocab_free(&v);
 	w2v_corpus_free(&c);

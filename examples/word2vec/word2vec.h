@@ -79,6 +79,7 @@ struct w2v_corpus {
 int w2v_vocab_build(const struct w2v_text *t, const struct w2v_opts *o,
 		    struct w2v_vocab *v, struct w2v_corpus *c);
 int64_t w2v_vocab_find(const struct w2v_vocab *v, const char *word);
+uint64_t w2v_vocab_hash(const struct w2v_vocab *v);
 void w2v_vocab_free(struct w2v_vocab *v);
 void w2v_corpus_free(struct w2v_corpus *c);
 
@@ -94,6 +95,18 @@ static inline double w2v_unit(uint64_t *state)
 	return (double)(w2v_next(state) >> 11) * 0x1p-53;
 }
 
+/* A negative: one draw from the vocabulary's alias table, a word, then
+ * a coin. */
+static inline int64_t w2v_negative(const struct w2v_vocab *v,
+				   uint64_t *state)
+{
+	uint64_t r = w2v_next(state);
+	uint64_t i = ((r >> 32) * (uint64_t)v->size) >> 32;
+	double coin = (double)(r & 0xffffffffu) * 0x1p-32;
+
+	return coin < v->neg_prob[i] ? (int64_t)i : v->neg_alias[i];
+}
+
 /* pairs.c: (centre, context) pairs of one rank's slice of the corpus,
  * with subsampling and word2vec's random window, and their negatives. */
 struct w2v_pairs {
@@ -104,10 +117,14 @@ struct w2v_pairs {
 	int window, negative;
 	uint64_t rng;
 	int32_t sent[W2V_MAX_SENTENCE]; /* the sentence, subsampled */
+	/* the words of the text that sent[i] stands for: itself and the
+	 * words subsampling dropped next to it */
+	int64_t sent_words[W2V_MAX_SENTENCE];
 	int slen;
 	int centre;          /* position in sent */
 	int ctx_pos, ctx_end; /* the centre's window: next, past the last */
-	int64_t words_read;  /* raw words of the slice read so far */
+	int64_t words_read;  /* raw words of the slice trained so far:
+			      * counted as their centre comes */
 };
 
 void w2v_pairs_init(struct w2v_pairs *p, const struct w2v_corpus *c,
@@ -128,11 +145,21 @@ struct w2v_model {
 	float *h, *u, *gh, *gu;        /* rows and their gradients */
 };
 
-int w2v_model_init(struct w2v_model *m, const struct w2v_opts *o,
-		   int64_t vocab_size);
+int w2v_model_init(struct w2v_model *m, const struct w2v_opts *o);
+int w2v_model_tables(struct w2v_model *m, const struct w2v_opts *o,
+		     int64_t vocab_size);
 void w2v_model_free(struct w2v_model *m);
 int w2v_model_step(struct w2v_model *m, int npairs, float lr, double *loss);
 int w2v_check(const struct w2v_model *m, int rc, const char *what);
+int w2v_agree(const struct w2v_model *m, int rc, const uint64_t *hash,
+	      const char *what);
+
+/* loss.c: the loss of one pair (h: the centre's input row; u: the rows
+ * of its context word and its negatives, [1 + negative][dim]); its
+ * gradients with respect to h into gh, to u into gu. */
+float w2v_pair_loss(int dim, int negative, const float *restrict h,
+		    const float *restrict u, float *restrict gh,
+		    float *restrict gu);
 
 /* progress.c */
 struct w2v_progress {
@@ -141,6 +168,7 @@ struct w2v_progress {
 	int64_t total_words;   /* epochs * train words, all ranks */
 	int next_line;         /* next tenth that gets a plain line */
 	double shown_loss, shown_pairs; /* totals at the last output */
+	double shown_mean;     /* the loss per pair shown last */
 };
 
 double w2v_seconds(void);
@@ -152,7 +180,7 @@ void w2v_progress_end(struct w2v_progress *p);
 
 /* vectors.c: the trained input vectors, read back from the table */
 int w2v_vectors_read(struct w2v_model *m, int64_t rows, float **vecs);
-int w2v_vectors_save(const char *path, const struct w2v_vocab *v,
+int w2v_vectors_save(FILE *f, const char *path, const struct w2v_vocab *v,
 		     const float *vecs, int dim);
 
 /* neighbours.c */
