@@ -5,6 +5,11 @@
  * each run of equal scores the average of its ranks, and
  *
  *	AUC = (sum of the positives' ranks - P (P + 1) / 2) / (P N).
+ *
+ * A NaN score (a model gone astray) compares false with everything, which
+ * would make the sort's order inconsistent and its result undefined; NaNs
+ * rank above every number here instead, tied with each other, as if they
+ * were +infinity.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -20,7 +25,14 @@ static int by_score(const void *a, const void *b)
 	float x = ((const struct scored *)a)->score;
 	float y = ((const struct scored *)b)->score;
 
+	if (isnan(x) || isnan(y))
+		return !!isnan(x) - !!isnan(y);
 	return (x > y) - (x < y);
+}
+
+static bool same_score(float x, float y)
+{
+	return x == y || (isnan(x) && isnan(y));
 }
 
 /* Sum of the ranks (1-based, averaged over ties) of the positives. */
@@ -31,7 +43,8 @@ static double positive_rank_sum(const struct scored *v, int64_t n)
 	for (int64_t lo = 0, hi; lo < n; lo = hi) {
 		int64_t pos = 0;
 
-		for (hi = lo; hi < n && v[hi].score == v[lo].score; hi++)
+		for (hi = lo; hi < n && same_score(v[hi].score, v[lo].score);
+		     hi++)
 			pos += v[hi].label > 0.5f;
 		/* ranks lo + 1 .. hi, whose mean is (lo + 1 + hi) / 2 */
 		sum += (double)pos * (double)(lo + 1 + hi) / 2;

@@ -58,9 +58,9 @@ static const int pairs[][2] = {
 
 struct planted {
 	uint64_t seed;
-	float w[DLRM_DENSE];		/* linear term of the dense features */
-	float proj[LATENT][DLRM_DENSE];	/* dense features -> latent space */
-	uint64_t mult[DLRM_TABLES];	/* frequency rank -> id permutation */
+	float w[DLRM_DENSE];		/* the dense features' weights */
+	float proj[LATENT][DLRM_DENSE];	/* dense -> latent space */
+	uint64_t mult[DLRM_TABLES];	/* permutes frequency ranks */
 };
 
 /* Value c of the hidden latent vector (c < LATENT) or, c = LATENT, the
@@ -128,8 +128,8 @@ static int64_t draw_value(const struct planted *pl, int t, uint64_t *rng)
 		r = 0;
 	if (r >= f->rows)
 		r = f->rows - 1;
-	return (int64_t)(((unsigned __int128)r * pl->mult[t]) %
-			 (uint64_t)f->rows);
+	/* r and mult are below rows (100000 at most): no overflow */
+	return (int64_t)((uint64_t)r * pl->mult[t] % (uint64_t)f->rows);
 }
 
 /* The planted log-odds of a sample from its dense features, the sums of

@@ -25,7 +25,9 @@
  *	       [--emb-lr F] [--dim N] [--threads N] [--seed N] [--quiet]
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +57,8 @@ static const char usage[] =
 	"  --threads N   threads of the library and of the products\n"
 	"                (0: the library's default, and one product thread)\n"
 	"  --seed N      the data, the tables and the dense weights (1)\n"
-	"  --quiet       only the result lines\n";
+	"  --quiet       only the result lines\n"
+	"A whole number N may end in k (thousands) or M (millions).\n";
 
 static double seconds(void)
 {
@@ -65,53 +68,123 @@ static double seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static bool valid(const struct opts *o)
+/*
+ * The ranges of the options: wide enough for any run that fits in
+ * memory, narrow enough that no product of them overflows (samples times
+ * the ids of a sample in int64_t, a batch's slice times dim times 4 bytes
+ * in size_t).  A log too large for the memory fails cleanly later.
+ */
+#define MAX_EPOCHS 10000
+#define MAX_SAMPLES INT64_C(1000000000)
+#define MAX_BATCH (1 << 20)
+#define MAX_DIM 1024
+#define MAX_THREADS 1024
+#define MIN_LR 1e-12
+#define MAX_LR 10.0
+
+/*
+ * A whole number in lo..hi, in decimal with an optional k (10^3) or M
+ * (10^6) after it, into *v; else a message naming the option, and false.
+ * Nothing else may follow the digits: atoi would read "1e6" as 1 and
+ * "2x" as 2 without a word.
+ */
+static bool whole(const char *opt, const char *arg, long long lo,
+		  long long hi, long long *v)
 {
-	return o->epochs >= 1 && o->samples >= 1 && o->eval >= 1 &&
-	       o->batch >= 1 && o->dim >= 1 && o->dim <= 1024 &&
-	       o->threads >= 0 && o->lr > 0 && o->emb_lr > 0 &&
-	       o->samples <= INT64_C(1) << 40 && o->eval <= INT64_C(1) << 40;
+	char *end;
+	long long x, scale = 1;
+
+	errno = 0;
+	x = strtoll(arg, &end, 10);
+	if (*end == 'k' || *end == 'M')
+		scale = *end++ == 'k' ? 1000 : 1000000;
+	/* a digit first: strtoll would take spaces and a sign */
+	if (arg[0] < '0' || arg[0] > '9' || *end || errno ||
+	    x > hi / scale || x * scale < lo) {
+		fprintf(stderr, "dlrm: --%s: '%s' is not a whole number in "
+			"%lld..%lld\n", opt, arg, lo, hi);
+		return false;
+	}
+	*v = x * scale;
+	return true;
 }
 
-/* One option's value; false for an option not known. */
-static bool set_option(struct opts *o, int c, const char *arg)
+/* A finite real number in lo..hi into *v; else a message and false. */
+static bool real(const char *opt, const char *arg, double lo, double hi,
+		 float *v)
 {
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(arg, &end);
+	if (end == arg || *end || errno || !isfinite(x) || x < lo || x > hi) {
+		fprintf(stderr, "dlrm: --%s: '%s' is not a number in %g..%g\n",
+			opt, arg, lo, hi);
+		return false;
+	}
+	*v = (float)x;
+	return true;
+}
+
+/* Results of set_option() and parse() besides 0. */
+enum { HELP = 1, UNKNOWN = -1, BAD_VALUE = -2 };
+
+/* One option's value: 0, HELP, UNKNOWN (getopt said so), or BAD_VALUE
+ * (said on stderr). */
+static int set_option(struct opts *o, int c, const char *name,
+		      const char *arg)
+{
+	long long v = 0;
+	bool ok = true;
+
 	switch (c) {
 	case 'e':
-		o->epochs = atoi(arg);
-		return true;
+		ok = whole(name, arg, 1, MAX_EPOCHS, &v);
+		o->epochs = (int)v;
+		break;
 	case 's':
-		o->samples = atoll(arg);
-		return true;
+		ok = whole(name, arg, 1, MAX_SAMPLES, &v);
+		o->samples = v;
+		break;
 	case 'v':
-		o->eval = atoll(arg);
-		return true;
+		ok = whole(name, arg, 1, MAX_SAMPLES, &v);
+		o->eval = v;
+		break;
 	case 'b':
-		o->batch = atoi(arg);
-		return true;
-	case 'l':
-		o->lr = strtof(arg, NULL);
-		return true;
-	case 'L':
-		o->emb_lr = strtof(arg, NULL);
-		return true;
+		ok = whole(name, arg, 1, MAX_BATCH, &v);
+		o->batch = (int)v;
+		break;
 	case 'd':
-		o->dim = atoi(arg);
-		return true;
+		ok = whole(name, arg, 1, MAX_DIM, &v);
+		o->dim = (int)v;
+		break;
 	case 't':
-		o->threads = atoi(arg);
-		return true;
+		ok = whole(name, arg, 0, MAX_THREADS, &v);
+		o->threads = (int)v;
+		break;
 	case 'S':
-		o->seed = strtoull(arg, NULL, 0);
-		return true;
+		ok = whole(name, arg, 0, INT64_MAX, &v);
+		o->seed = (uint64_t)v;
+		break;
+	case 'l':
+		ok = real(name, arg, MIN_LR, MAX_LR, &o->lr);
+		break;
+	case 'L':
+		ok = real(name, arg, MIN_LR, MAX_LR, &o->emb_lr);
+		break;
 	case 'q':
 		o->quiet = true;
-		return true;
+		break;
+	case 'h':
+		return HELP;
+	default:
+		return UNKNOWN;
 	}
-	return false;
+	return ok ? 0 : BAD_VALUE;
 }
 
-/* 0, 1 for --help, -1 for a bad command line. */
+/* The command line into *o: 0, or as set_option(). */
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -128,17 +201,26 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	int c;
+	int c, i = -1, rc;
 
 	*o = (struct opts){ .epochs = 3, .samples = 100000, .eval = 0,
 			    .batch = 1024, .dim = 16, .lr = 1e-3f,
 			    .emb_lr = 0.2f, .seed = 1 };
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1)
-		if (!set_option(o, c, optarg))
-			return c == 'h' ? 1 : -1;
+	while ((c = getopt_long(argc, argv, "h", lo, &i)) != -1) {
+		/* i: the option's entry, for its full name in a message */
+		rc = set_option(o, c, i >= 0 ? lo[i].name : "", optarg);
+		if (rc)
+			return rc;
+		i = -1;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "dlrm: unexpected argument '%s'\n",
+			argv[optind]);
+		return UNKNOWN;
+	}
 	if (o->eval == 0)
 		o->eval = o->samples / 4 > 0 ? o->samples / 4 : 1;
-	return optind == argc && valid(o) ? 0 : -1;
+	return 0;
 }
 
 static int make_logs(const struct opts *o, const struct trainer *t,
@@ -254,15 +336,21 @@ int main(int argc, char **argv)
 	int rc = parse(argc, argv, &o);
 
 	if (rc) {
-		fprintf(rc > 0 ? stdout : stderr, usage, argv[0]);
-		return rc > 0 ? 0 : 2;
+		if (rc != BAD_VALUE)
+			fprintf(rc == HELP ? stdout : stderr, usage, argv[0]);
+		return rc == HELP ? 0 : 2;
 	}
 	to = (struct train_opts){ o.threads, o.threads, o.batch, o.dim, o.lr,
 				  o.emb_lr, o.seed };
 	rc = trainer_init(&t, &to);
-	if (!rc && make_logs(&o, &t, &train, &heldout)) {
-		fprintf(stderr, "dlrm: out of memory for the click log\n");
-		rc = -1;
+	if (!rc) {
+		rc = make_logs(&o, &t, &train, &heldout);
+		if (rc)
+			fprintf(stderr, "dlrm: rank %d: out of memory for the "
+				"click log\n", t.rank);
+		/* one rank without its log must not leave the others
+		 * waiting in the first lookup: all stop together */
+		rc = ranks_agree(&t, rc);
 	}
 	if (!rc && t.rank == 0) {
 		if (!o.quiet)

@@ -72,7 +72,7 @@ struct click_log {
 					 * over all ranks */
 	float *dense;			/* [n][DLRM_DENSE] */
 	float *label;			/* [n]: 1 click, 0 none */
-	float *oracle;			/* [n]: the planted logit, no noise */
+	float *oracle;			/* [n]: planted logit, noiseless */
 	int64_t *offsets[DLRM_TABLES];	/* [n + 1]: the bags, CSR */
 	int64_t *ids[DLRM_TABLES];
 };
@@ -152,7 +152,10 @@ struct net {
 	struct matmul *mm;
 	struct mlp bottom, top;
 	size_t nparams;
-	float *params, *grads;	/* every weight and bias, one buffer */
+	float *params;		/* every weight and bias, one buffer */
+	float *grads;		/* their gradients, and one float more
+				 * for the caller: train.c sends a flag
+				 * with them */
 	float *adam_m, *adam_v;	/* Adam's moment estimates */
 	long adam_t;		/* Adam steps taken */
 	float lr;
@@ -185,7 +188,8 @@ void net_adam_step(struct net *net);
 /* ---- auc.c ---- */
 
 /* Area under the ROC curve of n scores against 0/1 labels, exactly (ties
- * count half); NaN when one class is missing.  -1 when out of memory. */
+ * count half; NaN scores rank above all others, tied); NaN when one class
+ * is missing.  -1 when out of memory. */
 double auc(const float *score, const float *label, int64_t n);
 
 #endif /* DLRM_H */

@@ -5,8 +5,8 @@
  *     configure found it) against a triple loop in double written here,
  *     on odd shapes, with every transpose, with and without bias, each
  *     shape twice on fresh buffers (oneDNN reuses a cached primitive);
- *  2. the interaction, the loss and the AUC against formulas written
- *     here;
+ *  2. the interaction, the loss and the AUC (with ties, and NaN scores)
+ *     against formulas written here;
  *  3. the whole backward (loss, top MLP, interaction, bottom MLP) against
  *     central differences of the forward, for every dense parameter and
  *     every pooled embedding value, on a tiny batch.
@@ -214,6 +214,21 @@ static double auc_by_pairs(const float *score, const float *label, int n)
 	return sum / pairs;
 }
 
+/* NaN scores rank as +infinity would: above the rest, tied together. */
+static void check_auc_nan(float *score, const float *label, int n)
+{
+	double got, want;
+
+	for (int i = 0; i < n; i += 7)
+		score[i] = INFINITY;
+	want = auc_by_pairs(score, label, n);
+	for (int i = 0; i < n; i += 7)
+		score[i] = NAN;
+	got = auc(score, label, n);
+	if (!(fabs(got - want) < 1e-12))
+		fail("auc with NaN scores %.15f, by pairs %.15f", got, want);
+}
+
 static void check_auc(void)
 {
 	enum { N = 301 };
@@ -229,6 +244,7 @@ static void check_auc(void)
 	want = auc_by_pairs(score, label, N);
 	if (!(fabs(got - want) < 1e-12))
 		fail("auc %.15f, by pairs %.15f", got, want);
+	check_auc_nan(score, label, N);
 	for (int i = 0; i < N; i++)
 		label[i] = 1;
 	if (!isnan(auc(score, label, N)))

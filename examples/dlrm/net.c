@@ -41,7 +41,8 @@ static int alloc_buffers(struct net *net)
 	size_t cap = (size_t)net->cap;
 
 	net->params = calloc(net->nparams, sizeof(float));
-	net->grads = calloc(net->nparams, sizeof(float));
+	/* one float more: see struct net */
+	net->grads = calloc(net->nparams + 1, sizeof(float));
 	net->adam_m = calloc(net->nparams, sizeof(float));
 	net->adam_v = calloc(net->nparams, sizeof(float));
 	net->top_in = malloc(cap * width * sizeof(float));

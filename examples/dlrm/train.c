@@ -14,8 +14,15 @@
  * Each rank trains on its own slice of each batch.  Every rank makes the
  * same collective calls in the same order: the lookups and backwards, the
  * dense allreduce of each step, and the gathers of an evaluation.
+ *
+ * So a failure of one rank's own (out of memory, a product that failed)
+ * must not make it skip a collective the others still make: they would
+ * wait in it until the library's timeout.  Such a rank carries on with
+ * the collectives, and the ranks agree on the status before going
+ * further (ranks_agree(), or a flag sent with the dense gradients), so
+ * that all of them return the error together.
  */
-#include "config.h"		/* HAVE_DNNL: the product matmul_create makes */
+#include "config.h"	/* HAVE_DNNL: the product matmul_create makes */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +74,23 @@ static int create_tables(struct trainer *t, const struct train_opts *o)
 	return 0;
 }
 
+int ranks_agree(struct trainer *t, int rc)
+{
+	int64_t failed = rc != 0;
+	int rc2 = check(t, shemb_allreduce(t->ctx, &failed, &failed, 1,
+					   SHEMB_I64, SHEMB_REDUCE_MAX, NULL),
+			"shemb_allreduce");
+
+	if (rc || rc2)
+		return rc ? rc : rc2;
+	if (failed) {
+		fprintf(stderr, "dlrm: rank %d: stopping, as another rank "
+			"failed\n", t->rank);
+		return -1;
+	}
+	return 0;
+}
+
 static int alloc_batch(struct trainer *t, int dim)
 {
 	size_t rows = (size_t)t->cap * dim * sizeof(float);
@@ -85,18 +109,38 @@ static int alloc_batch(struct trainer *t, int dim)
  * Threads for the products: as asked, else one.  A step's products are
  * small (a batch slice times 64 by 64 at most), so a team of threads
  * gains little, and on a machine busy with other work (or other ranks)
- * it waits at every product for its slowest member: measured here with
- * oneDNN on 2 busy vCPUs, 2 threads trained 3 to 10 times slower than 1.
+ * it waits at every product for its slowest member: with oneDNN on a
+ * 2-vCPU host shared with other work, 2 threads trained 3 to 10 times
+ * slower than 1.
  */
 static int dense_threads(const struct train_opts *o)
 {
 	return o->dense_threads > 0 ? o->dense_threads : 1;
 }
 
+/* What trainer_init makes of this rank's own, with no collective. */
+static int init_local(struct trainer *t, const struct train_opts *o)
+{
+	struct net_shape shape;
+
+	if (alloc_batch(t, o->dim))
+		goto oom;
+	t->mm = matmul_create(dense_threads(o));
+	if (!t->mm)
+		return -1;
+	net_shape_default(&shape, DLRM_TABLES, o->dim);
+	/* the same seed on every rank: identical dense weights at start */
+	if (net_init(&t->net, &shape, t->mm, t->cap, o->seed, o->lr))
+		goto oom;
+	return 0;
+oom:
+	fprintf(stderr, "dlrm: rank %d: out of memory\n", t->rank);
+	return -1;
+}
+
 int trainer_init(struct trainer *t, const struct train_opts *o)
 {
 	struct shemb_ctx_attr ca;
-	struct net_shape shape;
 	int rc;
 
 	memset(t, 0, sizeof(*t));
@@ -113,18 +157,10 @@ int trainer_init(struct trainer *t, const struct train_opts *o)
 	t->world = ca.world_size;
 	/* the largest slice of a batch: see rank_slice() */
 	t->cap = (o->batch + t->world - 1) / t->world;
-	if (create_tables(t, o) || alloc_batch(t, o->dim))
+	/* shemb_table_create fails on every rank alike */
+	if (create_tables(t, o))
 		return -1;
-	t->mm = matmul_create(dense_threads(o));
-	if (!t->mm)
-		return -1;
-	net_shape_default(&shape, DLRM_TABLES, o->dim);
-	/* the same seed on every rank: identical dense weights at start */
-	if (net_init(&t->net, &shape, t->mm, t->cap, o->seed, o->lr)) {
-		fprintf(stderr, "dlrm: out of memory\n");
-		return -1;
-	}
-	return 0;
+	return ranks_agree(t, init_local(t, o));
 }
 
 void trainer_free(struct trainer *t)
@@ -167,19 +203,37 @@ static int set_batch(struct trainer *t, const struct click_log *log,
 	return n;
 }
 
-/* The dense gradients, summed over the ranks while the embedding
+/*
+ * The dense gradients, summed over the ranks while the embedding
  * gradients travel to their rows' owners, then Adam.  The loss is
  * scaled by 1 / (the batch's samples over all ranks) before the
  * backward, so each rank's gradient is its share of the batch mean and
  * their sum is the mean itself (the library sums the embedding gradients
- * of all ranks the same way). */
-static int apply_gradients(struct trainer *t)
+ * of all ranks the same way).
+ *
+ * failed: this rank's dense forward or backward of the batch (n samples)
+ * failed.  It still makes both collectives, with zero gradients, and
+ * says so in one float after the gradients (net.grads has room for it):
+ * after the wait every rank sees the sum of the flags, and all return
+ * the error together rather than skip Adam on one rank only.  (The other
+ * ranks' embedding gradients of that step still reach their rows; no
+ * matter, as training stops.)
+ */
+static int apply_gradients(struct trainer *t, int n, bool failed)
 {
+	float *flag = &t->net.grads[t->net.nparams];
 	shemb_request *req = NULL;
 	int rc, rc2;
 
+	if (failed) {
+		memset(t->net.grads, 0, t->net.nparams * sizeof(float));
+		for (int f = 0; f < DLRM_TABLES; f++)
+			memset(t->demb[f], 0, (size_t)n *
+			       (size_t)t->net.shape.dim * sizeof(float));
+	}
+	*flag = failed ? 1.0f : 0.0f;
 	rc = check(t, shemb_allreduce(t->ctx, t->net.grads, t->net.grads,
-				      t->net.nparams, SHEMB_F32,
+				      t->net.nparams + 1, SHEMB_F32,
 				      SHEMB_REDUCE_SUM, &req),
 		   "shemb_allreduce");
 	if (rc)
@@ -191,6 +245,12 @@ static int apply_gradients(struct trainer *t)
 	shemb_request_free(req);
 	if (rc || rc2)
 		return rc ? rc : rc2;
+	if (*flag != 0) {
+		if (!failed)
+			fprintf(stderr, "dlrm: rank %d: stopping, as another "
+				"rank's step failed\n", t->rank);
+		return -1;
+	}
 	net_adam_step(&t->net);
 	return 0;
 }
@@ -202,8 +262,10 @@ static int train_step(struct trainer *t, const struct click_log *log,
 	int n = set_batch(t, log, b);
 	const float *first_label = log->label + log->batch_first[b];
 	const float *logit;
+	bool failed;
 	int rc;
 
+	/* the library fails a lookup on every rank alike */
 	rc = check(t, shemb_lookup(t->ctx, DLRM_TABLES, t->bags, t->emb, 0),
 		   "shemb_lookup");
 	if (rc)
@@ -211,11 +273,15 @@ static int train_step(struct trainer *t, const struct click_log *log,
 	logit = net_forward(&t->net, n, log->dense +
 			    (size_t)log->batch_first[b] * DLRM_DENSE,
 			    (const float *const *)t->emb);
-	if (!logit || net_backward(&t->net, n, first_label,
-				   1.0f / (float)log->batch_size[b], t->demb))
-		return -1;
-	*loss += net_loss(logit, first_label, n);
-	return apply_gradients(t);
+	failed = !logit || net_backward(&t->net, n, first_label,
+					1.0f / (float)log->batch_size[b],
+					t->demb);
+	if (failed)
+		fprintf(stderr, "dlrm: rank %d: the dense network failed on "
+			"batch %lld\n", t->rank, (long long)b);
+	else
+		*loss += net_loss(logit, first_label, n);
+	return apply_gradients(t, n, failed);
 }
 
 /* Sum of v over the ranks. */
@@ -244,10 +310,14 @@ int train_epoch(struct trainer *t, const struct click_log *log,
 	return rc;
 }
 
-/* The model's logits of this rank's samples of log, into score[n]. */
+/* The model's logits of this rank's samples of log, into score[n]; 0, or
+ * the library's error, which every rank gets alike.  A forward that fails
+ * (*failed) does not end the loop: the lookups are collective, so this
+ * rank makes the rest of them, and the ranks agree after. */
 static int score_log(struct trainer *t, const struct click_log *log,
-		     float *score)
+		     float *score, bool *failed)
 {
+	*failed = false;
 	for (int64_t b = 0; b < log->nbatches; b++) {
 		int n = set_batch(t, log, b);
 		const float *logit;
@@ -258,11 +328,18 @@ static int score_log(struct trainer *t, const struct click_log *log,
 			   "shemb_lookup");
 		if (rc)
 			return rc;
+		if (*failed)
+			continue;
 		logit = net_forward(&t->net, n, log->dense +
 				    (size_t)log->batch_first[b] * DLRM_DENSE,
 				    (const float *const *)t->emb);
-		if (!logit)
-			return -1;
+		if (!logit) {
+			fprintf(stderr, "dlrm: rank %d: the dense network "
+				"failed on held-out batch %lld\n", t->rank,
+				(long long)b);
+			*failed = true;
+			continue;
+		}
 		memcpy(score + log->batch_first[b], logit,
 		       (size_t)n * sizeof(*score));
 	}
@@ -271,43 +348,54 @@ static int score_log(struct trainer *t, const struct click_log *log,
 
 /* Where each rank's values land when every rank's meet on every rank. */
 struct gather {
+	int64_t *n;			/* values, per rank */
 	size_t *counts, *displs;	/* bytes, per rank */
 	int64_t total;			/* values over all ranks */
 };
 
+static int gather_alloc(struct trainer *t, struct gather *g)
+{
+	g->n = malloc((size_t)t->world * sizeof(*g->n));
+	g->counts = malloc((size_t)t->world * sizeof(size_t));
+	g->displs = malloc((size_t)t->world * sizeof(size_t));
+	return g->n && g->counts && g->displs ? 0 : -1;
+}
+
 static void gather_free(struct gather *g)
 {
+	free(g->n);
 	free(g->counts);
 	free(g->displs);
 }
 
-/* Each rank holds n values: learn every rank's count. */
-static int gather_plan(struct trainer *t, int64_t n, struct gather *g)
+/* Each rank holds n values: learn every rank's count.  Every rank gets
+ * the same counts, so the check of their total fails on all or none. */
+static int gather_plan(struct trainer *t, int64_t n, int64_t total,
+		       struct gather *g)
 {
-	int64_t *all = malloc((size_t)t->world * sizeof(*all));
-	int rc = -1;
+	int rc;
 
-	g->counts = malloc((size_t)t->world * sizeof(size_t));
-	g->displs = malloc((size_t)t->world * sizeof(size_t));
-	if (!all || !g->counts || !g->displs)
-		goto out;
 	for (int r = 0; r < t->world; r++) {
 		g->counts[r] = sizeof(int64_t);
 		g->displs[r] = (size_t)r * sizeof(int64_t);
 	}
-	rc = check(t, shemb_allgatherv(t->ctx, &n, sizeof(n), all, g->counts,
+	rc = check(t, shemb_allgatherv(t->ctx, &n, sizeof(n), g->n, g->counts,
 				       g->displs, NULL), "shemb_allgatherv");
 	if (rc)
-		goto out;
+		return rc;
 	g->total = 0;
 	for (int r = 0; r < t->world; r++) {
-		g->counts[r] = (size_t)all[r] * sizeof(float);
+		g->counts[r] = (size_t)g->n[r] * sizeof(float);
 		g->displs[r] = (size_t)g->total * sizeof(float);
-		g->total += all[r];
+		g->total += g->n[r];
 	}
-out:
-	free(all);
-	return rc;
+	if (g->total != total) {
+		fprintf(stderr, "dlrm: rank %d: the ranks hold %lld held-out "
+			"samples, not %lld\n", t->rank, (long long)g->total,
+			(long long)total);
+		return -1;
+	}
+	return 0;
 }
 
 static int gather_floats(struct trainer *t, const struct gather *g,
@@ -318,31 +406,62 @@ static int gather_floats(struct trainer *t, const struct gather *g,
 					 g->displs, NULL), "shemb_allgatherv");
 }
 
-/* Lookups are collective, so every rank scores its own slice of every
+/* The loss and the AUCs of n gathered scores, labels and oracle scores;
+ * -1 when auc() ran out of memory. */
+static int figures(struct trainer *t, float *const all[3], int64_t n,
+		   struct eval *e)
+{
+	e->loss = n ? net_loss(all[0], all[1], n) / (double)n : 0;
+	e->auc = auc(all[0], all[1], n);
+	e->oracle_auc = auc(all[2], all[1], n);
+	if (e->auc < 0 || e->oracle_auc < 0) {
+		fprintf(stderr, "dlrm: rank %d: out of memory for the AUC\n",
+			t->rank);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Lookups are collective, so every rank scores its own slice of every
  * batch; the scores, labels and oracle scores then meet on every rank,
- * which computes the same figures from them. */
+ * which computes the same figures from them.  Every buffer is allocated
+ * first (the log says how many samples all ranks hold), and the ranks
+ * agree on each step's local status before the collectives that follow
+ * it: a rank out of memory must not skip lookups or gathers that the
+ * others make.
+ */
 int evaluate(struct trainer *t, const struct click_log *log,
 	     struct eval *e)
 {
 	struct gather g = { 0 };
+	int64_t total = 0;
 	float *score = malloc((size_t)(log->n + 1) * sizeof(float));
-	float *all[3] = { NULL, NULL, NULL };	/* score, label, oracle */
+	float *all[3];		/* score, label, oracle of every rank */
 	const float *mine[3] = { score, log->label, log->oracle };
-	int rc = score ? score_log(t, log, score) : -1;
+	int rc = score && !gather_alloc(t, &g) ? 0 : -1;
+	bool failed = false;
 
+	for (int64_t b = 0; b < log->nbatches; b++)
+		total += log->batch_size[b];
+	for (int i = 0; i < 3; i++) {
+		all[i] = malloc((size_t)(total + 1) * sizeof(float));
+		if (!all[i])
+			rc = -1;
+	}
+	if (rc)
+		fprintf(stderr, "dlrm: rank %d: out of memory\n", t->rank);
+	rc = ranks_agree(t, rc);
 	if (!rc)
-		rc = gather_plan(t, log->n, &g);
-	for (int i = 0; !rc && i < 3; i++) {
-		all[i] = malloc((size_t)(g.total + 1) * sizeof(float));
-		rc = all[i] ? gather_floats(t, &g, mine[i], log->n, all[i])
-			    : -1;
-	}
-	if (!rc) {
-		e->loss = g.total ? net_loss(all[0], all[1], g.total) /
-				    (double)g.total : 0;
-		e->auc = auc(all[0], all[1], g.total);
-		e->oracle_auc = auc(all[2], all[1], g.total);
-	}
+		rc = score_log(t, log, score, &failed);
+	if (!rc)
+		rc = ranks_agree(t, failed ? -1 : 0);
+	if (!rc)
+		rc = gather_plan(t, log->n, total, &g);
+	for (int i = 0; !rc && i < 3; i++)
+		rc = gather_floats(t, &g, mine[i], log->n, all[i]);
+	if (!rc)
+		rc = ranks_agree(t, figures(t, all, total, e));
 	for (int i = 0; i < 3; i++)
 		free(all[i]);
 	gather_free(&g);

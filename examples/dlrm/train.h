@@ -41,7 +41,9 @@ struct eval {
 };
 
 /* Collective: every rank calls it alike.  0, or a negative SHEMB_E* code
- * (or -1) after a message on stderr; trainer_free() either way. */
+ * (or -1) after a message on stderr; trainer_free() either way.  So are
+ * the calls below but trainer_free(), and they fail on every rank
+ * together, whichever rank's failure it was. */
 int trainer_init(struct trainer *t, const struct train_opts *o);
 void trainer_free(struct trainer *t);
 /* One pass over log: a step per batch; *loss gets the mean training loss
@@ -54,5 +56,10 @@ int evaluate(struct trainer *t, const struct click_log *log,
 	     struct eval *e);
 /* Whether every rank holds the same dense parameters, bit for bit. */
 int dense_in_sync(struct trainer *t, bool *same);
+/* Collective: after a step of this rank's own whose status is rc, the
+ * status of all ranks: 0 when rc is 0 on every rank; else rc where it is
+ * not 0, and -1 elsewhere (after a message).  A rank that stopped alone
+ * would leave the others waiting in their next collective. */
+int ranks_agree(struct trainer *t, int rc);
 
 #endif /* DLRM_TRAIN_H */
