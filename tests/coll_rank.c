@@ -709,6 +709,8 @@ int main(int argc, char **argv)
 {
 	const char *s = argc > 1 ? argv[1] : "";
 
+	/* a line at a time: a rank killed by its test keeps what it said */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	open_ctx(argc, argv);
 	if (!strcmp(s, "alltoallv"))
 		run_alltoallv(12, 0);

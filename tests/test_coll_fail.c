@@ -53,8 +53,31 @@ static void kill_all(void)
 			kill(kids[r], SIGKILL);
 }
 
+static const char *running = "", *running_on = "";
+
+/* Out of time: say which scenario and which ranks had not ended (with
+ * async-signal-safe calls only; WORLD < 10). */
 static void on_alarm(int sig)
 {
+	static const char head[] = "FAIL: out of time in ";
+	char msg[64] = "; ranks not ended:";
+	size_t n = strlen(msg);
+	ssize_t w;
+
+	for (int r = 0; r < WORLD; r++) {
+		if (kids[r] > 0) {
+			msg[n++] = ' ';
+			msg[n++] = (char)('0' + r);
+		}
+	}
+	msg[n++] = '\n';
+	w = write(STDOUT_FILENO, head, sizeof(head) - 1);
+	w = write(STDOUT_FILENO, running, strlen(running));
+	w = write(STDOUT_FILENO, " over ", 6);
+	w = write(STDOUT_FILENO, running_on, strlen(running_on));
+	w = write(STDOUT_FILENO, msg, n);
+	(void)w;
+	(void)sig;
 	kill_all();
 	_exit(1);
 }
@@ -66,6 +89,8 @@ static int run(const char *prog, const char *scenario, const char *provider)
 
 	if (port == 0)
 		return 0;
+	running = scenario;
+	running_on = provider;
 	for (int r = 0; r < WORLD; r++)
 		start_rank(r, prog, scenario, provider, port);
 	for (int r = 0; r < WORLD; r++) {
@@ -91,6 +116,7 @@ int main(void)
 	int ok;
 
 	snprintf(prog, sizeof(prog), "%s/tests/coll_rank", top ? top : ".");
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGALRM, on_alarm);
 	alarm(LIMIT_S);
 	ok = run(prog, "kill-one", "shm");
