@@ -236,6 +236,8 @@ static ssize_t post_one(struct fab *f, struct xfer *x)
 
 	if (f->mr_local && x->len && !x->mr)
 		return -FI_EKEYREJECTED; /* the buffer could not be registered */
+	if (x->send && shemb__peer_proc_ended(f, x->peer))
+		return -FI_EHOSTDOWN; /* a send could spin: see peer_proc.c */
 
 	if (x->send)
 		rc = fi_tsend(f->ep[lane], x->buf, x->len, desc, peer, x->tag,
@@ -267,6 +269,20 @@ static void refused(struct fab *f, struct xfer *x, ssize_t rc)
 			   x->peer, rc == -FI_EKEYREJECTED
 			   ? "its buffer cannot be registered"
 			   : fi_strerror((int)-rc));
+}
+
+static void fail_all(struct fab *f, int status);
+
+/* A peer's process ended: every op fails, as when the rendezvous says
+ * so (check_liveness), since no collective can finish without it. */
+static void peer_ended(struct fab *f, int peer)
+{
+	if (!f->failed) {
+		f->failed = SHEMB_EPEER;
+		snprintf(f->fail_why, sizeof(f->fail_why),
+			 "rank %d left the job (its process ended)", peer);
+	}
+	fail_all(f, f->failed);
 }
 
 static void unlink_xfer(struct xfer **at, struct xfer **tail,
@@ -313,6 +329,12 @@ static void post_queue(struct fab *f, bool send)
 			continue;
 		}
 		unlink_xfer(at, tail, prev);
+		if (rc == -FI_EHOSTDOWN) {
+			peer_ended(f, x->peer);
+			at = head; /* every op's transfers left the queues */
+			prev = NULL;
+			continue;
+		}
 		if (rc) {
 			refused(f, x, rc);
 			at = head; /* the op's other transfers left the queue */

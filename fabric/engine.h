@@ -213,6 +213,8 @@ struct fab {
 	void *spare;
 	size_t spare_len;
 
+	int *peer_pidfd;             /* shm: each peer's process, or -1
+				      * (peer_proc.c) */
 	int failed;                  /* sticky: SHEMB_EPEER once a rank left */
 	char fail_why[256];
 };
@@ -281,5 +283,10 @@ void shemb__ep_close(struct fab *f);
  * registered memory), and its release once x completed. */
 void *shemb__ep_desc(struct fab *f, struct xfer *x);
 void shemb__ep_undesc(struct fab *f, struct xfer *x);
+
+/* peer_proc.c: whether a local peer's process has ended */
+void shemb__peer_procs_open(struct fab *f, const void *names, size_t slot);
+bool shemb__peer_proc_ended(const struct fab *f, int rank);
+void shemb__peer_procs_close(struct fab *f);
 
 #endif

@@ -240,6 +240,8 @@ int shemb__ep_insert_peers(struct fab *f, int lane, const void *names,
 			return SHEMB_EIO;
 		}
 	}
+	if (lane == 0 && is_shm_info(f->info))
+		shemb__peer_procs_open(f, names, slot);
 	return 0;
 }
 
@@ -251,6 +253,7 @@ static void close_fid(struct fid *fid)
 
 void shemb__ep_close(struct fab *f)
 {
+	shemb__peer_procs_close(f);
 	for (int i = 0; f->mrs && i < MR_SLOTS; i++)
 		if (f->mrs[i].mr)
 			fi_close(&f->mrs[i].mr->fid);
