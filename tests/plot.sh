@@ -8,7 +8,7 @@
 # plotting part is skipped (77) when gnuplot is not installed.
 set -u
 . "$top_srcdir/tests/smoke.sh"
-plot=$top_srcdir/tools/shemb-plot
+plot=$top_builddir/tools/shemb-plot
 
 # check_csv FILE MODE LINES REQUIRED OPTIONAL RATIOS: FILE's header starts
 # with "mode"; LINES lines of MODE follow, each with the header's number
