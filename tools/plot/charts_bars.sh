@@ -1,4 +1,4 @@
-# charts_bars.sh - the bar and line charts of train, gpu, checkpoint, sched and comm
+# charts_bars.sh - the charts of train, gpu, checkpoint, sched and comm
 # Sourced by tools/shemb-plot (see there); POSIX sh.
 
 # ---- train, gpu, checkpoint: bars ----
