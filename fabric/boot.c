@@ -87,6 +87,7 @@ static struct shemb__boot *boot_new(const struct shemb__boot_cfg *cfg)
 	b->rank = cfg->rank;
 	b->world_size = cfg->world_size;
 	b->timeout_ms = cfg->timeout_ms;
+	b->root_fd = cfg->rank == 0 ? cfg->root_fd : 0;
 	strcpy(b->root, cfg->root);
 	shemb__boot_derive_key(cfg->job_key, b->key);
 	atomic_init(&b->left, -1);

@@ -33,6 +33,9 @@ struct shemb__boot_cfg {
 	int rank;
 	int world_size;      /* 2 .. 65535 */
 	const char *root;    /* "host:port", "[v6addr]:port" */
+	int root_fd;         /* rank 0: > 0, a listening socket bound to the
+			      * root address, taken instead of binding it
+			      * (one bound elsewhere is ignored); 0: none */
 	const char *job_key; /* NULL or "": no key (any peer that knows the
 			      * protocol is admitted) */
 	int timeout_ms;      /* > 0: bound of open and of each allgather;

@@ -59,6 +59,7 @@ struct shemb__boot {
 	char root[SHEMB__BOOT_MSG_LEN];
 	uint8_t key[SHEMB__BOOT_KEY];
 
+	int root_fd;                /* rank 0: > 0, a listener to take */
 	int nlisten;                /* rank 0 */
 	int lfd[SHEMB__BOOT_MAX_LISTEN];
 	/* rank 0: peer[r] is rank r's connection (peer[0] unused);
@@ -140,6 +141,8 @@ void shemb__boot_mark_left(struct shemb__boot *b, int r);
 /* ---- boot_root.c, boot_client.c ---- */
 
 int shemb__boot_root_open(struct shemb__boot *b, char *err, size_t errlen);
+/* boot_listen.c: rank 0's listeners at b->root, into b->lfd. */
+int shemb__boot_root_listen(struct shemb__boot *b, char *err, size_t errlen);
 int shemb__boot_root_allgather(struct shemb__boot *b, const void *mine,
 			       void *all, size_t len, char *err,
 			       size_t errlen);

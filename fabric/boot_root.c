@@ -1,6 +1,6 @@
 /*
- * boot_root.c - rank 0 during the rendezvous: listen at the root address
- * and admit world_size - 1 ranks.
+ * boot_root.c - rank 0 during the rendezvous: admit world_size - 1 ranks
+ * at the listeners of boot_listen.c.
  *
  * One poll() loop serves the listeners, every connection still in its
  * handshake and the ranks admitted so far.  Each connection gets a fresh
@@ -11,7 +11,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,138 +48,6 @@ struct admission {
 	char last_drop[SHEMB__BOOT_MSG_LEN];
 	char accept_error[96];
 };
-
-/* ---- listening ---- */
-
-static int listen_one(const struct addrinfo *ai, int *fdp)
-{
-	int one = 1, e;
-	int fd = socket(ai->ai_family,
-			ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			ai->ai_protocol);
-
-	if (fd < 0)
-		return errno;
-	/* SO_REUSEADDR lets a new job's rank 0 bind while connections of
-	 * the last one linger in TIME_WAIT; on Linux it does not let two
-	 * listeners share a port (SO_REUSEPORT would: never set it). */
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (ai->ai_family == AF_INET6)
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
-	    listen(fd, SOMAXCONN) != 0) {
-		e = errno;
-		close(fd);
-		return e;
-	}
-	*fdp = fd;
-	return 0;
-}
-
-static int listen_error(struct shemb__boot *b, const char *where, int e,
-			char *err, size_t errlen)
-{
-	if (e == EADDRINUSE)
-		return shemb__boot_err(err, errlen, SHEMB_EIO,
-			"rank 0 cannot listen at %s: the address is in use; another job (or another program) may hold this port: give each job its own root port",
-			where);
-	if (e == EADDRNOTAVAIL)
-		return shemb__boot_err(err, errlen, SHEMB_EIO,
-			"rank 0 cannot listen at %s: that address is not one of this host's (is rank 0 running on the root host?)",
-			where);
-	if (e == EACCES)
-		return shemb__boot_err(err, errlen, SHEMB_EIO,
-			"rank 0 cannot listen at %s: permission denied (ports below 1024 need privileges)",
-			where);
-	return shemb__boot_err(err, errlen, SHEMB_EIO,
-			       "rank 0 cannot listen at %s: %s", where,
-			       strerror(e));
-}
-
-static int seen_before(const struct addrinfo *res, const struct addrinfo *ai)
-{
-	for (const struct addrinfo *x = res; x != ai; x = x->ai_next)
-		if (x->ai_addrlen == ai->ai_addrlen &&
-		    memcmp(x->ai_addr, ai->ai_addr, ai->ai_addrlen) == 0)
-			return 1;
-	return 0;
-}
-
-static void close_listeners(struct shemb__boot *b)
-{
-	for (int i = 0; i < b->nlisten; i++)
-		close(b->lfd[i]);
-	b->nlisten = 0;
-}
-
-static int bind_resolved(struct shemb__boot *b, struct addrinfo *res,
-			 char *err, size_t errlen)
-{
-	int first_err = 0;
-
-	/* Every address the name has on this host: a rank that resolves
-	 * the name to either one finds rank 0. */
-	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		int fd = -1, e;
-
-		if (seen_before(res, ai) ||
-		    b->nlisten == SHEMB__BOOT_MAX_LISTEN)
-			continue;
-		e = listen_one(ai, &fd);
-		if (e == 0) {
-			b->lfd[b->nlisten++] = fd;
-			continue;
-		}
-		if (!first_err)
-			first_err = e;
-		if (e != EADDRNOTAVAIL && e != EAFNOSUPPORT) {
-			close_listeners(b);
-			return listen_error(b, b->root, e, err, errlen);
-		}
-	}
-	if (b->nlisten == 0)
-		return listen_error(b, b->root, first_err ? first_err : EINVAL,
-				    err, errlen);
-	return 0;
-}
-
-static void note_local_ip(struct shemb__boot *b)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-
-	if (getsockname(b->lfd[0], (struct sockaddr *)&ss, &sl) != 0 ||
-	    shemb__boot_numeric_ip((struct sockaddr *)&ss, b->local_ip,
-				   sizeof(b->local_ip)) != 0)
-		b->local_ip[0] = '\0';
-}
-
-static int root_listen(struct shemb__boot *b, char *err, size_t errlen)
-{
-	struct addrinfo hints = {
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_NUMERICSERV,
-	};
-	struct addrinfo *res;
-	char host[SHEMB__BOOT_MSG_LEN], port[8];
-	int rc;
-
-	shemb__boot_split_root(b->root, host, sizeof(host), port,
-			       sizeof(port));
-	rc = getaddrinfo(host, port, &hints, &res);
-	if (rc != 0)
-		return shemb__boot_err(err, errlen, SHEMB_EIO,
-				       "rank 0 cannot resolve its root address %s: %s",
-				       b->root,
-				       rc == EAI_SYSTEM ? strerror(errno) :
-							  gai_strerror(rc));
-	rc = bind_resolved(b, res, err, errlen);
-	freeaddrinfo(res);
-	if (rc == 0)
-		note_local_ip(b);
-	return rc;
-}
 
 /* ---- connections in their handshake ---- */
 
@@ -590,7 +457,7 @@ int shemb__boot_root_open(struct shemb__boot *b, char *err, size_t errlen)
 		a->handshake_ms = 1;
 	a->deadline = shemb__boot_now_ms() + (uint64_t)b->timeout_ms;
 
-	rc = root_listen(b, err, errlen);
+	rc = shemb__boot_root_listen(b, err, errlen);
 	if (rc == 0)
 		rc = admit_all(a, err, errlen);
 	if (rc == SHEMB_ETIMEDOUT)

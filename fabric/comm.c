@@ -164,6 +164,7 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 			.rank = f->rank,
 			.world_size = f->world,
 			.root = cfg->root,
+			.root_fd = cfg->root_fd,
 			.job_key = cfg->job_key,
 			.timeout_ms = f->timeout_ms,
 		};

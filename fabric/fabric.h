@@ -12,6 +12,7 @@
 struct shemb__fabric_cfg {
 	int rank, world_size;
 	const char *root;             /* TCP rendezvous, unless oob */
+	int root_fd;                  /* > 0: rank 0's listener, bound */
 	const char *job_key;
 	const char *provider;         /* NULL: by host (shm or tcp;ofi_rxm) */
 	int progress;                 /* enum shemb_progress */

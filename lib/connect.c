@@ -4,6 +4,8 @@
  */
 #include "lib/internal.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -46,6 +48,27 @@ static int check_transport_attrs(struct shemb_ctx_attr *a)
 }
 
 #ifdef HAVE_LIBFABRIC
+/* SHEMB_ROOT_FD: rank 0's listener, bound by the launcher (shemb-run) so
+ * that no other program takes the root port before rank 0 starts. */
+static int root_fd_from_env(int rank, int *fd)
+{
+	const char *s = getenv("SHEMB_ROOT_FD");
+	char *end;
+	long v;
+
+	*fd = 0;
+	if (rank != 0 || !s || !*s)
+		return 0;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s < '0' || *s > '9' || *end || errno || v < 3 || v > INT_MAX)
+		return shemb__fail(NULL, SHEMB_EINVAL, "SHEMB_ROOT_FD '%s' is "
+				   "not the number of an open descriptor above "
+				   "2", s);
+	*fd = (int)v;
+	return 0;
+}
+
 static int open_fabric(shemb_ctx *ctx)
 {
 	struct shemb_ctx_attr *a = &ctx->attr;
@@ -65,6 +88,9 @@ static int open_fabric(shemb_ctx *ctx)
 	char err[320] = "";
 	int rc;
 
+	if (!cfg.oob_allgather &&
+	    root_fd_from_env(a->rank, &cfg.root_fd) != 0)
+		return SHEMB_EINVAL;
 	if (!cfg.oob_allgather && (!cfg.root || !*cfg.root))
 		return shemb__fail(NULL, SHEMB_EINVAL,
 				   "world size %d needs a rendezvous: set "

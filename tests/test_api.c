@@ -476,6 +476,32 @@ START_TEST(world_size_two_needs_a_rendezvous)
 }
 END_TEST
 
+/* Rank 0's inherited listener must be named by a descriptor number above
+ * the standard streams; checked before any network is touched. */
+START_TEST(root_fd_must_be_a_descriptor_number)
+{
+	static const char *const bad[] = { "abc", "-4", "1", "7x", " 5",
+					   "99999999999999999999" };
+	struct shemb_ctx_attr a;
+	shemb_ctx *ctx = NULL;
+
+	if (!strstr(shemb_version_string(), "libfabric"))
+		return;
+	shemb_ctx_attr_init(&a);
+	a.world_size = 2;
+	a.rank = 0;
+	a.root = "127.0.0.1:1";
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv("SHEMB_ROOT_FD", bad[i], 1);
+		ck_assert_int_eq(shemb_ctx_create(&a, &ctx), SHEMB_EINVAL);
+		ck_assert_ptr_null(ctx);
+		ck_assert_ptr_nonnull(strstr(shemb_ctx_last_error(NULL),
+					     "SHEMB_ROOT_FD"));
+	}
+	unsetenv("SHEMB_ROOT_FD");
+}
+END_TEST
+
 START_TEST(unknown_isa_not_supported)
 {
 	shemb_ctx *ctx = NULL;
@@ -850,6 +876,7 @@ static Suite *api_suite(void)
 	tcase_add_test(tc, get_attr_shows_lr_after_set_lr);
 	tcase_add_test(tc, get_attr_too_small);
 	tcase_add_test(tc, world_size_two_needs_a_rendezvous);
+	tcase_add_test(tc, root_fd_must_be_a_descriptor_number);
 	tcase_add_test(tc, attr_init_writes_the_callers_size);
 	tcase_add_test(tc, unknown_isa_not_supported);
 	tcase_add_test(tc, host_budget_enomem_at_create);

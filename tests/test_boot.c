@@ -294,6 +294,7 @@ struct rank_spec {
 	size_t sizes[6];
 	size_t my_size;       /* nonzero: give this length instead */
 	int progress_thread;  /* poll_left from a thread meanwhile */
+	int root_fd;          /* rank 0: an inherited listener, > 0 */
 	enum after after;
 };
 
@@ -384,6 +385,7 @@ static void rank_main(void *arg, const struct kid_io *io)
 	struct shemb__boot_cfg cfg = {
 		.rank = s->rank, .world_size = s->world, .root = s->root,
 		.job_key = s->key, .timeout_ms = s->timeout_ms,
+		.root_fd = s->root_fd,
 	};
 	struct shemb__boot *b = NULL;
 	struct progress prog = { .left = -1 };
@@ -1157,6 +1159,68 @@ START_TEST(test_second_job_same_port)
 }
 END_TEST
 
+/* Rank 0 takes the listener it inherits instead of binding: here the
+ * test holds the port, so a bind would fail (test_second_job_same_port). */
+START_TEST(test_root_fd_taken)
+{
+	unsigned port;
+	int lfd = shemb_tool_listen_free_port(&port);
+	struct rank_spec s0 = spec(0, 2, (int)port), s1 = spec(1, 2, (int)port);
+
+	ck_assert_int_ge(lfd, 3);
+	s0.root_fd = lfd;
+	for (int job = 0; job < 2; job++) {
+		/* job 1: the descriptor serves a second job too */
+		struct kid *k1 = start_rank(&s1), *k0 = start_rank(&s0);
+
+		expect_joined(k1, 1);
+		expect_joined(k0, 0);
+	}
+	close(lfd);
+	finish();
+}
+END_TEST
+
+/* A listener bound to another address than the root's is left alone. */
+START_TEST(test_root_fd_elsewhere)
+{
+	unsigned other;
+	int lfd = shemb_tool_listen_free_port(&other);
+	int port = free_port();
+	struct rank_spec s0 = spec(0, 2, port), s1 = spec(1, 2, port);
+	struct kid *k0;
+
+	ck_assert_int_ge(lfd, 3);
+	ck_assert_uint_ne(other, (unsigned)port);
+	s0.root_fd = lfd;
+	k0 = start_rank(&s0);
+	expect_joined(start_rank(&s1), 1);
+	expect_joined(k0, 0);
+	close(lfd);
+	finish();
+}
+END_TEST
+
+START_TEST(test_root_fd_not_listener)
+{
+	int p[2], sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct rank_spec s0 = spec(0, 2, free_port());
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	ck_assert_int_ge(sock, 3);
+	s0.root_fd = p[0];
+	expect_refused(start_rank(&s0), SHEMB_EINVAL,
+		       "is not a listening TCP socket");
+	s0.root_fd = sock;	/* a socket, but not listening */
+	expect_refused(start_rank(&s0), SHEMB_EINVAL,
+		       "is not a listening TCP socket");
+	close(p[0]);
+	close(p[1]);
+	close(sock);
+	finish();
+}
+END_TEST
+
 START_TEST(test_foreign_connections)
 {
 	int port = free_port();
@@ -1525,6 +1589,9 @@ static Suite *boot_suite(void)
 	tcase_add_test(tc, test_unreachable_root);
 	tcase_add_test(tc, test_missing_rank_named);
 	tcase_add_test(tc, test_second_job_same_port);
+	tcase_add_test(tc, test_root_fd_taken);
+	tcase_add_test(tc, test_root_fd_elsewhere);
+	tcase_add_test(tc, test_root_fd_not_listener);
 	tcase_add_test(tc, test_late_joiner);
 	suite_add_tcase(s, tc);
 

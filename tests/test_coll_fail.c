@@ -8,6 +8,7 @@
  * reaped if the test runs out of time.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +25,10 @@
 
 static pid_t kids[WORLD];
 
+/* Rank 0 inherits the listener (lfd) as SHEMB_ROOT_FD, as from shemb-run:
+ * no other test can take the port in between. */
 static void start_rank(int r, const char *prog, const char *scenario,
-		       const char *provider, int port)
+		       const char *provider, int port, int lfd)
 {
 	char v[64];
 
@@ -42,6 +45,12 @@ static void start_rank(int r, const char *prog, const char *scenario,
 	setenv("SHEMB_ROOT", v, 1);
 	setenv("SHEMB_JOB_KEY", "test-coll-fail", 1);
 	setenv("SHEMB_PROVIDER", provider, 1);
+	if (r == 0) {
+		snprintf(v, sizeof(v), "%d", lfd);
+		setenv("SHEMB_ROOT_FD", v, 1);
+		if (fcntl(lfd, F_SETFD, 0) < 0)
+			_exit(127);
+	}
 	execl(prog, prog, scenario, "--timeout", "15000", (char *)NULL);
 	_exit(127);
 }
@@ -85,14 +94,16 @@ static void on_alarm(int sig)
 /* The survivors exit 0 (they saw the failure), the victim by SIGKILL. */
 static int run(const char *prog, const char *scenario, const char *provider)
 {
-	int ok = 1, port = (int)shemb_tool_free_port();
+	unsigned port;
+	int ok = 1, lfd = shemb_tool_listen_free_port(&port);
 
-	if (port == 0)
+	if (lfd < 0)
 		return 0;
 	running = scenario;
 	running_on = provider;
 	for (int r = 0; r < WORLD; r++)
-		start_rank(r, prog, scenario, provider, port);
+		start_rank(r, prog, scenario, provider, (int)port, lfd);
+	close(lfd);
 	for (int r = 0; r < WORLD; r++) {
 		int st;
 

@@ -1,5 +1,6 @@
 /*
- * free_port.c - a free port on 127.0.0.1 outside the ephemeral range.
+ * free_port.c - a free port on 127.0.0.1 outside the ephemeral range, or
+ * a listener bound to one.
  */
 #define _GNU_SOURCE
 #include "tools/free_port.h"
@@ -27,8 +28,9 @@ static unsigned ephemeral_low(void)
 	return lo;
 }
 
-/* Bind 127.0.0.1:port (0: any); the port bound, or 0. */
-static unsigned try_port(unsigned port)
+/* Bind 127.0.0.1:port (0: any); the port bound, or 0.  With fdp, the
+ * socket listens and stays open in *fdp. */
+static unsigned try_port(unsigned port, int *fdp)
 {
 	struct sockaddr_in a = {
 		.sin_family = AF_INET,
@@ -42,13 +44,17 @@ static unsigned try_port(unsigned port)
 	if (fd < 0)
 		return 0;
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    (!fdp || listen(fd, SOMAXCONN) == 0) &&
 	    getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
 		got = ntohs(a.sin_port);
-	(void)close(fd);
+	if (got && fdp)
+		*fdp = fd;
+	else
+		(void)close(fd);
 	return got;
 }
 
-unsigned shemb_tool_free_port(void)
+static unsigned pick_port(int *fdp)
 {
 	unsigned lo = ephemeral_low(), port = 0;
 	uint32_t rnd;
@@ -56,7 +62,20 @@ unsigned shemb_tool_free_port(void)
 	for (int i = 0; lo > 11024 && i < 64 && !port; i++) {
 		if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 			rnd = (uint32_t)time(NULL) + (uint32_t)i;
-		port = try_port(10000 + rnd % (lo - 10000));
+		port = try_port(10000 + rnd % (lo - 10000), fdp);
 	}
-	return port ? port : try_port(0);
+	return port ? port : try_port(0, fdp);
+}
+
+unsigned shemb_tool_free_port(void)
+{
+	return pick_port(NULL);
+}
+
+int shemb_tool_listen_free_port(unsigned *port)
+{
+	int fd = -1;
+
+	*port = pick_port(&fd);
+	return *port ? fd : -1;
 }

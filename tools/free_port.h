@@ -13,4 +13,11 @@
  */
 unsigned shemb_tool_free_port(void);
 
+/*
+ * A socket listening at such a port (close-on-exec), the port in *port;
+ * -1 if none could be bound.  Handed to rank 0 as SHEMB_ROOT_FD, it leaves
+ * no moment at which another program could take the port.
+ */
+int shemb_tool_listen_free_port(unsigned *port);
+
 #endif

@@ -100,6 +100,7 @@ struct job {
 	int open;		/* streams not closed */
 	int sigfd;
 	int devnull;
+	int root_fd;		/* rank 0's listener until it starts; -1 */
 	pid_t self;
 	sigset_t saved_mask;
 	struct sigaction saved_sigpipe;
@@ -143,16 +144,37 @@ static int fail_errno(struct job *job, const char *what)
 
 /* ---- the environment of the ranks ---- */
 
-/* 127.0.0.1 and a free port (tools/free_port.h); --root is the way out
- * when another program takes it before rank 0 binds it. */
+/* A listener at 127.0.0.1 and a free port (tools/free_port.h), which
+ * rank 0 inherits as SHEMB_ROOT_FD: the port is never free between the
+ * choice and rank 0's start, for another program to take. */
 static int free_root(struct job *job, char *buf, size_t len)
 {
-	unsigned port = shemb_tool_free_port();
+	unsigned port;
 
-	if (!port)
-		return fail_errno(job, "finding a free port on 127.0.0.1");
+	job->root_fd = shemb_tool_listen_free_port(&port);
+	if (job->root_fd < 0)
+		return fail_errno(job, "binding a free port on 127.0.0.1");
 	snprintf(buf, len, "127.0.0.1:%u", port);
 	return 0;
+}
+
+static void close_root(struct job *job)
+{
+	if (job->root_fd >= 0 && close(job->root_fd) < 0)
+		fail_errno(job, "close");
+	job->root_fd = -1;
+}
+
+/* In rank 0's child: keep the listener across exec, and name it. */
+static int pass_root(struct job *job)
+{
+	char num[16];
+
+	if (job->root_fd < 0)
+		return unsetenv("SHEMB_ROOT_FD");
+	snprintf(num, sizeof(num), "%d", job->root_fd);
+	return fcntl(job->root_fd, F_SETFD, 0) < 0 ? -1 :
+	       setenv("SHEMB_ROOT_FD", num, 1);
 }
 
 static int make_job_key(struct job *job, char *hex)
@@ -194,6 +216,8 @@ static int prepare_environment(struct job *job)
 		if (unsetenv(foreign_vars[i]) < 0)
 			return fail_errno(job, "unsetenv");
 	}
+	if (unsetenv("SHEMB_ROOT_FD") < 0)	/* an outer job's */
+		return fail_errno(job, "unsetenv");
 	snprintf(size, sizeof(size), "%d", o->nranks);
 	if (set_env(job, "SHEMB_WORLD_SIZE", size) < 0)
 		return -1;
@@ -421,6 +445,8 @@ exec_rank(struct job *job, int r, int out, int err)
 	snprintf(num, sizeof(num), "%d", r);
 	if (setenv("SHEMB_RANK", num, 1) < 0)
 		child_fail(r, "setenv");
+	if (r == 0 && pass_root(job) < 0)
+		child_fail(r, "passing the root's listener");
 	if (sigaction(SIGPIPE, &job->saved_sigpipe, NULL) < 0 ||
 	    sigprocmask(SIG_SETMASK, &job->saved_mask, NULL) < 0)
 		child_fail(r, "signal setup");
@@ -489,9 +515,12 @@ static void start_ranks(struct job *job)
 	for (int r = 0; r < job->opt->nranks; r++) {
 		if (start_rank(job, r) < 0) {
 			stop_job(job, CAUSE_LAUNCHER);
-			return;
+			break;
 		}
+		if (r == 0)	/* rank 0 holds it now: the port ends with it */
+			close_root(job);
 	}
+	close_root(job);
 }
 
 /* ---- ends of ranks ---- */
@@ -784,6 +813,7 @@ static void job_free(struct job *job)
 		fail_errno(job, "close");
 	if (job->devnull >= 0 && close(job->devnull) < 0)
 		fail_errno(job, "close");
+	close_root(job);
 	free(job->ranks);
 	free(job->pfds);
 	free(job->pstreams);
@@ -805,6 +835,7 @@ int main(int argc, char **argv)
 	sink_init(&job.sinks[0], STDOUT_FILENO);
 	sink_init(&job.sinks[1], STDERR_FILENO);
 	job.devnull = -1;
+	job.root_fd = -1;
 	if (job_init(&job, &opt) < 0 || prepare_environment(&job) < 0) {
 		job_free(&job);
 		return EXIT_LAUNCHER;
