@@ -85,6 +85,13 @@ struct fab;
 struct op;
 struct ctrl_tx;
 
+/* A local peer's process (peer_proc.c). */
+struct peer_proc {
+	int pidfd;                   /* -1: unchecked */
+	bool ended;
+	uint64_t next_check_ns;      /* asked again no sooner than this */
+};
+
 struct xfer {
 	struct fi_context2 fctx;     /* first: the CQ hands it back */
 	struct op *op;
@@ -213,7 +220,7 @@ struct fab {
 	void *spare;
 	size_t spare_len;
 
-	int *peer_pidfd;             /* shm: each peer's process, or -1
+	struct peer_proc *peer_proc; /* shm: each peer's process
 				      * (peer_proc.c) */
 	int failed;                  /* sticky: SHEMB_EPEER once a rank left */
 	char fail_why[256];
@@ -286,7 +293,7 @@ void shemb__ep_undesc(struct fab *f, struct xfer *x);
 
 /* peer_proc.c: whether a local peer's process has ended */
 void shemb__peer_procs_open(struct fab *f, const void *names, size_t slot);
-bool shemb__peer_proc_ended(const struct fab *f, int rank);
+bool shemb__peer_proc_ended(struct fab *f, int rank);
 void shemb__peer_procs_close(struct fab *f);
 
 #endif
