@@ -18,9 +18,14 @@
  * bit for bit.  All ranks run the pair this way or none does: the
  * backward's opening record carries each rank's offer, and the pair runs
  * relaxed only when every rank offers.  A rank offers when the lookup's
- * input passed its checks, its tables are among the backward's (whose
- * exclusive locks then cover them) and have no device tier, on a CPU
- * context.
+ * input passed its checks and its tables are among the backward's (whose
+ * exclusive locks then cover them), on a CPU context.
+ *
+ * A table with a device tier reads its early rows through the tier
+ * before the backward's update, which may move other rows in and out:
+ * values do not depend on where a row lives.  Its lookup's plan (the
+ * rows kept for its backward) begins once the backward has ended the
+ * last one, as in the strict order, and takes the early rows in then.
  *
  * Early message, owner to requester, per table of the call whose rows
  * travel whole: a bitmap of the rows asked for (bit set: sent now),
@@ -70,7 +75,7 @@ static bool relaxable(const struct shemb__step *l,
 	for (int g = 0; g < l->ngroups; g++) {
 		const shemb_table *t = l->groups[g].table;
 
-		if (shemb__tiered(t) || !in_backward(b, t))
+		if (!in_backward(b, t))
 			return false;
 	}
 	return true;
@@ -476,6 +481,9 @@ static int lookup_before(struct relax *r)
 	int world = r->ctx->attr.world_size, rc = 0;
 	int was = shemb__traffic_prio(r->ctx, SHEMB_PRIO_LOOKUP);
 
+	for (int g = 0; g < r->lst.ngroups; g++)
+		shemb__tier_lookup_begin(r->lst.groups[g].table);
+
 	if (shemb__xchg_init(&r->early, world) ||
 	    shemb__xchg_init(&r->late, world) ||
 	    shemb__xchg_init(&r->rows, world))
@@ -487,6 +495,36 @@ static int lookup_before(struct relax *r)
 		rc = send_early(r);
 	shemb__traffic_prio(r->ctx, was);
 	return rc;
+}
+
+/* Once the backward ended its plan: the lookup's begins, with the rows
+ * already read (tables with a device tier; a lookup that keeps no plan
+ * has none). */
+static void begin_plans(struct relax *r)
+{
+	for (int g = 0; r->lst.planned && g < r->lst.ngroups; g++) {
+		shemb_table *t = r->lst.groups[g].table;
+		const struct shemb__route *nr;
+		int64_t *rows, all, k = 0;
+
+		if (!shemb__tiered(t))
+			continue;
+		shemb__tier_plan_begin(t);
+		if (!r->is_early || !r->is_early[g] || !r->plans ||
+		    !r->plans[g] || !r->plans[g]->route)
+			continue;
+		nr = r->plans[g]->route;
+		all = nr->from_first[nr->world];
+		rows = malloc(((size_t)all + 1) * sizeof(*rows));
+		for (int64_t i = 0; rows && i < all; i++)
+			if (r->is_early[g][i])
+				rows[k++] = nr->local[i];
+		/* without memory, the rows only lose their place: the
+		 * backward loads them again if they were evicted */
+		if (rows)
+			shemb__tier_plan_mark(t, k, rows);
+		free(rows);
+	}
 }
 
 static int lookup_after(struct relax *r, float *const *out)
@@ -534,6 +572,7 @@ static int run_pair(struct relax *r, struct shemb__dist_bwd *b,
 			 shemb_ctx_last_error(r->ctx));
 	else
 		shemb__backward_done(r->bst);
+	begin_plans(r);
 	if (!lrc)
 		lrc = lookup_after(r, then->out);
 	for (int g = 0; g < r->lst.ngroups; g++)

@@ -179,6 +179,25 @@ void shemb__tier_plan_end(shemb_table *t)
 	pthread_mutex_unlock(&tr->lock);
 }
 
+void shemb__tier_plan_mark(shemb_table *t, int64_t n, const int64_t *rows)
+{
+	struct shemb__tier *tr = t->tier;
+
+	if (!tr)
+		return;
+	pthread_mutex_lock(&tr->lock);
+	for (int64_t i = 0; tr->plan_open && i < n; i++) {
+		int32_t s = shemb__index_find(&tr->index, rows[i]);
+
+		if (s < 0)
+			continue;
+		tr->slot[s].plan = tr->plan;
+		if (tr->slot[s].pins == 0) /* pinned: filed at unpin */
+			shemb__lists_refile(tr, s);
+	}
+	pthread_mutex_unlock(&tr->lock);
+}
+
 int shemb__tier_flush(shemb_table *t)
 {
 	struct shemb__tier *tr = t->tier;

@@ -84,6 +84,10 @@ void shemb__tier_lookup_begin(shemb_table *t);
  * the backward that ends it is done. */
 void shemb__tier_plan_begin(shemb_table *t);
 void shemb__tier_plan_end(shemb_table *t);
+/* Local rows rows[0 .. n) that are resident join the open plan, as if its
+ * lookup had read them: a relaxed lookup reads its early rows before its
+ * plan can begin (the backward before it ends the last one). */
+void shemb__tier_plan_mark(shemb_table *t, int64_t n, const int64_t *rows);
 
 /* tier_loader.c: prefetch loads in the context's loader thread.  queue:
  * n distinct local rows of t, -1 when it cannot (then load them now);
