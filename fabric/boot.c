@@ -70,6 +70,7 @@ static void boot_free(struct shemb__boot *b)
 		shemb__boot_peer_close(&b->peer[i]);
 	for (int i = 0; i < b->nlisten; i++)
 		close(b->lfd[i]);
+	shemb__boot_listen_release(b);
 	explicit_bzero(b->key, sizeof(b->key));
 	pthread_mutex_destroy(&b->lock);
 	free(b->peer);

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -60,6 +61,7 @@ struct shemb__boot {
 	uint8_t key[SHEMB__BOOT_KEY];
 
 	int root_fd;                /* rank 0: > 0, a listener to take */
+	bool root_fd_held;          /* ... taken (boot_listen.c) */
 	int nlisten;                /* rank 0 */
 	int lfd[SHEMB__BOOT_MAX_LISTEN];
 	/* rank 0: peer[r] is rank r's connection (peer[0] unused);
@@ -143,6 +145,8 @@ void shemb__boot_mark_left(struct shemb__boot *b, int r);
 int shemb__boot_root_open(struct shemb__boot *b, char *err, size_t errlen);
 /* boot_listen.c: rank 0's listeners at b->root, into b->lfd. */
 int shemb__boot_root_listen(struct shemb__boot *b, char *err, size_t errlen);
+/* Let a later context take the inherited listener again. */
+void shemb__boot_listen_release(struct shemb__boot *b);
 int shemb__boot_root_allgather(struct shemb__boot *b, const void *mine,
 			       void *all, size_t len, char *err,
 			       size_t errlen);

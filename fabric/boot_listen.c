@@ -2,11 +2,15 @@
  * boot_listen.c - rank 0's listeners at the root address: bound here, or
  * taken from a listening socket the launcher bound before starting rank 0
  * (SHEMB_ROOT_FD), so that no other program can take the port in between.
+ * One context of a process at a time holds that listener.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -131,56 +135,132 @@ static int is_listener(int fd, struct sockaddr_storage *ss)
 	       (ss->ss_family == AF_INET || ss->ss_family == AF_INET6);
 }
 
-static int same_address(const struct sockaddr *a,
-			const struct sockaddr_storage *ss)
+static in_port_t port_of(const void *a)
 {
-	const struct sockaddr_in *x4 = (const void *)a, *y4 = (const void *)ss;
-	const struct sockaddr_in6 *x6 = (const void *)a,
-				  *y6 = (const void *)ss;
+	const struct sockaddr_in *a4 = a;
+	const struct sockaddr_in6 *a6 = a;
 
-	if (a->sa_family != ss->ss_family)
-		return 0;
-	if (a->sa_family == AF_INET)
-		return x4->sin_port == y4->sin_port &&
-		       x4->sin_addr.s_addr == y4->sin_addr.s_addr;
-	return x6->sin6_port == y6->sin6_port &&
-	       memcmp(&x6->sin6_addr, &y6->sin6_addr,
-		      sizeof(x6->sin6_addr)) == 0;
+	return a4->sin_family == AF_INET ? a4->sin_port : a6->sin6_port;
 }
 
-/*
- * Take the listener the launcher bound (b->root_fd): 0 when taken, 1 when
- * it is bound to another address than the root's (it belongs to another
- * job: bind as usual), or an error.  A duplicate is taken, so that the
- * inherited descriptor serves a later context of this process too.
- */
-static int adopt_listener(struct shemb__boot *b, const struct addrinfo *res,
-			  char *err, size_t errlen)
-{
-	struct sockaddr_storage ss;
-	int fd, fl;
+/* How a listener at ss serves the root address a: SERVES when it is bound
+ * to a's port and a's address (or a wildcard or mapped form that takes
+ * connections to it), PORT_ONLY when to the port alone, 0 otherwise. */
+enum { SERVES = 2, PORT_ONLY = 1 };
 
-	if (!is_listener(b->root_fd, &ss))
-		return shemb__boot_err(err, errlen, SHEMB_EINVAL,
-				       "rank 0: descriptor %d, given for the root's listener (SHEMB_ROOT_FD), is not a listening TCP socket",
-				       b->root_fd);
-	for (; res && !same_address(res->ai_addr, &ss); res = res->ai_next)
-		;
-	if (!res)
-		return 1;
-	fd = fcntl(b->root_fd, F_DUPFD_CLOEXEC, 0);
-	fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+static int serves(const struct sockaddr *a, const struct sockaddr_storage *ss,
+		  bool v6only)
+{
+	const struct sockaddr_in *a4 = (const void *)a, *l4 = (const void *)ss;
+	const struct sockaddr_in6 *a6 = (const void *)a,
+				  *l6 = (const void *)ss;
+
+	if (port_of(a) != port_of(ss))
+		return 0;
+	if (ss->ss_family == AF_INET)
+		return a->sa_family == AF_INET &&
+		       (l4->sin_addr.s_addr == htonl(INADDR_ANY) ||
+			l4->sin_addr.s_addr == a4->sin_addr.s_addr) ? SERVES
+								    : PORT_ONLY;
+	if (a->sa_family == AF_INET6)
+		return IN6_IS_ADDR_UNSPECIFIED(&l6->sin6_addr) ||
+		       (IN6_ARE_ADDR_EQUAL(&l6->sin6_addr, &a6->sin6_addr) &&
+			l6->sin6_scope_id == a6->sin6_scope_id) ? SERVES
+								 : PORT_ONLY;
+	if (v6only)
+		return PORT_ONLY;
+	return IN6_IS_ADDR_UNSPECIFIED(&l6->sin6_addr) ||
+	       (IN6_IS_ADDR_V4MAPPED(&l6->sin6_addr) &&
+		memcmp(&l6->sin6_addr.s6_addr[12], &a4->sin_addr, 4) == 0)
+		       ? SERVES : PORT_ONLY;
+}
+
+/* The inherited listener a live context of this process holds, or -1: two
+ * contexts polling one socket would each accept the other's ranks. */
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static int held_fd = -1;
+
+static bool hold(int fd)
+{
+	bool ok;
+
+	pthread_mutex_lock(&held_lock);
+	ok = held_fd != fd;
+	if (ok)
+		held_fd = fd;
+	pthread_mutex_unlock(&held_lock);
+	return ok;
+}
+
+void shemb__boot_listen_release(struct shemb__boot *b)
+{
+	if (!b->root_fd_held)
+		return;
+	pthread_mutex_lock(&held_lock);
+	held_fd = -1;
+	pthread_mutex_unlock(&held_lock);
+	b->root_fd_held = false;
+}
+
+/* A duplicate of the listener, non-blocking (a flag the original shares:
+ * nobody else accepts on it), into b->lfd; the original no longer passes
+ * to programs this process runs. */
+static int take_listener(struct shemb__boot *b, char *err, size_t errlen)
+{
+	int fd = fcntl(b->root_fd, F_DUPFD_CLOEXEC, 0);
+	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+	    fcntl(b->root_fd, F_SETFD, FD_CLOEXEC) < 0) {
 		int e = errno;
 
 		if (fd >= 0)
 			close(fd);
+		shemb__boot_listen_release(b);
 		return shemb__boot_err(err, errlen, SHEMB_EIO,
 				       "rank 0 cannot take its listener from descriptor %d: %s",
 				       b->root_fd, strerror(e));
 	}
 	b->lfd[b->nlisten++] = fd;
 	return 0;
+}
+
+/*
+ * Take the listener the launcher bound (b->root_fd): 0 when taken, 1 when
+ * it is bound to another port than the root's (it belongs to another job:
+ * bind as usual), or an error.  The inherited descriptor stays open for a
+ * later context of this process, once this one is destroyed.
+ */
+static int adopt_listener(struct shemb__boot *b, const struct addrinfo *res,
+			  char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	int v6only = 0, best = 0;
+	socklen_t vl = sizeof(v6only);
+
+	if (!is_listener(b->root_fd, &ss))
+		return shemb__boot_err(err, errlen, SHEMB_EINVAL,
+				       "rank 0: descriptor %d, given for the root's listener (SHEMB_ROOT_FD), is not a listening TCP socket",
+				       b->root_fd);
+	if (ss.ss_family == AF_INET6)
+		getsockopt(b->root_fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl);
+	for (; res; res = res->ai_next) {
+		int how = serves(res->ai_addr, &ss, v6only != 0);
+
+		best = how > best ? how : best;
+	}
+	if (best == 0)
+		return 1;
+	if (best == PORT_ONLY)
+		return shemb__boot_err(err, errlen, SHEMB_EINVAL,
+				       "rank 0: descriptor %d, given for the root's listener (SHEMB_ROOT_FD), listens on the port of %s but not at its address",
+				       b->root_fd, b->root);
+	if (!hold(b->root_fd))
+		return shemb__boot_err(err, errlen, SHEMB_EIO,
+				       "rank 0: the root's listener, descriptor %d (SHEMB_ROOT_FD), is held by another context of this process until that one is destroyed",
+				       b->root_fd);
+	b->root_fd_held = true;
+	return take_listener(b, err, errlen);
 }
 
 int shemb__boot_root_listen(struct shemb__boot *b, char *err, size_t errlen)

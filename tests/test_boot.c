@@ -72,8 +72,12 @@ struct report {
 	int rc_after;          /* an allgather after a rank left */
 	long ms;               /* how long open took */
 	int fds_kept;          /* descriptors open after close, not before */
+	int cloexec;           /* the inherited listener, once taken */
+	int rc_second;         /* a second rank 0 while the first lives */
+	int rc_third;          /* ... and once it is closed */
 	char ip[64];
 	char err[400];
+	char err_second[200];
 };
 
 struct kid {
@@ -295,6 +299,7 @@ struct rank_spec {
 	size_t my_size;       /* nonzero: give this length instead */
 	int progress_thread;  /* poll_left from a thread meanwhile */
 	int root_fd;          /* rank 0: an inherited listener, > 0 */
+	int second_root;      /* rank 0: try second_rank0() once joined */
 	enum after after;
 };
 
@@ -379,6 +384,27 @@ static int count_fds(void)
 	return n;
 }
 
+/* Rank 0 opens a second rendezvous with the same inherited listener while
+ * the first lives (refused: one context holds it), then a third once the
+ * first is closed (it holds it again, and waits in vain for rank 1). */
+static void second_rank0(const struct shemb__boot_cfg *cfg,
+			 struct shemb__boot **b, struct report *r)
+{
+	struct shemb__boot_cfg c = *cfg;
+	struct shemb__boot *other = NULL;
+	char err[sizeof(r->err)];
+
+	c.timeout_ms = 300;
+	r->rc_second = shemb__boot_open(&c, &other, r->err_second,
+					sizeof(r->err_second));
+	shemb__boot_close(other);
+	shemb__boot_close(*b);
+	*b = NULL;
+	other = NULL;
+	r->rc_third = shemb__boot_open(&c, &other, err, sizeof(err));
+	shemb__boot_close(other);
+}
+
 static void rank_main(void *arg, const struct kid_io *io)
 {
 	const struct rank_spec *s = arg;
@@ -406,6 +432,11 @@ static void rank_main(void *arg, const struct kid_io *io)
 			atomic_store(&prog.stop, 1);
 			pthread_join(th, NULL);
 		}
+		if (s->root_fd > 0)
+			r.cloexec = (fcntl(s->root_fd, F_GETFD) &
+				     FD_CLOEXEC) != 0;
+		if (s->second_root)
+			second_rank0(&cfg, &b, &r);
 	}
 	/* the last report comes after close: it tells what close left */
 	if (r.rc || s->after == AFTER_EXIT) {
@@ -1181,7 +1212,78 @@ START_TEST(test_root_fd_taken)
 }
 END_TEST
 
-/* A listener bound to another address than the root's is left alone. */
+/* One context of a process at a time holds the inherited listener; the
+ * original descriptor no longer passes to programs run later. */
+START_TEST(test_root_fd_held_once)
+{
+	unsigned port;
+	int lfd = shemb_tool_listen_free_port(&port);
+	struct rank_spec s0 = spec(0, 2, (int)port), s1 = spec(1, 2, (int)port);
+	struct kid *k0, *k1;
+	struct report r;
+
+	ck_assert_int_ge(lfd, 3);
+	ck_assert_int_eq(fcntl(lfd, F_SETFD, 0), 0);
+	s0.root_fd = lfd;
+	s0.second_root = 1;
+	k0 = start_rank(&s0);
+	k1 = start_rank(&s1);
+	expect_joined(k1, 1);
+	expect_report(k0, &r);
+	ck_assert_msg(r.rc == 0, "%d: %s", r.rc, r.err);
+	ck_assert_int_eq(r.cloexec, 1);
+	ck_assert_msg(r.rc_second == SHEMB_EIO &&
+		      strstr(r.err_second, "held by another context"),
+		      "second: %d: %s", r.rc_second, r.err_second);
+	ck_assert_int_eq(r.rc_third, SHEMB_ETIMEDOUT);
+	close(lfd);
+	finish();
+}
+END_TEST
+
+/* A listening socket of the test's at ip, on a port the kernel gives. */
+static int listen_at(const char *ip, unsigned *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 3);
+	ck_assert_int_eq(inet_pton(AF_INET, ip, &a.sin_addr), 1);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* A listener at the wildcard address serves the root's; one at another
+ * address of the root's port is a mistake, said as such. */
+START_TEST(test_root_fd_wildcard_and_other_address)
+{
+	unsigned port;
+	int any = listen_at("0.0.0.0", &port);
+	struct rank_spec s0 = spec(0, 2, (int)port), s1 = spec(1, 2, (int)port);
+	struct kid *k0;
+	int other;
+
+	s0.root_fd = any;
+	k0 = start_rank(&s0);
+	expect_joined(start_rank(&s1), 1);
+	expect_joined(k0, 0);
+	close(any);
+
+	other = listen_at("127.0.0.2", &port);
+	s0 = spec(0, 2, (int)port);
+	s0.root_fd = other;
+	expect_refused(start_rank(&s0), SHEMB_EINVAL,
+		       "listens on the port of 127.0.0.1");
+	close(other);
+	finish();
+}
+END_TEST
+
+/* A listener bound to another port than the root's is left alone. */
 START_TEST(test_root_fd_elsewhere)
 {
 	unsigned other;
@@ -1592,6 +1694,8 @@ static Suite *boot_suite(void)
 	tcase_add_test(tc, test_root_fd_taken);
 	tcase_add_test(tc, test_root_fd_elsewhere);
 	tcase_add_test(tc, test_root_fd_not_listener);
+	tcase_add_test(tc, test_root_fd_held_once);
+	tcase_add_test(tc, test_root_fd_wildcard_and_other_address);
 	tcase_add_test(tc, test_late_joiner);
 	suite_add_tcase(s, tc);
 

@@ -149,10 +149,13 @@ static int fail_errno(struct job *job, const char *what)
  * choice and rank 0's start, for another program to take. */
 static int free_root(struct job *job, char *buf, size_t len)
 {
-	unsigned port;
+	unsigned port = 0;
 
-	job->root_fd = shemb_tool_listen_free_port(&port);
-	if (job->root_fd < 0)
+	if (job->opt->nranks > 1)
+		job->root_fd = shemb_tool_listen_free_port(&port);
+	else	/* one rank meets nobody: no listener to hold */
+		port = shemb_tool_free_port();
+	if (!port)
 		return fail_errno(job, "binding a free port on 127.0.0.1");
 	snprintf(buf, len, "127.0.0.1:%u", port);
 	return 0;
