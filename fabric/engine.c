@@ -235,7 +235,7 @@ static ssize_t post_one(struct fab *f, struct xfer *x)
 	ssize_t rc;
 
 	if (f->mr_local && x->len && !x->mr)
-		return -FI_EKEYREJECTED; /* the buffer could not be registered */
+		return -FI_EKEYREJECTED; /* buffer not registered */
 	if (x->send && shemb__peer_proc_ended(f, x->peer))
 		return -FI_EHOSTDOWN; /* a send could spin: see peer_proc.c */
 
@@ -412,7 +412,13 @@ struct ctrl_tx {
 
 static bool send_ctrl(struct fab *f, struct ctrl_tx *t)
 {
-	ssize_t rc = fi_tsend(f->ep[LANE_URGENT], &t->c, sizeof(t->c), NULL,
+	ssize_t rc;
+
+	if (shemb__peer_proc_ended(f, t->x.peer)) {
+		free(t); /* nobody to tell, and the send could spin */
+		return true;
+	}
+	rc = fi_tsend(f->ep[LANE_URGENT], &t->c, sizeof(t->c), NULL,
 			      *shemb__fab_peer(f, LANE_URGENT, t->x.peer),
 			      shemb__fab_tag(TAG_CTRL, 0, 0, 0), &t->x.fctx);
 

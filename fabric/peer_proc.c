@@ -9,7 +9,7 @@
  * could end the collective.  Before each send to a local peer, the
  * transport therefore asks a pidfd of the peer's process whether it has
  * ended (one poll(2) of a descriptor, no wait), at most every
- * CHECK_EVERY_NS per peer: a poll costs about 200 ns, as much as a
+ * PEER_CHECK_EVERY_NS per peer: a poll costs about 200 ns, as much as a
  * quarter of a small message's latency.  That leaves a death after the
  * check, during the ending of the process (which takes milliseconds for a
  * large one) and in the interval; the check narrows the hazard, it does
@@ -30,18 +30,25 @@
 
 #include "fabric/engine.h"
 
-#define CHECK_EVERY_NS 50000ull
+#define PEER_CHECK_EVERY_NS 50000ull
 
 static int pid_of_name(const char *name, size_t len)
 {
 	static const char tag[] = "shemb-";
 	const char *s = memmem(name, len, tag, sizeof(tag) - 1);
+	char num[24];
+	size_t n;
 	long pid;
 	char *end;
 
 	if (!s)
 		return -1;
-	pid = strtol(s + sizeof(tag) - 1, &end, 10);
+	s += sizeof(tag) - 1;	/* the digits, copied: name ends at len */
+	n = (size_t)(name + len - s) < sizeof(num) - 1 ?
+		    (size_t)(name + len - s) : sizeof(num) - 1;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	pid = strtol(num, &end, 10);
 	return *end == '-' && pid > 0 && pid < (1L << 30) ? (int)pid : -1;
 }
 
@@ -82,7 +89,7 @@ bool shemb__peer_proc_ended(struct fab *f, int rank)
 	now = shemb__fab_now_ns();
 	if (now < p->next_check_ns)
 		return false;
-	p->next_check_ns = now + CHECK_EVERY_NS;
+	p->next_check_ns = now + PEER_CHECK_EVERY_NS;
 	pfd.fd = p->pidfd;
 	pfd.events = POLLIN;
 	pfd.revents = 0;

@@ -17,7 +17,7 @@
 
 #include "fabric/engine.h"
 
-#define WORLD 5
+#define WORLD 6
 #define SLOT 64
 #define WAIT_MS 5000
 
@@ -60,10 +60,12 @@ START_TEST(ended_process_is_seen)
 	char names[WORLD * SLOT] = { 0 }, name[SLOT];
 	struct fab f = { .rank = 0, .world = WORLD };
 	pid_t live = start_sleeper(), victim = start_sleeper();
+	pid_t reaped = start_sleeper();
 	int st;
 
 	ck_assert_int_gt(live, 0);
 	ck_assert_int_gt(victim, 0);
+	ck_assert_int_gt(reaped, 0);
 	put_name(names, 0, "fi_shm://shemb-1-0"); /* this rank: never checked */
 	snprintf(name, sizeof(name), "fi_shm://shemb-%d-00ff00ff", (int)live);
 	put_name(names, 1, name);
@@ -71,6 +73,8 @@ START_TEST(ended_process_is_seen)
 	put_name(names, 2, name);
 	put_name(names, 3, "fi_shm://someone-else-7");	/* no pid in it */
 	put_name(names, 4, "fi_shm://shemb-12x-1");	/* not a pid */
+	snprintf(name, sizeof(name), "fi_shm://shemb-%d-77", (int)reaped);
+	put_name(names, 5, name);
 	shemb__peer_procs_open(&f, names, SLOT);
 	ck_assert_ptr_nonnull(f.peer_proc);
 	ck_assert_int_lt(f.peer_proc[0].pidfd, 0);
@@ -78,8 +82,14 @@ START_TEST(ended_process_is_seen)
 	ck_assert_int_ge(f.peer_proc[2].pidfd, 0);
 	ck_assert_int_lt(f.peer_proc[3].pidfd, 0);
 	ck_assert_int_lt(f.peer_proc[4].pidfd, 0);
-	for (int r = 0; r < WORLD; r++)
+	ck_assert_int_ge(f.peer_proc[5].pidfd, 0);
+	for (int r = 0; r < 5; r++)
 		ck_assert(!shemb__peer_proc_ended(&f, r));
+
+	/* ended and reaped before the first question */
+	ck_assert_int_eq(kill(reaped, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(reaped, &st, 0), reaped);
+	ck_assert(shemb__peer_proc_ended(&f, 5));
 
 	/* killed and not yet reaped (a zombie) counts as ended */
 	ck_assert_int_eq(kill(victim, SIGKILL), 0);
@@ -88,7 +98,7 @@ START_TEST(ended_process_is_seen)
 		      WAIT_MS);
 	ck_assert(!shemb__peer_proc_ended(&f, 1));
 	ck_assert_int_eq(waitpid(victim, &st, 0), victim);
-	ck_assert(shemb__peer_proc_ended(&f, 2));	/* and once reaped */
+	ck_assert(shemb__peer_proc_ended(&f, 2));	/* and stays so */
 
 	/* checks come at most every 50 us: within a few ms of the end */
 	kill(live, SIGKILL);
