@@ -185,6 +185,7 @@ void shemb__tier_plan_mark(shemb_table *t, int64_t n, const int64_t *rows)
 
 	if (!tr)
 		return;
+	shemb__loader_wait(t);
 	pthread_mutex_lock(&tr->lock);
 	for (int64_t i = 0; tr->plan_open && i < n; i++) {
 		int32_t s = shemb__index_find(&tr->index, rows[i]);

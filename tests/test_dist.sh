@@ -44,7 +44,7 @@ one shm 3 --relaxed --pool-at-owner --wire bf16 --steps 8
 one "tcp;ofi_rxm" 3 --relaxed --steps 6
 one shm 3 --relaxed --caller --steps 6
 one shm 3 --relaxed --cache 75 --steps 8
-one shm 2 --relaxed --cache 60 --cold
+one shm 2 --relaxed --cache 55 --cold
 one shm 2 --cache 75 --cold
 one shm 3 --cache 75 --deterministic --cold
 one shm 4 --cache 75 --pool-at-owner --steps 10
