@@ -273,12 +273,30 @@ static void kill_kid(struct kid *k)
 
 /* A port nobody listens on right now (outside the ephemeral range, so
  * the connections of tests running alongside do not take it). */
-static int free_port(void)
+static int unheld_port(void)
 {
 	unsigned port = shemb_tool_free_port();
 
 	ck_assert_uint_ne(port, 0);
 	return (int)port;
+}
+
+/* The test's listener at the port free_port() gave last, which spec()
+ * hands to rank 0 as its inherited listener: no test running alongside
+ * can take the port before rank 0 starts.  Tests about rank 0's own
+ * binding, or about nobody listening, use unheld_port(). */
+static int held_fd = -1, held_port = -1;
+
+static int free_port(void)
+{
+	unsigned port;
+
+	if (held_fd >= 0)
+		close(held_fd);
+	held_fd = shemb_tool_listen_free_port(&port);
+	ck_assert_int_ge(held_fd, 3);
+	held_port = (int)port;
+	return held_port;
 }
 
 /* ---- a rank ---- */
@@ -466,6 +484,8 @@ static struct rank_spec spec(int rank, int world, int port)
 	};
 
 	snprintf(s.root, sizeof(s.root), "127.0.0.1:%d", port);
+	if (rank == 0 && port == held_port)
+		s.root_fd = held_fd;
 	return s;
 }
 
@@ -634,6 +654,11 @@ static void fake_listen(struct fake_root *f, int port)
 
 	memset(f, 0, sizeof(*f));
 	f->fd = -1;
+	if (port == held_port) {	/* free_port()'s listener serves */
+		f->lfd = held_fd;
+		held_fd = held_port = -1;
+		return;
+	}
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	setsockopt(f->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -1138,7 +1163,7 @@ END_TEST
 
 START_TEST(test_unreachable_root)
 {
-	struct rank_spec s = spec(1, 2, free_port());
+	struct rank_spec s = spec(1, 2, unheld_port());
 	struct report r;
 
 	s.timeout_ms = 500;
@@ -1177,6 +1202,7 @@ START_TEST(test_second_job_same_port)
 	struct report r;
 
 	b0.key = b1.key = "the other job";
+	b0.root_fd = 0;	/* job B's rank 0 binds, and finds the port taken */
 	b1.timeout_ms = 1000;
 	/* job A's rank 0 is up once it answers */
 	raw_close(&(struct raw){ .fd = tcp_connect(port, REPORT_MS) });
@@ -1288,7 +1314,7 @@ START_TEST(test_root_fd_elsewhere)
 {
 	unsigned other;
 	int lfd = shemb_tool_listen_free_port(&other);
-	int port = free_port();
+	int port = unheld_port();
 	struct rank_spec s0 = spec(0, 2, port), s1 = spec(1, 2, port);
 	struct kid *k0;
 
@@ -1306,7 +1332,7 @@ END_TEST
 START_TEST(test_root_fd_not_listener)
 {
 	int p[2], sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct rank_spec s0 = spec(0, 2, free_port());
+	struct rank_spec s0 = spec(0, 2, unheld_port());
 
 	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 	ck_assert_int_ge(sock, 3);
@@ -1632,7 +1658,7 @@ END_TEST
 
 START_TEST(test_root_by_name)
 {
-	int port = free_port();
+	int port = unheld_port();
 	struct rank_spec s0 = spec(0, 2, port), s1 = spec(1, 2, port);
 	struct kid *k0, *k1;
 	struct report r;
