@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "lib/comm.h"
+#include "lib/radix.h"
 #include "lib/stepq.h"
 #include "lib/tier.h"
 
@@ -109,6 +110,30 @@ struct touched {
 	int64_t n;
 };
 
+/* Local rows (not negative) rows[0 .. n), sorted into tr. */
+static int sorted_rows(const int64_t *rows, int64_t n, struct touched *tr)
+{
+	uint64_t *keys = malloc(((size_t)n + 1) * sizeof(*keys));
+	uint64_t *tmp = malloc(((size_t)n + 1) * sizeof(*tmp)), max = 0;
+	int rc = keys && tmp ? 0 : SHEMB_ENOMEM;
+
+	for (int64_t i = 0; !rc && i < n; i++) {
+		keys[i] = (uint64_t)rows[i];
+		max = keys[i] > max ? keys[i] : max;
+	}
+	if (!rc)
+		rc = shemb__radix_sort(&keys, &tmp, n, 0,
+				       shemb__bits_for(max));
+	free(tmp);
+	if (rc) {
+		free(keys);
+		return rc;
+	}
+	tr->rows = (int64_t *)keys;
+	tr->n = n;
+	return 0;
+}
+
 /* Those its route of the last lookup received (a replicated table: none
  * needed, its lookups have no exchange). */
 static int touched_make(const shemb_table *t, struct touched *tr)
@@ -125,14 +150,7 @@ static int touched_make(const shemb_table *t, struct touched *tr)
 				(uint8_t)(1u << (old->local[i] % 8));
 		return tr->bits ? 0 : SHEMB_ENOMEM;
 	}
-	tr->rows = malloc(((size_t)n + 1) * sizeof(*tr->rows));
-	if (!tr->rows)
-		return SHEMB_ENOMEM;
-	if (n)
-		memcpy(tr->rows, old->local, (size_t)n * sizeof(*tr->rows));
-	qsort(tr->rows, (size_t)n, sizeof(*tr->rows), cmp_i64);
-	tr->n = n;
-	return 0;
+	return sorted_rows(old->local, n, tr);
 }
 
 static bool touched(const struct touched *tr, int64_t row)

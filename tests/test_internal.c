@@ -17,6 +17,7 @@
 #include "cpu/convert.h"
 #include "cpu/half.h"
 #include "cpu/kernels.h"
+#include "lib/radix.h"
 #include "tests/testutil.h"
 
 static bool f16_is_nan(uint16_t h)
@@ -443,6 +444,80 @@ START_TEST(variant_load_f32_nans_match_scalar)
 }
 END_TEST
 
+/* ---- the radix sort of lib/radix.c ---- */
+
+struct keyed {
+	uint64_t digits; /* the bits sorted on */
+	int64_t at;      /* the key's first place */
+};
+
+static int by_digits_then_place(const void *a, const void *b)
+{
+	const struct keyed *x = a, *y = b;
+
+	if (x->digits != y->digits)
+		return x->digits < y->digits ? -1 : 1;
+	return (x->at > y->at) - (x->at < y->at);
+}
+
+static uint64_t next_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* Keys with bits inside and outside [lo, hi), few distinct digits (many
+ * ties) or many, against a stable reference sort in the test. */
+START_TEST(radix_sort_is_stable_on_its_bits)
+{
+	static const int ranges[][2] = { { 0, 64 }, { 0, 5 }, { 7, 19 },
+					 { 20, 53 }, { 40, 41 }, { 3, 3 } };
+	static const int64_t sizes[] = { 0, 1, 2, 3, 100, 5000, 70000 };
+	uint64_t seed = 88172645463325252ull;
+
+	for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
+		int lo = ranges[r][0], hi = ranges[r][1];
+		uint64_t mask = hi - lo >= 64 ? ~UINT64_C(0)
+			       : ((UINT64_C(1) << (hi - lo)) - 1) << lo;
+
+		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+			int64_t n = sizes[z];
+			uint64_t *keys = malloc((size_t)(n + 1) * 8);
+			uint64_t *tmp = malloc((size_t)(n + 1) * 8), *orig;
+			struct keyed *ref = malloc((size_t)(n + 1) *
+						   sizeof(*ref));
+
+			orig = malloc((size_t)(n + 1) * 8);
+			ck_assert(keys && tmp && ref && orig);
+			for (int64_t i = 0; i < n; i++) {
+				uint64_t v = next_rand(&seed);
+
+				if (z % 2) /* eight digits at most: ties */
+					v = (v & ~mask) |
+					    (((v >> lo) & 7) << lo & mask);
+				keys[i] = orig[i] = v;
+				ref[i] = (struct keyed){ v & mask, i };
+			}
+			qsort(ref, (size_t)n, sizeof(*ref),
+			      by_digits_then_place);
+			ck_assert_int_eq(shemb__radix_sort(&keys, &tmp, n, lo,
+							   hi), 0);
+			for (int64_t i = 0; i < n; i++)
+				ck_assert_msg(keys[i] == orig[ref[i].at],
+					      "bits [%d, %d), %lld keys: "
+					      "place %lld differs", lo, hi,
+					      (long long)n, (long long)i);
+			free(keys);
+			free(tmp);
+			free(ref);
+			free(orig);
+		}
+	}
+}
+END_TEST
+
 static Suite *internal_suite(void)
 {
 	Suite *s = suite_create("internal");
@@ -460,6 +535,7 @@ static Suite *internal_suite(void)
 	tcase_add_test(tb, convert2d_variants_match);
 	suite_add_tcase(s, tb);
 	tcase_add_test(tk, kernels_select_names);
+	tcase_add_test(tk, radix_sort_is_stable_on_its_bits);
 	tcase_add_loop_test(tk, variant_store_f32_matches_scalar, 0, 3);
 	tcase_add_loop_test(tk, variant_load_f32_matches_scalar, 0, 3);
 	suite_add_tcase(s, tk);
