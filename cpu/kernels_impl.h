@@ -339,13 +339,14 @@ static void update_rows(const struct shemb__update_job *job, int64_t u0,
 	float g[SHEMB_MAX_DIM], wbuf[SHEMB_MAX_DIM];
 
 	for (int64_t u = u0; u < u1; u++) {
-		char *rec = (char *)s->base + (size_t)job->unique[u] * s->stride;
+		char *rec = (char *)s->base +
+			    (size_t)job->unique[u] * s->stride;
 		float *state = (float *)(rec + s->state_off);
 		float *w = s->dtype == SHEMB_F32 ? (float *)rec : wbuf;
+		int64_t ahead = u + UPDATE_PREFETCH_ROWS;
 
-		if (u + UPDATE_PREFETCH_ROWS < u1)
-			prefetch_record_rw(s,
-					   job->unique[u + UPDATE_PREFETCH_ROWS]);
+		if (ahead < u1)
+			prefetch_record_rw(s, job->unique[ahead]);
 		memset(g, 0, (size_t)dim * sizeof(float));
 		for (int32_t k = job->seg[u]; k < job->seg[u + 1]; k++)
 			add_grad(job, job->pos[k], g, dim);
