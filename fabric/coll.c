@@ -208,9 +208,9 @@ static int build_alltoallv(struct op *op)
 			 SC(op)[f->rank], RC(op)[f->rank]);
 		return SHEMB_EINVAL;
 	}
-	if (SC(op)[f->rank])
-		memmove(rb + RD(op)[f->rank], sb + SD(op)[f->rank],
-			SC(op)[f->rank]);
+	op->self_src = sb + SD(op)[f->rank];
+	op->self_dst = rb + RD(op)[f->rank];
+	op->self_len = SC(op)[f->rank];
 	for (int i = 1; !rc && i < f->world; i++) {
 		int p = first_peers_differ(f, i);
 
@@ -236,8 +236,9 @@ static int build_allgatherv(struct op *op)
 			 RC(op)[f->rank]);
 		return SHEMB_EINVAL;
 	}
-	if (mine)
-		memmove(rb + RD(op)[f->rank], op->c.sendbuf, mine);
+	op->self_src = op->c.sendbuf;
+	op->self_dst = rb + RD(op)[f->rank];
+	op->self_len = mine;
 	for (int i = 1; !rc && i < f->world; i++) {
 		int p = first_peers_differ(f, i);
 

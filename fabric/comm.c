@@ -318,7 +318,7 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 		     struct shemb__op **out, char *why, size_t len)
 {
 	struct fab *f = comm;
-	struct op *op;
+	struct op *op = NULL;
 	int rc;
 
 	shemb__fab_lock(f);
@@ -363,6 +363,11 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	*out = (struct shemb__op *)op;
 out:
 	pthread_mutex_unlock(&f->lock);
+	/* The caller holds the only handle of op and waits for it only
+	 * after this returns, so the piece is in place before anyone can
+	 * see op done; the transfers of the other pieces run meanwhile. */
+	if (!rc && op->self_len)
+		memmove(op->self_dst, op->self_src, op->self_len);
 	return rc;
 }
 

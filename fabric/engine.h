@@ -140,6 +140,12 @@ struct op {
 	struct shemb__hdr *hdr_out;  /* per peer */
 	struct shemb__hdr *hdr_in;
 	struct shemb__coll c;        /* the arguments, arrays copied below */
+	/* alltoallv, allgatherv: this rank's own piece, copied by the start
+	 * once the transfers are posted (and outside the lock), so that the
+	 * copy overlaps them */
+	const void *self_src;
+	void *self_dst;
+	size_t self_len;
 	size_t *counts;              /* 4 x world: sendcounts, sdispls,
 				      * recvcounts, rdispls */
 	size_t *landed;              /* alltoallv: per peer, the bytes of its
