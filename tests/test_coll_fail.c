@@ -6,22 +6,32 @@
  * Starts its own ranks (shemb-run would kill them all as soon as one
  * dies), on loopback, over shm and tcp;ofi_rxm; every child is killed and
  * reaped if the test runs out of time.
+ *
+ * One hang is not the library's: over shm, a rank killed while it holds a
+ * spin lock in libfabric's shared memory leaves a survivor spinning in
+ * pthread_spin_lock() called by libfabric, for good (shemb_alltoallv(3),
+ * BUGS).  A scenario whose every survivor still running at the deadline
+ * is caught so, by looking at its threads (tests/spin_probe.c), prints
+ * "known" with the reason and does not fail; any other hang does.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/spin_probe.h"
 #include "tools/free_port.h"
 #include "tools/shm_regions.h"
 
 #define WORLD 3
-#define LIMIT_S 240
+#define LIMIT_S 420 /* 6 scenarios of SCENARIO_S at most, and more */
 
 static pid_t kids[WORLD];
 
@@ -91,11 +101,74 @@ static void on_alarm(int sig)
 	_exit(1);
 }
 
+/* Ranks not ended by then are stuck (each has a 15 s timeout). */
+#define SCENARIO_S 60
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reap what ended; 1 once every rank has, each one's status in st. */
+static int reap_ended(int *st, int *ok)
+{
+	int left = 0;
+
+	for (int r = 0; r < WORLD; r++) {
+		if (kids[r] <= 0)
+			continue;
+		if (waitpid(kids[r], &st[r], WNOHANG) != kids[r]) {
+			left++;
+			continue;
+		}
+		shemb_run_remove_shm_regions(kids[r]);
+		kids[r] = 0;
+		if (r == WORLD - 1)
+			*ok &= WIFSIGNALED(st[r]) && WTERMSIG(st[r]) == SIGKILL;
+		else
+			*ok &= WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0;
+	}
+	return left == 0;
+}
+
+/*
+ * Survivors still running at the deadline: a known hang of libfabric's
+ * shm provider (shemb_alltoallv(3), BUGS: the killed rank held a spin
+ * lock in shared memory, and a survivor spins inside libfabric for good)
+ * when each of them has a thread executing in libfabric at every look;
+ * anything else is a failure of the library.  Kills and reaps them.
+ */
+static int stuck_in_libfabric(const char *provider)
+{
+	int known = strcmp(provider, "shm") == 0, n = 0;
+
+	for (int r = 0; r < WORLD - 1; r++) {
+		if (kids[r] <= 0)
+			continue;
+		n++;
+		known &= spin_probe_spinning(kids[r], "libfabric", 5) == 1;
+	}
+	kill_all();
+	for (int r = 0; r < WORLD; r++) {
+		if (kids[r] > 0)
+			waitpid(kids[r], NULL, 0);
+		if (kids[r] > 0)
+			shemb_run_remove_shm_regions(kids[r]);
+		kids[r] = 0;
+	}
+	return n > 0 && known;
+}
+
 /* The survivors exit 0 (they saw the failure), the victim by SIGKILL. */
 static int run(const char *prog, const char *scenario, const char *provider)
 {
 	unsigned port;
-	int ok = 1, lfd = shemb_tool_listen_free_port(&port);
+	int ok = 1, st[WORLD], lfd = shemb_tool_listen_free_port(&port);
+	int64_t deadline = now_ms() + SCENARIO_S * 1000;
+	struct timespec nap = { 0, 20000000 };
 
 	if (lfd < 0)
 		return 0;
@@ -104,20 +177,60 @@ static int run(const char *prog, const char *scenario, const char *provider)
 	for (int r = 0; r < WORLD; r++)
 		start_rank(r, prog, scenario, provider, (int)port, lfd);
 	close(lfd);
-	for (int r = 0; r < WORLD; r++) {
-		int st;
-
-		if (waitpid(kids[r], &st, 0) < 0)
-			return 0;
-		shemb_run_remove_shm_regions(kids[r]);
-		kids[r] = 0;
-		if (r == WORLD - 1)
-			ok &= WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
-		else
-			ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	while (!reap_ended(st, &ok) && now_ms() < deadline)
+		nanosleep(&nap, NULL);
+	if (!reap_ended(st, &ok)) {
+		if (stuck_in_libfabric(provider)) {
+			printf("known %s %s: a survivor spins inside libfabric "
+			       "(a lock of shm held by the killed rank; see "
+			       "BUGS in shemb_alltoallv(3))\n", scenario,
+			       provider);
+			return ok;
+		}
+		printf("FAIL %s %s: ranks still running after %d s\n",
+		       scenario, provider, SCENARIO_S);
+		return 0;
 	}
 	printf("%s %s %s\n", ok ? "ok  " : "FAIL", scenario, provider);
 	return ok;
+}
+
+/* Children that spin in a spin lock taken by this program, and that
+ * sleep on a mutex: the probe must tell them apart, and neither is
+ * libfabric's, or the known hang above could not be told from another. */
+static int spin_probe_works(void)
+{
+	static pthread_spinlock_t spin;
+	static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+	pid_t spinning, sleeping;
+	int a, b, c;
+
+	pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
+	spinning = fork();
+	if (spinning == 0) {
+		alarm(30);
+		pthread_spin_lock(&spin);
+		pthread_spin_lock(&spin); /* held: spins for good */
+		_exit(1);
+	}
+	sleeping = fork();
+	if (sleeping == 0) {
+		alarm(30);
+		pthread_mutex_lock(&mutex);
+		pthread_mutex_lock(&mutex); /* held: sleeps for good */
+		_exit(1);
+	}
+	sleep(1);
+	a = spin_probe_spinning(spinning, "test_coll_fail", 5);
+	b = spin_probe_spinning(spinning, "libfabric", 3);
+	c = spin_probe_spinning(sleeping, "test_coll_fail", 3);
+	kill(spinning, SIGKILL);
+	kill(sleeping, SIGKILL);
+	waitpid(spinning, NULL, 0);
+	waitpid(sleeping, NULL, 0);
+	printf("spin probe: spinning %d (from libfabric %d), sleeping %d\n",
+	       a, b, c);
+	return a == 1 && b == 0 && c == 0;
 }
 
 int main(void)
@@ -130,6 +243,9 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGALRM, on_alarm);
 	alarm(LIMIT_S);
+	if (!spin_probe_works())
+		printf("the spin probe does not work here: a known hang of "
+		       "libfabric counts as a failure\n");
 	ok = run(prog, "kill-one", "shm");
 	ok &= run(prog, "kill-one", "tcp;ofi_rxm");
 	ok &= run(prog, "kill-steps", "shm");
