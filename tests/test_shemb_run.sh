@@ -180,6 +180,42 @@ launch ipv6 10 -n 1 --root '[::1]:5000' sh -c 'echo "$SHEMB_ROOT"'
 expect ipv6 0
 grep -qx '\[0\] \[::1\]:5000' "$tmp/ipv6.out" || fail "ipv6: root"
 
+# ---- the root's listener: rank 0 alone inherits a socket listening at the
+# root's port (SHEMB_ROOT_FD); an outer job's variable goes; --root and a
+# single rank hand none over
+cat > "$tmp/root_fd.sh" << 'EOF'
+#!/bin/sh
+fd=${SHEMB_ROOT_FD-none}
+what=none
+if [ "$fd" != none ]; then
+	ino=$(readlink "/proc/self/fd/$fd" |
+		sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p')
+	port=$(printf '%04X' "${SHEMB_ROOT##*:}")
+	what=other
+	awk -v ino="$ino" -v port="$port" '
+		$10 == ino && $4 == "0A" && $2 ~ (":" port "$") { f = 1 }
+		END { exit !f }' /proc/net/tcp && what=listening
+fi
+echo "rank=$SHEMB_RANK fd=$fd $what"
+EOF
+chmod +x "$tmp/root_fd.sh"
+if [ -r /proc/net/tcp ]; then
+	SHEMB_ROOT_FD=99 launch rootfd 10 -n 3 "$tmp/root_fd.sh"
+	expect rootfd 0
+	grep -Eq '^\[0\] rank=0 fd=[0-9]+ listening$' "$tmp/rootfd.out" ||
+		fail "rootfd: rank 0 has no listener at the root"
+	[ "$(grep -c ' fd=none none$' "$tmp/rootfd.out")" -eq 2 ] ||
+		fail "rootfd: ranks 1 and 2 got a listener"
+	launch rootfd2 10 -n 2 --root 127.0.0.1:1 "$tmp/root_fd.sh"
+	expect rootfd2 0
+	[ "$(grep -c ' fd=none none$' "$tmp/rootfd2.out")" -eq 2 ] ||
+		fail "rootfd2: --root, yet a listener was handed over"
+	launch rootfd1 10 -n 1 "$tmp/root_fd.sh"
+	expect rootfd1 0
+	grep -q ' fd=none none$' "$tmp/rootfd1.out" ||
+		fail "rootfd1: one rank, yet a listener was handed over"
+fi
+
 # ---- output
 launch prefix 10 -n 11 sh -c 'echo "out $SHEMB_RANK"
 	echo "err $SHEMB_RANK" >&2'
