@@ -318,8 +318,8 @@ static void apply_opt(const struct shemb__opt *o, float *restrict w,
 /* A record about to be updated (the row and its optimizer state), with
  * the intent to write: a row's own arithmetic is far shorter than a
  * random read of it from DRAM.  A record is the row and its state, twice
- * a gathered row or more, so fewer of them are asked for ahead (4 beat 2
- * and 8 in shemb-bench backward). */
+ * a gathered row or more, so fewer of them are asked for ahead (in
+ * shemb-bench backward, 4 beat 2 in every run; 8 gained less). */
 #define UPDATE_PREFETCH_ROWS 4
 
 static inline void prefetch_record_rw(const struct shemb__store *s,
