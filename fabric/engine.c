@@ -1,14 +1,14 @@
 /*
  * engine.c - posting transfers, reading completions, moving ops along,
- * failing them; the progress thread.  Every function here runs with the
- * communicator's lock held, except the thread's main loop; read_cq()
- * lets it go while it reads the bulk lane's completion queue.
+ * failing them.  Every function here runs with the communicator's lock
+ * held; read_cq() lets it go while it reads the bulk lane's completion
+ * queue.  Control messages are in ctrl.c, the progress thread in
+ * progress.c.
  */
 #define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,6 @@
 #include "shemb.h"
 #include "fabric/boot.h"
 #include "fabric/engine.h"
-#include "lib/thread.h"
 
 /* Sends in flight, headers and chunks of every op (each op's chunks
  * have their own bound, max_chunks); receives are cheap to post early, so
@@ -30,7 +29,6 @@
  * provider takes: max_recvs). */
 #define MAX_SENDS_POSTED 1024
 #define CHECK_EVERY_NS 1000000ull
-#define CTRL_MAGIC 0x4c525443u /* "CTRL" */
 
 uint64_t shemb__fab_now_ns(void)
 {
@@ -348,175 +346,6 @@ static void post_queue(struct fab *f, bool send)
 	}
 }
 
-/* ---- control messages: "I failed our op, and why" ---- */
-
-static bool is_ctrl_rx(const struct fab *f, const struct xfer *x)
-{
-	return x >= f->ctrl_rx && x < f->ctrl_rx + CTRL_RX;
-}
-
-static void post_ctrl_rx_one(struct fab *f, int i)
-{
-	struct xfer *x = &f->ctrl_rx[i];
-
-	x->posted = fi_trecv(f->ep[LANE_URGENT], &f->ctrl_buf[i],
-			     sizeof(f->ctrl_buf[i]),
-			     NULL, FI_ADDR_UNSPEC,
-			     shemb__fab_tag(TAG_CTRL, 0, 0, 0),
-			     (1ull << 62) - 1, &x->fctx) == 0;
-}
-
-void shemb__fab_post_ctrl_rx(struct fab *f)
-{
-	for (int i = 0; i < CTRL_RX; i++)
-		post_ctrl_rx_one(f, i);
-}
-
-static struct op *find_op(struct fab *f, uint32_t seq)
-{
-	for (struct op *op = f->ops; op; op = op->next)
-		if (op->seq == seq)
-			return op;
-	return NULL;
-}
-
-/* An abort told by a peer; one for an op this rank has not started yet
- * waits in f->early. */
-static void on_ctrl(struct fab *f, struct xfer *x, int err)
-{
-	int i = (int)(x - f->ctrl_rx);
-	struct shemb__ctrl *c = &f->ctrl_buf[i];
-	struct op *op;
-
-	x->posted = false;
-	if (err)
-		return; /* cancelled at close */
-	c->why[sizeof(c->why) - 1] = 0;
-	op = c->magic == CTRL_MAGIC ? find_op(f, c->seq) : NULL;
-	if (op)
-		shemb__fab_fail_op(f, op, c->status, "rank %u: %s", c->from,
-				   c->why);
-	else if (c->magic == CTRL_MAGIC &&
-		 (int32_t)(c->seq - f->next_seq) >= 0 && f->nearly < MAX_EARLY)
-		f->early[f->nearly++] = *c;
-	post_ctrl_rx_one(f, i);
-}
-
-/* ---- telling the other ranks that this rank failed an op ---- */
-
-struct ctrl_tx {
-	struct xfer x;          /* first: the CQ hands back &x.fctx */
-	struct shemb__ctrl c;
-	struct ctrl_tx *next;   /* in the backlog */
-};
-
-static bool send_ctrl(struct fab *f, struct ctrl_tx *t)
-{
-	ssize_t rc;
-
-	if (shemb__peer_proc_ended(f, t->x.peer)) {
-		free(t); /* nobody to tell, and the send could spin */
-		return true;
-	}
-	rc = fi_tsend(f->ep[LANE_URGENT], &t->c, sizeof(t->c), NULL,
-			      *shemb__fab_peer(f, LANE_URGENT, t->x.peer),
-			      shemb__fab_tag(TAG_CTRL, 0, 0, 0), &t->x.fctx);
-
-	if (rc == -FI_EAGAIN)
-		return false;
-	if (rc) {
-		free(t); /* best effort: the peer's timeout remains */
-	} else {
-		t->next = f->ctrl_sent;
-		f->ctrl_sent = t;
-	}
-	return true;
-}
-
-static void ctrl_sent_done(struct fab *f, struct ctrl_tx *t)
-{
-	for (struct ctrl_tx **p = &f->ctrl_sent; *p; p = &(*p)->next) {
-		if (*p == t) {
-			*p = t->next;
-			break;
-		}
-	}
-	free(t);
-}
-
-static void flush_ctrl_backlog(struct fab *f)
-{
-	while (f->ctrl_backlog) {
-		struct ctrl_tx *t = f->ctrl_backlog;
-
-		f->ctrl_backlog = t->next;
-		if (!send_ctrl(f, t)) { /* later: put it back */
-			t->next = f->ctrl_backlog;
-			f->ctrl_backlog = t;
-			return;
-		}
-	}
-}
-
-/*
- * A collective that fails on one rank cannot finish on the others: tell
- * every other rank directly, so each fails it too (with this rank's
- * reason) rather than wait for its timeout; a ring learns it this way too.
- */
-void shemb__fab_tell_all(struct fab *f, struct op *op, const char *why)
-{
-	for (int p = 0; p < f->world; p++) {
-		struct ctrl_tx *t;
-
-		if (p == f->rank)
-			continue;
-		t = calloc(1, sizeof(*t));
-		if (!t)
-			return;
-		t->x.is_ctrl = true;
-		t->x.send = true;
-		t->x.peer = p;
-		t->c.magic = CTRL_MAGIC;
-		t->c.seq = op->seq;
-		t->c.from = (uint32_t)f->rank;
-		t->c.status = SHEMB_EINVAL;
-		snprintf(t->c.why, sizeof(t->c.why), "%.*s",
-			 (int)sizeof(t->c.why) - 1, why);
-		t->next = f->ctrl_backlog;
-		f->ctrl_backlog = t;
-	}
-	flush_ctrl_backlog(f);
-}
-
-/* After the endpoint is closed: no completion will come. */
-void shemb__fab_free_ctrl(struct fab *f)
-{
-	struct ctrl_tx **lists[2] = { &f->ctrl_backlog, &f->ctrl_sent };
-
-	for (int i = 0; i < 2; i++) {
-		while (*lists[i]) {
-			struct ctrl_tx *t = *lists[i];
-
-			*lists[i] = t->next;
-			free(t);
-		}
-	}
-}
-
-/* An op that a peer failed before this rank started it. */
-int shemb__fab_early_abort(struct fab *f, struct op *op)
-{
-	for (int i = 0; i < f->nearly; i++) {
-		if (f->early[i].seq != op->seq)
-			continue;
-		snprintf(op->why, sizeof(op->why), "rank %u: %s",
-			 f->early[i].from, f->early[i].why);
-		f->early[i] = f->early[--f->nearly];
-		return SHEMB_EINVAL;
-	}
-	return 0;
-}
-
 /* ---- completions ---- */
 
 static void mismatch(struct fab *f, struct op *op, int peer)
@@ -679,13 +508,9 @@ static void on_completion(struct fab *f, void *ctx, size_t len,
 
 	if (err < 0) /* some providers give the code negated */
 		err = -err;
-	if (is_ctrl_rx(f, x)) {
-		on_ctrl(f, x, err);
-	} else if (x->is_ctrl) {
-		ctrl_sent_done(f, (struct ctrl_tx *)x);
-	} else if (!wrong_message(f, x, tag, err)) {
+	if (!shemb__fab_ctrl_done(f, x, err) &&
+	    !wrong_message(f, x, tag, err))
 		on_transfer(f, x, len, err);
-	}
 }
 
 /*
@@ -794,7 +619,7 @@ int shemb__fab_progress(struct fab *f, bool bulk)
 	uint64_t now, finished = f->finished;
 	int n = 0, got;
 
-	flush_ctrl_backlog(f);
+	shemb__fab_flush_ctrl(f);
 	post_queue(f, false);
 	post_queue(f, true);
 	/* a batch at least, then until an op finishes or a caller wants
@@ -816,88 +641,4 @@ int shemb__fab_progress(struct fab *f, bool bulk)
 		check_timeouts(f, now);
 	}
 	return n;
-}
-
-/* ---- the progress thread ---- */
-
-void shemb__fab_lock(struct fab *f)
-{
-	atomic_fetch_add_explicit(&f->callers, 1, memory_order_relaxed);
-	pthread_mutex_lock(&f->lock);
-	atomic_fetch_sub_explicit(&f->callers, 1, memory_order_relaxed);
-}
-
-/* Hand the lock to the callers waiting for it, then take it back.  A
- * mutex is not fair: unlocking and locking again would mostly keep it. */
-static void let_callers_in(struct fab *f)
-{
-	pthread_mutex_unlock(&f->lock);
-	/* bounded: callers that keep coming must not stop the thread */
-	for (int i = 0; i < 64 && shemb__fab_callers_waiting(f); i++)
-		sched_yield();
-	pthread_mutex_lock(&f->lock);
-}
-
-static void idle_wait(struct fab *f)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_cond_timedwait(&f->nap, &f->lock, &ts);
-}
-
-static void *progress_main(void *arg)
-{
-	struct fab *f = arg;
-
-	pthread_mutex_lock(&f->lock);
-	while (!f->stop) {
-		int n;
-
-		if (f->waiters_progressing ||
-		    (f->urgent_waiters && f->active_bulk == 0)) {
-			/* a caller moves the transfers and checks liveness:
-			 * keep off its lock and its CPU */
-			idle_wait(f);
-			continue;
-		}
-		n = shemb__fab_progress(f, true);
-		if (shemb__fab_callers_waiting(f)) {
-			let_callers_in(f);
-		} else if (f->active == 0) {
-			idle_wait(f); /* liveness is still checked each ms */
-		} else if (n == 0) {
-			pthread_mutex_unlock(&f->lock);
-			sched_yield();
-			pthread_mutex_lock(&f->lock);
-		}
-	}
-	pthread_mutex_unlock(&f->lock);
-	return NULL;
-}
-
-int shemb__fab_start_thread(struct fab *f)
-{
-	if (shemb__thread_start(&f->thread, progress_main, f,
-				"shemb-progress"))
-		return SHEMB_ENOMEM;
-	f->have_thread = true;
-	return 0;
-}
-
-void shemb__fab_stop_thread(struct fab *f)
-{
-	if (!f->have_thread)
-		return;
-	pthread_mutex_lock(&f->lock);
-	f->stop = true;
-	pthread_cond_broadcast(&f->nap);
-	pthread_mutex_unlock(&f->lock);
-	pthread_join(f->thread, NULL);
-	f->have_thread = false;
 }

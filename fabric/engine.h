@@ -262,14 +262,20 @@ static inline bool shemb__fab_callers_waiting(struct fab *f)
 {
 	return atomic_load_explicit(&f->callers, memory_order_relaxed) > 0;
 }
+/* progress.c */
 int shemb__fab_start_thread(struct fab *f);
 void shemb__fab_stop_thread(struct fab *f);
 void shemb__fab_free_op(struct op *op);
 /* A scratch buffer of at least len bytes for op (the spare when it fits),
  * which shemb__fab_free_op() hands back as the spare. */
 void *shemb__fab_scratch(struct op *op, size_t len);
+/* ctrl.c */
 void shemb__fab_post_ctrl_rx(struct fab *f);
 void shemb__fab_free_ctrl(struct fab *f);
+/* A completion of a control message handled (true), or not one. */
+bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err);
+/* Hand the control messages waiting to libfabric, as it takes them. */
+void shemb__fab_flush_ctrl(struct fab *f);
 /* SHEMB_EINVAL if a peer already failed this op before it started here */
 int shemb__fab_early_abort(struct fab *f, struct op *op);
 /* Tell every other rank that this rank failed op, and why */

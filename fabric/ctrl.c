@@ -1,0 +1,201 @@
+/*
+ * ctrl.c - control messages between the ranks' engines: a rank that fails
+ * a collective tells every other rank, with its reason, so that they fail
+ * it too instead of waiting for their timeout; an abort for a collective
+ * not started yet here waits until it starts.  Runs under the engine's
+ * lock, as engine.c does.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "shemb.h"
+#include "fabric/engine.h"
+
+#define CTRL_MAGIC 0x4c525443u /* "CTRL" */
+
+/* ---- control messages: "I failed our op, and why" ---- */
+
+static bool is_ctrl_rx(const struct fab *f, const struct xfer *x)
+{
+	return x >= f->ctrl_rx && x < f->ctrl_rx + CTRL_RX;
+}
+
+static void post_ctrl_rx_one(struct fab *f, int i)
+{
+	struct xfer *x = &f->ctrl_rx[i];
+
+	x->posted = fi_trecv(f->ep[LANE_URGENT], &f->ctrl_buf[i],
+			     sizeof(f->ctrl_buf[i]),
+			     NULL, FI_ADDR_UNSPEC,
+			     shemb__fab_tag(TAG_CTRL, 0, 0, 0),
+			     (1ull << 62) - 1, &x->fctx) == 0;
+}
+
+void shemb__fab_post_ctrl_rx(struct fab *f)
+{
+	for (int i = 0; i < CTRL_RX; i++)
+		post_ctrl_rx_one(f, i);
+}
+
+static struct op *find_op(struct fab *f, uint32_t seq)
+{
+	for (struct op *op = f->ops; op; op = op->next)
+		if (op->seq == seq)
+			return op;
+	return NULL;
+}
+
+/* An abort told by a peer; one for an op this rank has not started yet
+ * waits in f->early. */
+static void on_ctrl(struct fab *f, struct xfer *x, int err)
+{
+	int i = (int)(x - f->ctrl_rx);
+	struct shemb__ctrl *c = &f->ctrl_buf[i];
+	struct op *op;
+
+	x->posted = false;
+	if (err)
+		return; /* cancelled at close */
+	c->why[sizeof(c->why) - 1] = 0;
+	op = c->magic == CTRL_MAGIC ? find_op(f, c->seq) : NULL;
+	if (op)
+		shemb__fab_fail_op(f, op, c->status, "rank %u: %s", c->from,
+				   c->why);
+	else if (c->magic == CTRL_MAGIC &&
+		 (int32_t)(c->seq - f->next_seq) >= 0 && f->nearly < MAX_EARLY)
+		f->early[f->nearly++] = *c;
+	post_ctrl_rx_one(f, i);
+}
+
+/* ---- telling the other ranks that this rank failed an op ---- */
+
+struct ctrl_tx {
+	struct xfer x;          /* first: the CQ hands back &x.fctx */
+	struct shemb__ctrl c;
+	struct ctrl_tx *next;   /* in the backlog */
+};
+
+static bool send_ctrl(struct fab *f, struct ctrl_tx *t)
+{
+	ssize_t rc;
+
+	if (shemb__peer_proc_ended(f, t->x.peer)) {
+		free(t); /* nobody to tell, and the send could spin */
+		return true;
+	}
+	rc = fi_tsend(f->ep[LANE_URGENT], &t->c, sizeof(t->c), NULL,
+			      *shemb__fab_peer(f, LANE_URGENT, t->x.peer),
+			      shemb__fab_tag(TAG_CTRL, 0, 0, 0), &t->x.fctx);
+
+	if (rc == -FI_EAGAIN)
+		return false;
+	if (rc) {
+		free(t); /* best effort: the peer's timeout remains */
+	} else {
+		t->next = f->ctrl_sent;
+		f->ctrl_sent = t;
+	}
+	return true;
+}
+
+static void ctrl_sent_done(struct fab *f, struct ctrl_tx *t)
+{
+	for (struct ctrl_tx **p = &f->ctrl_sent; *p; p = &(*p)->next) {
+		if (*p == t) {
+			*p = t->next;
+			break;
+		}
+	}
+	free(t);
+}
+
+bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err)
+{
+	if (is_ctrl_rx(f, x))
+		on_ctrl(f, x, err);
+	else if (x->is_ctrl)
+		ctrl_sent_done(f, (struct ctrl_tx *)x);
+	else
+		return false;
+	return true;
+}
+
+void shemb__fab_flush_ctrl(struct fab *f)
+{
+	while (f->ctrl_backlog) {
+		struct ctrl_tx *t = f->ctrl_backlog;
+
+		f->ctrl_backlog = t->next;
+		if (!send_ctrl(f, t)) { /* later: put it back */
+			t->next = f->ctrl_backlog;
+			f->ctrl_backlog = t;
+			return;
+		}
+	}
+}
+
+/*
+ * A collective that fails on one rank cannot finish on the others: tell
+ * every other rank directly, so each fails it too (with this rank's
+ * reason) rather than wait for its timeout; a ring learns it this way too.
+ */
+void shemb__fab_tell_all(struct fab *f, struct op *op, const char *why)
+{
+	for (int p = 0; p < f->world; p++) {
+		struct ctrl_tx *t;
+
+		if (p == f->rank)
+			continue;
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return;
+		t->x.is_ctrl = true;
+		t->x.send = true;
+		t->x.peer = p;
+		t->c.magic = CTRL_MAGIC;
+		t->c.seq = op->seq;
+		t->c.from = (uint32_t)f->rank;
+		t->c.status = SHEMB_EINVAL;
+		snprintf(t->c.why, sizeof(t->c.why), "%.*s",
+			 (int)sizeof(t->c.why) - 1, why);
+		t->next = f->ctrl_backlog;
+		f->ctrl_backlog = t;
+	}
+	shemb__fab_flush_ctrl(f);
+}
+
+/* After the endpoint is closed: no completion will come. */
+void shemb__fab_free_ctrl(struct fab *f)
+{
+	struct ctrl_tx **lists[2] = { &f->ctrl_backlog, &f->ctrl_sent };
+
+	for (int i = 0; i < 2; i++) {
+		while (*lists[i]) {
+			struct ctrl_tx *t = *lists[i];
+
+			*lists[i] = t->next;
+			free(t);
+		}
+	}
+}
+
+/* An op that a peer failed before this rank started it. */
+int shemb__fab_early_abort(struct fab *f, struct op *op)
+{
+	for (int i = 0; i < f->nearly; i++) {
+		if (f->early[i].seq != op->seq)
+			continue;
+		snprintf(op->why, sizeof(op->why), "rank %u: %s",
+			 f->early[i].from, f->early[i].why);
+		f->early[i] = f->early[--f->nearly];
+		return SHEMB_EINVAL;
+	}
+	return 0;
+}
