@@ -199,39 +199,39 @@ static int merge_alloc(struct shemb__merge *m, int64_t n, int64_t rows)
 }
 
 /*
- * Contributions in order of local row, and of arrival within a row: a
+ * The contributions' order by local row, and by arrival within a row: a
  * radix sort of keys local << kb | index (index < 2^kb), ten to twenty
  * times faster than qsort() on the structs, which took milliseconds a
- * step; qsort() where the two do not fit 64 bits.
+ * step.  *order gets the sorted keys (index in the low kb bits), or NULL
+ * where the two do not fit 64 bits: c is then sorted in place.
  */
-static int order_by_local(struct contrib *c, int64_t n)
+static int order_by_local(struct contrib *c, int64_t n, uint64_t **order,
+			  int *kb)
 {
 	uint64_t max = 0, *keys, *tmp;
-	struct contrib *sorted;
-	int kb = shemb__bits_for((uint64_t)(n > 1 ? n - 1 : 1)), lb, rc;
+	int lb, rc;
 
+	*order = NULL;
+	*kb = shemb__bits_for((uint64_t)(n > 1 ? n - 1 : 1));
 	for (int64_t k = 0; k < n; k++)
 		max = (uint64_t)c[k].local > max ? (uint64_t)c[k].local : max;
 	lb = shemb__bits_for(max);
-	if (kb + lb > 64) {
+	if (*kb + lb > 64) {
 		qsort(c, (size_t)n, sizeof(*c), by_local);
 		return 0;
 	}
 	keys = malloc((size_t)(n + 1) * sizeof(*keys));
 	tmp = malloc((size_t)(n + 1) * sizeof(*tmp));
-	sorted = malloc((size_t)(n + 1) * sizeof(*sorted));
-	rc = keys && tmp && sorted ? 0 : SHEMB_ENOMEM;
+	rc = keys && tmp ? 0 : SHEMB_ENOMEM;
 	for (int64_t k = 0; !rc && k < n; k++)
-		keys[k] = (uint64_t)c[k].local << kb | (uint64_t)k;
+		keys[k] = (uint64_t)c[k].local << *kb | (uint64_t)k;
 	if (!rc)
-		rc = shemb__radix_sort(&keys, &tmp, n, kb, kb + lb);
-	for (int64_t k = 0; !rc && k < n; k++)
-		sorted[k] = c[keys[k] & ((UINT64_C(1) << kb) - 1)];
-	if (!rc)
-		memcpy(c, sorted, (size_t)n * sizeof(*c));
-	free(keys);
+		rc = shemb__radix_sort(&keys, &tmp, n, *kb, *kb + lb);
 	free(tmp);
-	free(sorted);
+	if (rc)
+		free(keys);
+	else
+		*order = keys;
 	return rc;
 }
 
@@ -270,7 +270,8 @@ int shemb__merge_build(const struct shemb__route *r, bool per_occurrence,
 {
 	int64_t n = 0, rows = 0;
 	struct contrib *c;
-	int rc;
+	uint64_t *order;
+	int rc, kb;
 
 	for (int p = 0; p < r->world; p++) {
 		bool pooled = r->npairs && r->npairs[p] >= 0;
@@ -292,17 +293,22 @@ int shemb__merge_build(const struct shemb__route *r, bool per_occurrence,
 		n = contribs_of(r, p, per_occurrence, rows, c, n);
 		rows += shemb__route_rows_from(r, p, per_occurrence);
 	}
-	rc = order_by_local(c, n);
+	rc = order_by_local(c, n, &order, &kb);
 	for (int64_t k = 0; !rc && k < n; k++) {
-		if (k == 0 || c[k].local != c[k - 1].local) {
-			m->unique[m->nunique] = c[k].local;
+		uint64_t i = order ? order[k] & ((UINT64_C(1) << kb) - 1)
+				   : (uint64_t)k;
+		const struct contrib *x = &c[i];
+
+		if (k == 0 || x->local != m->unique[m->nunique - 1]) {
+			m->unique[m->nunique] = x->local;
 			m->seg[m->nunique++] = (int32_t)k;
 		}
 		m->pos[k] = (int32_t)k;
-		m->row_of[k] = (int32_t)c[k].row;
-		m->coef[k] = c[k].coef;
+		m->row_of[k] = (int32_t)x->row;
+		m->coef[k] = x->coef;
 	}
 	m->seg[m->nunique] = (int32_t)n;
+	free(order);
 	free(c);
 	if (rc)
 		shemb__merge_free(m);

@@ -9,6 +9,7 @@
  */
 #include "lib/plan.h"
 #include "lib/dist.h"
+#include "lib/radix.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -116,18 +117,9 @@ void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *p)
 	free(p);
 }
 
-static int bits_for(uint64_t max_value)
-{
-	int bits = 0;
-
-	while (bits < 64 && (max_value >> bits))
-		bits++;
-	return bits;
-}
-
 int64_t shemb__plan_max_ids(int64_t rows)
 {
-	int free_bits = 64 - bits_for((uint64_t)(rows - 1));
+	int free_bits = 64 - shemb__bits_for((uint64_t)(rows - 1));
 
 	return free_bits >= 31 ? INT32_MAX : (INT64_C(1) << free_bits);
 }
@@ -438,10 +430,11 @@ int shemb__plan_build(shemb_table *t, int nsets,
 		p->seg[0] = 0;
 		return 0;
 	}
-	p->pos_bits = bits_for((uint64_t)(p->nids - 1));
+	p->pos_bits = shemb__bits_for((uint64_t)(p->nids - 1));
 	rc = fill_keys(ctx, p, sets);
 	if (!rc)
-		rc = sort_keys(ctx, p, bits_for((uint64_t)(t->attr.rows - 1)));
+		rc = sort_keys(ctx, p,
+			       shemb__bits_for((uint64_t)(t->attr.rows - 1)));
 	if (!rc)
 		rc = make_groups(ctx, p);
 	return rc;

@@ -153,10 +153,10 @@ static int stuck_in_libfabric(const char *provider)
 	}
 	kill_all();
 	for (int r = 0; r < WORLD; r++) {
-		if (kids[r] > 0)
+		if (kids[r] > 0) {
 			waitpid(kids[r], NULL, 0);
-		if (kids[r] > 0)
 			shemb_run_remove_shm_regions(kids[r]);
+		}
 		kids[r] = 0;
 	}
 	return n > 0 && known;
@@ -166,7 +166,7 @@ static int stuck_in_libfabric(const char *provider)
 static int run(const char *prog, const char *scenario, const char *provider)
 {
 	unsigned port;
-	int ok = 1, st[WORLD], lfd = shemb_tool_listen_free_port(&port);
+	int ok = 1, ended, st[WORLD], lfd = shemb_tool_listen_free_port(&port);
 	int64_t deadline = now_ms() + SCENARIO_S * 1000;
 	struct timespec nap = { 0, 20000000 };
 
@@ -177,9 +177,9 @@ static int run(const char *prog, const char *scenario, const char *provider)
 	for (int r = 0; r < WORLD; r++)
 		start_rank(r, prog, scenario, provider, (int)port, lfd);
 	close(lfd);
-	while (!reap_ended(st, &ok) && now_ms() < deadline)
+	while (!(ended = reap_ended(st, &ok)) && now_ms() < deadline)
 		nanosleep(&nap, NULL);
-	if (!reap_ended(st, &ok)) {
+	if (!ended) {
 		if (stuck_in_libfabric(provider)) {
 			printf("known %s %s: a survivor spins inside libfabric "
 			       "(a lock of shm held by the killed rank; see "

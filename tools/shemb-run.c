@@ -520,10 +520,8 @@ static void start_ranks(struct job *job)
 			stop_job(job, CAUSE_LAUNCHER);
 			break;
 		}
-		if (r == 0)	/* rank 0 holds it now: the port ends with it */
-			close_root(job);
 	}
-	close_root(job);
+	close_root(job);	/* rank 0 holds it now: the port ends with it */
 }
 
 /* ---- ends of ranks ---- */
