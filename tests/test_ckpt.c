@@ -23,6 +23,7 @@
 #include "lib/ckpt.h"
 #include "lib/crc32c.h"
 #include "tests/testutil.h"
+#include "tests/check_run.h"
 
 /* ---- crash points: the countdown runs out at the Nth fsync or
  * rename, and the process dies there, before the call ---- */
@@ -659,8 +660,6 @@ int main(void)
 {
 	Suite *s = suite_create("checkpoint");
 	TCase *tc = tcase_create("checkpoint");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, round_trip_every_optimizer, 0, 12);
@@ -674,9 +673,5 @@ int main(void)
 	tcase_add_loop_test(tc, a_crash_leaves_old_or_new, 0, 2);
 	tcase_add_test(tc, crc32c_known_values);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tu_run_suite(s);
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fabric/engine.h"
+#include "tests/check_run.h"
 
 #define WORLD 6
 #define SLOT 64
@@ -129,8 +130,7 @@ int main(void)
 {
 	Suite *s = suite_create("peer_proc");
 	TCase *tc = tcase_create("pidfd");
-	SRunner *sr;
-	int failed, probe = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	int probe = (int)syscall(SYS_pidfd_open, getpid(), 0);
 
 	if (probe < 0) {
 		printf("SKIP: this kernel gives no pidfds\n");
@@ -141,9 +141,5 @@ int main(void)
 	tcase_add_test(tc, bad_lengths_are_unchecked);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tu_run_suite(s);
 }

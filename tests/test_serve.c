@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tests/testutil.h"
+#include "tests/check_run.h"
 
 #define ROWS 4096
 #define DIM 4
@@ -462,8 +463,6 @@ int main(void)
 {
 	Suite *s = suite_create("serve");
 	TCase *tc = tcase_create("serve");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, attributes_are_checked);
@@ -473,9 +472,5 @@ int main(void)
 	tcase_add_test(tc, int8_rows);
 	tcase_add_test(tc, lookups_see_one_checkpoint);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tu_run_suite(s);
 }

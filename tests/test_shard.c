@@ -11,6 +11,7 @@
 
 #include "shemb.h"
 #include "lib/shard.h"
+#include "tests/check_run.h"
 
 static struct shemb__shard row_plan(int64_t rows, int world, int rank,
 				    uint64_t key)
@@ -121,8 +122,6 @@ int main(void)
 {
 	Suite *s = suite_create("shard");
 	TCase *tc = tcase_create("layout");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_loop_test(tc, row_plan_is_a_bijection, 0, 24);
 	tcase_add_test(tc, perm_undo_inverts);
@@ -130,9 +129,5 @@ int main(void)
 	tcase_add_loop_test(tc, column_slices_tile_a_row, 0, 12);
 	tcase_add_test(tc, other_plans_keep_ids);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tu_run_suite(s);
 }

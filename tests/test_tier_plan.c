@@ -13,6 +13,7 @@
 #include "shemb.h"
 #include "lib/tier.h"
 #include "lib/tier_int.h"
+#include "tests/check_run.h"
 
 /* The eviction list of row's slot: -1 pinned, -2 not resident. */
 static int list_of(shemb_table *t, int64_t row)
@@ -94,15 +95,9 @@ int main(void)
 {
 	Suite *s = suite_create("tier plan");
 	TCase *tc = tcase_create("plan");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, marked_rows_join_the_open_plan);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tu_run_suite(s);
 }

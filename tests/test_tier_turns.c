@@ -15,6 +15,7 @@
 
 #include "shemb.h"
 #include "lib/tier_int.h"
+#include "tests/check_run.h"
 
 struct call {
 	shemb_table *t;
@@ -126,15 +127,9 @@ int main(void)
 {
 	Suite *s = suite_create("tier turns");
 	TCase *tc = tcase_create("turns");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, waiting_calls_take_turns);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tu_run_suite(s);
 }
