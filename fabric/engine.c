@@ -299,6 +299,13 @@ static void unlink_xfer(struct xfer **at, struct xfer **tail,
  * chunks wait for a peer that has not reached them (the next round of a
  * ring) must not hold up the chunks of others, which that peer may be
  * waiting for.
+ *
+ * No receive is posted on the bulk lane while a thread reads its
+ * completions (read_cq): libfabric 1.17's shm matches an arriving message
+ * against the posted receives and, finding none, queues it as unexpected
+ * in two steps, each under its lock; a receive posted between them finds
+ * neither, and the two wait for each other for good.  The reader posts
+ * them once it is done.
  */
 static void post_queue(struct fab *f, bool send)
 {
@@ -306,7 +313,7 @@ static void post_queue(struct fab *f, bool send)
 	struct xfer **tail = send ? &f->sq_tail : &f->rq_tail;
 	int *posted = send ? f->sends_posted : f->recvs_posted;
 	int cap = send ? MAX_SENDS_POSTED : f->max_recvs;
-	bool full[NLANES] = { false };
+	bool full[NLANES] = { [LANE_BULK] = !send && f->bulk_reader };
 	struct xfer **at = head, *prev = NULL;
 
 	while (*at && !(full[LANE_BULK] && full[LANE_URGENT])) {
@@ -518,8 +525,9 @@ static void on_completion(struct fab *f, void *ctx, size_t len,
  * lock, by one thread at a time: reading it is where shm copies the data
  * of the chunks that arrived, which takes milliseconds, and the urgent
  * lane's collectives must meanwhile be started, posted and completed
- * (the domain is FI_THREAD_SAFE).  The entries are handled under the
- * lock; their transfers stay allocated while posted.
+ * (the domain is FI_THREAD_SAFE), all but the bulk lane's receives
+ * (post_queue).  The entries are handled under the lock; their transfers
+ * stay allocated while posted.
  */
 static int read_cq(struct fab *f, int lane)
 {
@@ -541,6 +549,7 @@ static int read_cq(struct fab *f, int lane)
 	if (unlocked) {
 		pthread_mutex_lock(&f->lock);
 		f->bulk_reader = false;
+		post_queue(f, false); /* what waited for the read */
 	}
 	for (ssize_t i = 0; i < n; i++)
 		on_completion(f, e[i].op_context, e[i].len,

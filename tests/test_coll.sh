@@ -2,7 +2,8 @@
 # Collectives between ranks on this host: shemb-run starts 2, 3 and 4
 # ranks of tests/coll_rank over shm and over tcp;ofi_rxm (loopback), each
 # run bounded in time; also the caller-progress mode, small chunks and
-# collectives of random priorities.
+# collectives of random priorities, and rounds that use both lanes at
+# once.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/coll_rank
 
@@ -15,7 +16,7 @@ one() { # provider ranks scenario [options...]
 for p in shm "tcp;ofi_rxm"; do
 	for n in 2 3 4; do
 		for s in alltoallv allgatherv allreduce barrier concurrent \
-			priorities mismatch-count mismatch-order \
+			priorities lanes mismatch-count mismatch-order \
 			mismatch-prio; do
 			one "$p" "$n" "$s"
 		done
