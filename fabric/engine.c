@@ -601,17 +601,42 @@ static void check_liveness(struct fab *f)
 	fail_all(f, SHEMB_EPEER);
 }
 
+/* The first receive of op's round that has not landed: whom op waits
+ * for, so that the timeout can name a rank; NULL if none. */
+static const struct xfer *awaited(const struct op *op)
+{
+	const struct round *rd;
+
+	if (op->cur >= op->nrounds)
+		return NULL;
+	rd = &op->rounds[op->cur];
+	for (int i = 0; i < rd->nx; i++)
+		if (!rd->x[i].send && !rd->x[i].landed)
+			return &rd->x[i];
+	return NULL;
+}
+
 static void check_timeouts(struct fab *f, uint64_t now)
 {
 	uint64_t limit = (uint64_t)f->timeout_ms * 1000000ull;
 
 	for (struct op *op = f->ops; op; op = op->next) {
+		const struct xfer *x;
+		int n;
+
 		if (op->done || now - op->last_ns < limit)
 			continue;
 		f->failed = SHEMB_ETIMEDOUT;
-		snprintf(f->fail_why, sizeof(f->fail_why),
-			 "collective call %u moved no data for %d ms: a rank "
-			 "stopped answering", op->seq, f->timeout_ms);
+		n = snprintf(f->fail_why, sizeof(f->fail_why),
+			     "collective call %u moved no data for %d ms: a "
+			     "rank stopped answering", op->seq, f->timeout_ms);
+		x = awaited(op);
+		if (x && n > 0 && (size_t)n < sizeof(f->fail_why))
+			snprintf(f->fail_why + n,
+				 sizeof(f->fail_why) - (size_t)n,
+				 " (still waiting for %s from rank %d)",
+				 x->is_hdr ? "the call's header" : "data",
+				 x->peer);
 		fail_all(f, SHEMB_ETIMEDOUT);
 		return;
 	}

@@ -11,7 +11,8 @@
  * Scenarios: alltoallv, alltoallv-big (one 64 MiB pair), allgatherv,
  * allreduce, barrier, concurrent, priorities (40 collectives of random
  * priorities in flight), lanes [ROUNDS] (small bulk allreduces each
- * beside an urgent alltoallv), mismatch-count, mismatch-order, mismatch-prio,
+ * beside an urgent alltoallv), stall (the last rank makes no call for twice
+ * the timeout), mismatch-count, mismatch-order, mismatch-prio,
  * kill-one (rank world-1 dies in the middle of a large alltoallv; the
  * others must fail with SHEMB_EPEER or SHEMB_ETIMEDOUT, and a later call
  * too), kill-steps (it dies with steps started on the others: each of
@@ -31,7 +32,7 @@
 
 #include <shemb.h>
 
-static int rank, world;
+static int rank, world, timeout_ms;
 static shemb_ctx *ctx;
 
 #include "tests/rank_check.h"
@@ -520,6 +521,36 @@ static void run_mismatch_prio(void)
 		FAIL("allreduce after the mismatch: %g, want %d", v, world);
 }
 
+/* ---- a rank that stops answering ---- */
+
+/*
+ * Rank world - 1 makes no call for twice the timeout: the others'
+ * allreduce fails with SHEMB_ETIMEDOUT within it, and the detail names
+ * the rank whose header never came.  The silent rank then makes its call
+ * without a check of the result: its peers' messages may have landed
+ * before they gave up (success), or they may have left (SHEMB_EPEER).
+ */
+static void run_stall(void)
+{
+	double v = rank, sum = 0;
+	char want[64];
+	int rc;
+
+	if (rank == world - 1)
+		usleep((useconds_t)timeout_ms * 2000u);
+	rc = shemb_allreduce(ctx, &v, &sum, 1, SHEMB_F64, SHEMB_REDUCE_SUM,
+			     NULL);
+	if (rank == world - 1)
+		return;
+	if (rc != SHEMB_ETIMEDOUT)
+		FAIL("allreduce beside a silent rank gave %d, not "
+		     "SHEMB_ETIMEDOUT: %s", rc, shemb_ctx_last_error(ctx));
+	snprintf(want, sizeof(want), "header from rank %d", world - 1);
+	if (!strstr(shemb_ctx_last_error(ctx), want))
+		FAIL("the timeout's detail '%s' lacks '%s'",
+		     shemb_ctx_last_error(ctx), want);
+}
+
 /* ---- a rank that dies ---- */
 
 static void run_kill_one(void)
@@ -732,6 +763,7 @@ static void open_ctx(int argc, char **argv)
 	shemb_ctx_get_attr(ctx, &a);
 	rank = a.rank;
 	world = a.world_size;
+	timeout_ms = a.timeout_ms;
 	/* the value in use: the one asked for, or the documented default */
 	if (!in_flight)
 		in_flight = strncmp(a.provider, "shm", 3) ? 32 : 16;
@@ -767,6 +799,8 @@ int main(int argc, char **argv)
 		run_concurrent();
 	else if (!strcmp(s, "priorities"))
 		run_priorities();
+	else if (!strcmp(s, "stall"))
+		run_stall();
 	else if (!strcmp(s, "lanes"))
 		run_lanes(argc > 2 ? atoi(argv[2]) : 400);
 	else if (!strcmp(s, "mismatch-count"))

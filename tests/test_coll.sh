@@ -2,8 +2,8 @@
 # Collectives between ranks on this host: shemb-run starts 2, 3 and 4
 # ranks of tests/coll_rank over shm and over tcp;ofi_rxm (loopback), each
 # run bounded in time; also the caller-progress mode, small chunks and
-# collectives of random priorities, and rounds that use both lanes at
-# once.
+# collectives of random priorities, rounds that use both lanes at once,
+# and a rank that stops answering.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/coll_rank
 
@@ -23,6 +23,8 @@ for p in shm "tcp;ofi_rxm"; do
 		one "$p" "$n" alltoallv-big
 	done
 	one "$p" 3 concurrent --caller
+	# a rank that makes no call: the others time out, naming it
+	one "$p" 3 stall --timeout 3000
 	one "$p" 3 allreduce --caller --chunk 4096
 	# chunks that do not hold whole elements of every dtype, and few
 	# chunks in flight: the priority queue holds most transfers back
