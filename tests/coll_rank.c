@@ -529,6 +529,8 @@ static void run_mismatch_prio(void)
  * the rank whose header never came.  The silent rank then makes its call
  * without a check of the result: its peers' messages may have landed
  * before they gave up (success), or they may have left (SHEMB_EPEER).
+ * Run it on 2 ranks: of several waiting ones, the first to time out
+ * leaves, and the others may see that (SHEMB_EPEER) first.
  */
 static void run_stall(void)
 {

@@ -23,8 +23,10 @@ for p in shm "tcp;ofi_rxm"; do
 		one "$p" "$n" alltoallv-big
 	done
 	one "$p" 3 concurrent --caller
-	# a rank that makes no call: the others time out, naming it
-	one "$p" 3 stall --timeout 3000
+	# a rank that makes no call: the other times out, naming it (with
+	# more ranks, the first to time out would leave, and the others
+	# could see that instead)
+	one "$p" 2 stall --timeout 3000
 	one "$p" 3 allreduce --caller --chunk 4096
 	# chunks that do not hold whole elements of every dtype, and few
 	# chunks in flight: the priority queue holds most transfers back
