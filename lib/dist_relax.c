@@ -113,18 +113,15 @@ struct touched {
 /* Local rows (not negative) rows[0 .. n), sorted into tr. */
 static int sorted_rows(const int64_t *rows, int64_t n, struct touched *tr)
 {
-	uint64_t *keys = malloc(((size_t)n + 1) * sizeof(*keys));
-	uint64_t *tmp = malloc(((size_t)n + 1) * sizeof(*tmp)), max = 0;
-	int rc = keys && tmp ? 0 : SHEMB_ENOMEM;
+	uint64_t *keys = malloc(((size_t)n + 1) * sizeof(*keys)), max = 0;
+	int rc = keys ? 0 : SHEMB_ENOMEM;
 
 	for (int64_t i = 0; !rc && i < n; i++) {
 		keys[i] = (uint64_t)rows[i];
 		max = keys[i] > max ? keys[i] : max;
 	}
 	if (!rc)
-		rc = shemb__radix_sort(&keys, &tmp, n, 0,
-				       shemb__bits_for(max));
-	free(tmp);
+		rc = shemb__radix_sort(&keys, n, 0, shemb__bits_for(max));
 	if (rc) {
 		free(keys);
 		return rc;

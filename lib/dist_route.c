@@ -208,7 +208,7 @@ static int merge_alloc(struct shemb__merge *m, int64_t n, int64_t rows)
 static int order_by_local(struct contrib *c, int64_t n, uint64_t **order,
 			  int *kb)
 {
-	uint64_t max = 0, *keys, *tmp;
+	uint64_t max = 0, *keys;
 	int lb, rc;
 
 	*order = NULL;
@@ -221,13 +221,11 @@ static int order_by_local(struct contrib *c, int64_t n, uint64_t **order,
 		return 0;
 	}
 	keys = malloc((size_t)(n + 1) * sizeof(*keys));
-	tmp = malloc((size_t)(n + 1) * sizeof(*tmp));
-	rc = keys && tmp ? 0 : SHEMB_ENOMEM;
+	rc = keys ? 0 : SHEMB_ENOMEM;
 	for (int64_t k = 0; !rc && k < n; k++)
 		keys[k] = (uint64_t)c[k].local << *kb | (uint64_t)k;
 	if (!rc)
-		rc = shemb__radix_sort(&keys, &tmp, n, *kb, *kb + lb);
-	free(tmp);
+		rc = shemb__radix_sort(&keys, n, *kb, *kb + lb);
 	if (rc)
 		free(keys);
 	else

@@ -31,21 +31,25 @@ static int offsets(uint32_t *count, int64_t n)
 	return 0;
 }
 
-int shemb__radix_sort(uint64_t **keys, uint64_t **tmp, int64_t n, int lo,
-		      int hi)
+int shemb__radix_sort(uint64_t **keys, int64_t n, int lo, int hi)
 {
 	uint32_t *count;
+	uint64_t *tmp;
 
 	if (n < 2 || lo >= hi)
 		return 0;
 	if ((uint64_t)n > UINT32_MAX)
 		return SHEMB_ENOMEM; /* the counts are 32-bit */
 	count = malloc(RADIX * sizeof(*count));
-	if (!count)
+	tmp = malloc((size_t)n * sizeof(*tmp));
+	if (!count || !tmp) {
+		free(count);
+		free(tmp);
 		return SHEMB_ENOMEM;
+	}
 	for (int shift = lo; shift < hi; shift += RADIX_BITS) {
 		const uint64_t *src = *keys;
-		uint64_t *dst = *tmp, mask = RADIX - 1;
+		uint64_t *dst = tmp, mask = RADIX - 1;
 
 		if (hi - shift < RADIX_BITS)
 			mask = (UINT64_C(1) << (hi - shift)) - 1;
@@ -56,9 +60,10 @@ int shemb__radix_sort(uint64_t **keys, uint64_t **tmp, int64_t n, int lo,
 			continue;
 		for (int64_t k = 0; k < n; k++)
 			dst[count[(src[k] >> shift) & mask]++] = src[k];
-		*tmp = *keys;
+		tmp = *keys;
 		*keys = dst;
 	}
 	free(count);
+	free(tmp);
 	return 0;
 }

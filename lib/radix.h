@@ -19,11 +19,11 @@ static inline int shemb__bits_for(uint64_t max_value)
 }
 
 /*
- * Order keys[0 .. n) by bits [lo, hi), keeping the order of keys that
- * are equal there; tmp holds n keys too.  The sorted keys end in *keys
- * (the two buffers may have traded places).  SHEMB_ENOMEM or 0.
+ * Order the n keys of *keys, a buffer from malloc(), by bits [lo, hi),
+ * keeping the order of keys that are equal there.  The sorted keys end in
+ * *keys, which may be another buffer from malloc() (the first one is then
+ * freed).  SHEMB_ENOMEM, with *keys as it was, or 0.
  */
-int shemb__radix_sort(uint64_t **keys, uint64_t **tmp, int64_t n, int lo,
-		      int hi);
+int shemb__radix_sort(uint64_t **keys, int64_t n, int lo, int hi);
 
 #endif

@@ -484,13 +484,12 @@ START_TEST(radix_sort_is_stable_on_its_bits)
 
 		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 			int64_t n = sizes[z];
-			uint64_t *keys = malloc((size_t)(n + 1) * 8);
-			uint64_t *tmp = malloc((size_t)(n + 1) * 8), *orig;
+			uint64_t *keys = malloc((size_t)(n + 1) * 8), *orig;
 			struct keyed *ref = malloc((size_t)(n + 1) *
 						   sizeof(*ref));
 
 			orig = malloc((size_t)(n + 1) * 8);
-			ck_assert(keys && tmp && ref && orig);
+			ck_assert(keys && ref && orig);
 			for (int64_t i = 0; i < n; i++) {
 				uint64_t v = next_rand(&seed);
 
@@ -502,15 +501,14 @@ START_TEST(radix_sort_is_stable_on_its_bits)
 			}
 			qsort(ref, (size_t)n, sizeof(*ref),
 			      by_digits_then_place);
-			ck_assert_int_eq(shemb__radix_sort(&keys, &tmp, n, lo,
-							   hi), 0);
+			ck_assert_int_eq(shemb__radix_sort(&keys, n, lo, hi),
+					 0);
 			for (int64_t i = 0; i < n; i++)
 				ck_assert_msg(keys[i] == orig[ref[i].at],
 					      "bits [%d, %d), %lld keys: "
 					      "place %lld differs", lo, hi,
 					      (long long)n, (long long)i);
 			free(keys);
-			free(tmp);
 			free(ref);
 			free(orig);
 		}
