@@ -1,12 +1,17 @@
 /*
  * gputest.h - what the GPU tests share: a failure counter with a CHECK
- * that reports and goes on, and the rule for skipping.
+ * that reports and goes on, the rule for skipping, and device memory for
+ * the test's own buffers.
+ *
+ * Built with SHEMB_TEST_EMU, the same tests run on the emulated device
+ * of tests/emu/ (the module at SHEMB_EMU_MODULE), which needs no GPU: its
+ * device memory comes from that module, and it never skips.
  */
 #ifndef SHEMB_GPUTEST_H
 #define SHEMB_GPUTEST_H
 
-#include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "shemb.h"
 
@@ -21,6 +26,80 @@ static int failures;
 			printf("\n");                                         \
 		}                                                             \
 	} while (0)
+
+#ifdef SHEMB_TEST_EMU
+#include <dlfcn.h>
+
+static struct {
+	void *(*alloc)(size_t);
+	void (*free)(void *);
+	void (*copy)(void *, const void *, size_t);
+	void (*fill)(void *, int, size_t);
+} emu;
+
+/* The emulated device's module, loaded before the library loads it (the
+ * same handle then), and named to the library as its GPU module. */
+static inline void gpu_test_init(void)
+{
+	void *h = dlopen(SHEMB_EMU_MODULE, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		printf("FAIL: %s\n", dlerror());
+		exit(1);
+	}
+	*(void **)&emu.alloc = dlsym(h, "shemb__emu_alloc");
+	*(void **)&emu.free = dlsym(h, "shemb__emu_free");
+	*(void **)&emu.copy = dlsym(h, "shemb__emu_copy");
+	*(void **)&emu.fill = dlsym(h, "shemb__emu_fill");
+	if (!emu.alloc || !emu.free || !emu.copy || !emu.fill) {
+		printf("FAIL: %s is not the emulated device\n",
+		       SHEMB_EMU_MODULE);
+		exit(1);
+	}
+	setenv("SHEMB_CUDA_PLUGIN", SHEMB_EMU_MODULE, 1);
+}
+
+static inline int no_context(void)
+{
+	printf("FAIL: no context on the emulated device: %s\n",
+	       shemb_ctx_last_error(NULL));
+	return 1;
+}
+
+static inline void *dev_alloc(size_t n)
+{
+	void *p = emu.alloc(n ? n : 1);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+static inline void dev_free(void *p)
+{
+	emu.free(p);
+}
+
+static inline void dev_put(void *dst, const void *src, size_t n)
+{
+	emu.copy(dst, src, n);
+}
+
+static inline void dev_get(void *dst, const void *src, size_t n)
+{
+	emu.copy(dst, src, n);
+}
+
+static inline void dev_fill(void *dst, int byte, size_t n)
+{
+	emu.fill(dst, byte, n);
+}
+#else
+#include <cuda_runtime.h>
+
+static inline void gpu_test_init(void)
+{
+}
 
 /* The exit status when no CUDA context could be made: skipped (77) only
  * where there is no device; with one, it is a failure (the module did not
@@ -37,5 +116,43 @@ static inline int no_context(void)
 	printf("skipped: %s\n", shemb_ctx_last_error(NULL));
 	return 77;
 }
+
+static inline void *dev_alloc(size_t n)
+{
+	void *p = NULL;
+
+	if (cudaMalloc(&p, n ? n : 1) != cudaSuccess)
+		abort();
+	return p;
+}
+
+static inline void dev_free(void *p)
+{
+	cudaFree(p);
+}
+
+/* Copies and fills wait for the device: the library's streams do not
+ * wait for the default one. */
+static inline void dev_put(void *dst, const void *src, size_t n)
+{
+	if (n && cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice) !=
+			 cudaSuccess)
+		abort();
+	cudaDeviceSynchronize();
+}
+
+static inline void dev_get(void *dst, const void *src, size_t n)
+{
+	if (n && cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost) !=
+			 cudaSuccess)
+		abort();
+}
+
+static inline void dev_fill(void *dst, int byte, size_t n)
+{
+	cudaMemset(dst, byte, n);
+	cudaDeviceSynchronize();
+}
+#endif
 
 #endif

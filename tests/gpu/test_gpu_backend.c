@@ -9,7 +9,6 @@
  * the same with bag sets, outputs and gradients in device memory.
  * Without a usable GPU it says why and skips (exit 77).
  */
-#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,13 +251,9 @@ static void run_config(shemb_ctx *cg, shemb_ctx *cc, const struct config *c)
 
 static void *to_device(const void *p, size_t n)
 {
-	void *d = NULL;
+	void *d = dev_alloc(n);
 
-	if (cudaMalloc(&d, n ? n : 1) != cudaSuccess ||
-	    (n && cudaMemcpy(d, p, n, cudaMemcpyHostToDevice) != cudaSuccess))
-		abort();
-	/* the library's stream does not wait for the default one */
-	cudaDeviceSynchronize();
+	dev_put(d, p, n);
 	return d;
 }
 
@@ -272,34 +267,29 @@ static void device_inference(shemb_ctx *cg, struct shemb_bags *bg, float *dout,
 	int64_t bad = ROWS + 5, keep;
 	int64_t *ids = (int64_t *)bg->ids, *off = (int64_t *)bg->offsets;
 
-	cudaMemset(dout, 0, n * sizeof(float));
-	cudaDeviceSynchronize();
+	dev_fill(dout, 0, n * sizeof(float));
 	CHECK(shemb_lookup(cg, 1, bg, &dout, SHEMB_LOOKUP_NO_GRAD) == 0,
 	      "device inference: %s", shemb_ctx_last_error(cg));
-	cudaMemcpy(got, dout, n * sizeof(float), cudaMemcpyDeviceToHost);
+	dev_get(got, dout, n * sizeof(float));
 	CHECK(same_bits(got, want, n), "device inference: lookup differs");
 	if (nids > 0) {
-		cudaMemcpy(&keep, ids + nids - 1, 8, cudaMemcpyDeviceToHost);
-		cudaMemcpy(ids + nids - 1, &bad, 8, cudaMemcpyHostToDevice);
-		cudaDeviceSynchronize();
+		dev_get(&keep, ids + nids - 1, 8);
+		dev_put(ids + nids - 1, &bad, 8);
 		CHECK(shemb_lookup(cg, 1, bg, &dout, SHEMB_LOOKUP_NO_GRAD) ==
 				      SHEMB_EINVAL &&
 			      strstr(shemb_ctx_last_error(cg), "305"),
 		      "device inference: a bad id: %s",
 		      shemb_ctx_last_error(cg));
-		cudaMemcpy(ids + nids - 1, &keep, 8, cudaMemcpyHostToDevice);
-		cudaDeviceSynchronize();
+		dev_put(ids + nids - 1, &keep, 8);
 	}
-	cudaMemcpy(&keep, off, 8, cudaMemcpyDeviceToHost);
+	dev_get(&keep, off, 8);
 	bad = 1;
-	cudaMemcpy(off, &bad, 8, cudaMemcpyHostToDevice);
-	cudaDeviceSynchronize();
+	dev_put(off, &bad, 8);
 	CHECK(shemb_lookup(cg, 1, bg, &dout, SHEMB_LOOKUP_NO_GRAD) ==
 			      SHEMB_EINVAL &&
 		      strstr(shemb_ctx_last_error(cg), "offsets[0]"),
 	      "device inference: bad offsets: %s", shemb_ctx_last_error(cg));
-	cudaMemcpy(off, &keep, 8, cudaMemcpyHostToDevice);
-	cudaDeviceSynchronize();
+	dev_put(off, &keep, 8);
 	free(got);
 }
 
@@ -337,7 +327,7 @@ static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 	CHECK(shemb_lookup(cg, 1, &bg, &dout, 0) == 0 &&
 		      shemb_lookup(cc, 1, &bc, &oc, 0) == 0,
 	      "device buffers: lookup: %s", shemb_ctx_last_error(cg));
-	cudaMemcpy(og, dout, n * sizeof(float), cudaMemcpyDeviceToHost);
+	dev_get(og, dout, n * sizeof(float));
 	CHECK(same_bits(og, oc, n), "device buffers: lookup differs");
 	device_inference(cg, &bg, dout, oc, n, s.nids);
 	CHECK(shemb_backward(cg, 1, &bg, (const float *const *)&dgrad) == 0 &&
@@ -348,11 +338,11 @@ static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 	rc = read_all(tc, 64, 0xfe);
 	CHECK(same_bits(rg, rc, (size_t)ROWS * 64),
 	      "device buffers: rows differ after the backward");
-	cudaFree((void *)bg.offsets);
-	cudaFree((void *)bg.ids);
-	cudaFree((void *)bg.weights);
-	cudaFree(dout);
-	cudaFree(dgrad);
+	dev_free((void *)bg.offsets);
+	dev_free((void *)bg.ids);
+	dev_free((void *)bg.weights);
+	dev_free(dout);
+	dev_free(dgrad);
 	free(rg);
 	free(rc);
 	free(og);
@@ -378,7 +368,10 @@ int main(void)
 	static const int dtypes[] = { SHEMB_F32, SHEMB_F16, SHEMB_BF16 };
 	static const int dims[] = { 64, 13, 300 };
 	shemb_ctx *cg, *cc;
-	int rc = make_ctx(SHEMB_DEVICE_CUDA, &cg);
+	int rc;
+
+	gpu_test_init();
+	rc = make_ctx(SHEMB_DEVICE_CUDA, &cg);
 
 	if (rc == SHEMB_ENODEV)
 		return no_context();
