@@ -18,8 +18,10 @@
  * bit for bit.  All ranks run the pair this way or none does: the
  * backward's opening record carries each rank's offer, and the pair runs
  * relaxed only when every rank offers.  A rank offers when the lookup's
- * input passed its checks and its tables are among the backward's (whose
- * exclusive locks then cover them), on a CPU context.
+ * input passed its checks, its bag sets are in host memory and its tables
+ * are among the backward's (whose exclusive locks then cover them).  On a
+ * GPU context the early reads and the update are calls of the backend,
+ * each done when it returns, so the order is the same as on the CPU.
  *
  * A table with a device tier reads its early rows through the tier
  * before the backward's update, which may move other rows in and out:
@@ -71,7 +73,7 @@ static bool in_backward(const struct shemb__step *b, const shemb_table *t)
 static bool relaxable(const struct shemb__step *l,
 		      const struct shemb__step *b)
 {
-	if (l->ctx->attr.device != SHEMB_DEVICE_CPU || l->device_sets)
+	if (l->device_sets)
 		return false;
 	for (int g = 0; g < l->ngroups; g++) {
 		const shemb_table *t = l->groups[g].table;
@@ -614,8 +616,7 @@ static unsigned offer_relax(void *arg, int status)
 	struct offer_arg *o = arg;
 	struct relax *r = o->r;
 
-	if (status || r->ctx->attr.device != SHEMB_DEVICE_CPU ||
-	    !o->then->fetch(o->then) ||
+	if (status || !o->then->fetch(o->then) ||
 	    shemb__lookup_then_begin(&r->lst, r->ctx, o->then))
 		return 0;
 	o->begun = true;

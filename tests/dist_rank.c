@@ -5,7 +5,7 @@
  * Usage: dist_rank [--deterministic] [--steps N] [--wire bf16|f16]
  *                  [--pool-at-owner] [--deterministic-on-last]
  *                  [--cache PCT [--cold]] [--async] [--caller]
- *                  [--relaxed]
+ *                  [--relaxed] [--gpu]
  *
  * Every rank trains the same tables (each shard plan with each optimizer)
  * for N steps on random bags, and alongside it a single-process reference:
@@ -45,6 +45,10 @@
  * lookup queued right behind it (run_relaxed): the same results as the
  * strict order of the reference, bit for bit with --deterministic.
  *
+ * With --gpu, the distributed context is a GPU one (SHEMB_DEVICE_CUDA,
+ * from the module SHEMB_CUDA_PLUGIN names: the emulated device of
+ * tests/emu/ in test_dist.sh); the reference stays on the CPU.
+ *
  * With --cache PCT, every table keeps PCT% of the rows each rank holds in
  * a device tier (policy by rank and table; with --cold, over a file), the
  * bags are smaller so that a call fits, each step announces the bags of
@@ -72,6 +76,7 @@ static int cache_pct;
 static int async_steps;
 static int relaxed_steps;           /* see run_relaxed */
 static int caller_progress;         /* SHEMB_PROGRESS_CALLER */
+static int gpu;                     /* SHEMB_DEVICE_CUDA */
 #define ANNOUNCED 3 /* --cache: steps announced ahead */
 static char cold_dir[64];
 static shemb_ctx *ctx, *ref;
@@ -1225,6 +1230,8 @@ int main(int argc, char **argv)
 			relaxed_steps = 1;
 		else if (!strcmp(argv[i], "--caller"))
 			caller_progress = 1;
+		else if (!strcmp(argv[i], "--gpu"))
+			gpu = 1;
 		else if (!strcmp(argv[i], "--cache") && i + 1 < argc)
 			cache_pct = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--cold"))
@@ -1247,6 +1254,8 @@ int main(int argc, char **argv)
 	a.timeout_ms = 60000;
 	if (caller_progress)
 		a.progress = SHEMB_PROGRESS_CALLER;
+	if (gpu)
+		a.device = SHEMB_DEVICE_CUDA;
 	/* the last rank's budget is small: see check_planner */
 	if (getenv("SHEMB_RANK") && getenv("SHEMB_WORLD_SIZE") &&
 	    atoi(getenv("SHEMB_WORLD_SIZE")) > 1 &&

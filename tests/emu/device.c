@@ -42,8 +42,12 @@ static struct {
 	pthread_mutex_t lock;
 	struct block *v;
 	size_t n, cap;
+	size_t used;         /* bytes mapped, at most CAPACITY */
 	int depth;           /* calls of this file running */
 } heap = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The device's memory: as on a real one, more cannot be had. */
+#define CAPACITY ((size_t)2 << 30)
 
 _Thread_local struct shemb__emu_open shemb__emu_next;
 
@@ -83,6 +87,8 @@ void *shemb__emu_alloc(size_t bytes)
 	void *p = NULL;
 
 	pthread_mutex_lock(&heap.lock);
+	if (len > CAPACITY - heap.used)
+		goto out;
 	if (heap.n == heap.cap) {
 		size_t cap = heap.cap ? 2 * heap.cap : 64;
 		struct block *v = realloc(heap.v, cap * sizeof(*v));
@@ -99,6 +105,7 @@ void *shemb__emu_alloc(size_t bytes)
 		goto out;
 	}
 	heap.v[heap.n++] = (struct block){ p, len };
+	heap.used += len;
 out:
 	pthread_mutex_unlock(&heap.lock);
 	return p;
@@ -111,6 +118,7 @@ void shemb__emu_free(void *p)
 		if (heap.v[i].base != p)
 			continue;
 		munmap(p, heap.v[i].len);
+		heap.used -= heap.v[i].len;
 		heap.v[i] = heap.v[--heap.n];
 		break;
 	}
