@@ -18,10 +18,11 @@
  * bit for bit.  All ranks run the pair this way or none does: the
  * backward's opening record carries each rank's offer, and the pair runs
  * relaxed only when every rank offers.  A rank offers when the lookup's
- * input passed its checks, its bag sets are in host memory and its tables
- * are among the backward's (whose exclusive locks then cover them).  On a
- * GPU context the early reads and the update are calls of the backend,
- * each done when it returns, so the order is the same as on the CPU.
+ * input passed its checks and its tables are among the backward's (whose
+ * exclusive locks then cover them).  On a GPU context the early reads
+ * and the update are calls of the backend, each done when it returns, so
+ * the order is the same as on the CPU; outputs in device memory are
+ * pooled on the host and copied up at the end, as in a lookup alone.
  *
  * A table with a device tier reads its early rows through the tier
  * before the backward's update, which may move other rows in and out:
@@ -55,6 +56,7 @@ struct relax {
 	size_t *parts;         /* where each part of the ids message starts */
 	uint8_t **is_early;    /* per table: per id received, sent early */
 	shemb_request *ereq;   /* the early rows in flight */
+	float **hout;          /* the lookup's outputs, on the host */
 	int status;            /* this rank's failure after the early
 				* rows' record, and its detail */
 	char why[256];
@@ -73,8 +75,6 @@ static bool in_backward(const struct shemb__step *b, const shemb_table *t)
 static bool relaxable(const struct shemb__step *l,
 		      const struct shemb__step *b)
 {
-	if (l->device_sets)
-		return false;
 	for (int g = 0; g < l->ngroups; g++) {
 		const shemb_table *t = l->groups[g].table;
 
@@ -547,7 +547,10 @@ static void begin_plans(struct relax *r)
 static int lookup_after(struct relax *r, float *const *out)
 {
 	int was = shemb__traffic_prio(r->ctx, SHEMB_PRIO_LOOKUP);
-	int rc = send_late(r, out);
+	int rc = send_late(r, r->hout);
+
+	if (!rc)
+		rc = shemb__step_deliver_outs(&r->lst, out, r->hout);
 
 	shemb__traffic_prio(r->ctx, was);
 	return rc;
@@ -620,6 +623,8 @@ static unsigned offer_relax(void *arg, int status)
 	    shemb__lookup_then_begin(&r->lst, r->ctx, o->then))
 		return 0;
 	o->begun = true;
+	if (shemb__step_host_outs(&r->lst, o->then->out, &r->hout))
+		return 0;
 	return relaxable(&r->lst, r->bst) ? SHEMB__OFFER_RELAX : 0;
 }
 

@@ -307,6 +307,23 @@ static void settle_plans(struct shemb__step *st, struct shemb__plan **plans,
 	free(plans);
 }
 
+/* Device outputs are written once the lookup is done: across ranks the
+ * rows are pooled on the host. */
+static int lookup_across(struct shemb__step *st, struct shemb__plan **plans,
+			 float *const *out, int rc, int kind)
+{
+	int was = shemb__traffic_prio(st->ctx, SHEMB_PRIO_LOOKUP);
+	float **hout = (float **)out;
+
+	if (!rc)
+		rc = shemb__step_host_outs(st, out, &hout);
+	rc = shemb__dist_lookup(st, plans, hout, rc, kind);
+	if (!rc)
+		rc = shemb__step_deliver_outs(st, out, hout);
+	shemb__traffic_prio(st->ctx, was);
+	return rc;
+}
+
 static int run_lookup(struct shemb__step *st, float *const *out,
 		      bool planned, int status, int kind)
 {
@@ -331,12 +348,8 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	}
 	if (!rc && need_plans)
 		rc = build_plans(st, plans);
-	if (dist) {
-		int was = shemb__traffic_prio(st->ctx, SHEMB_PRIO_LOOKUP);
-
-		rc = shemb__dist_lookup(st, plans, out, rc, kind);
-		shemb__traffic_prio(st->ctx, was);
-	}
+	if (dist)
+		rc = lookup_across(st, plans, out, rc, kind);
 	for (int g = 0; !dist && !rc && g < st->ngroups; g++) {
 		rc = shemb__dist_ahead(kind)
 			     ? ahead_local(st, &st->groups[g])

@@ -132,9 +132,6 @@ static int check_mem(struct shemb__step *st, const struct shemb_bags *b,
 		return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: mem is "
 				   "DEVICE but the context runs on the CPU",
 				   i);
-	if (shemb__distributed(ctx))
-		return shemb__fail(ctx, SHEMB_ENOTSUP, "bags[%d]: mem DEVICE "
-				   "is for contexts of one rank", i);
 	if (shemb__check_device_ptr(ctx, b->offsets, i, "offsets") ||
 	    shemb__check_device_ptr(ctx, b->ids, i, "ids") ||
 	    shemb__check_device_ptr(ctx, b->weights, i, "weights"))
@@ -239,6 +236,60 @@ int shemb__step_host_grads(struct shemb__step *st, const float *const *grad,
 		if (rc)
 			return rc;
 		(*out)[i] = p;
+	}
+	return 0;
+}
+
+/* Bytes of set i's output (or gradient). */
+static size_t set_out_bytes(const struct shemb__step *st, int i)
+{
+	const struct shemb_bags *b = &st->bags[i];
+
+	return (size_t)shemb__set_rows(b) * (size_t)b->table->attr.dim *
+	       sizeof(float);
+}
+
+int shemb__step_host_outs(struct shemb__step *st, float *const *out,
+			  float ***hout)
+{
+	*hout = (float **)out;
+	if (!out || !st->device_sets)
+		return 0;
+	*hout = calloc((size_t)st->n, sizeof(**hout));
+	if (!*hout || keep(st, *hout))
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	for (int i = 0; i < st->n; i++) {
+		struct shemb_bags *b = &st->bags[i];
+		size_t n = set_out_bytes(st, i);
+
+		(*hout)[i] = out[i];
+		if (b->mem != SHEMB_MEM_DEVICE)
+			continue;
+		(*hout)[i] = malloc(n ? n : 1);
+		if (!(*hout)[i] || keep(st, (*hout)[i]))
+			return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory "
+					   "for %zu bytes of output", n);
+		b->mem = SHEMB_MEM_HOST; /* from here the set is host memory */
+	}
+	return 0;
+}
+
+int shemb__step_deliver_outs(struct shemb__step *st, float *const *out,
+			     float *const *hout)
+{
+	shemb_ctx *ctx = st->ctx;
+
+	for (int i = 0; hout != out && i < st->n; i++) {
+		size_t n = set_out_bytes(st, i);
+		int rc;
+
+		if (hout[i] == out[i] || n == 0)
+			continue;
+		rc = ctx->mem->transfer(ctx->be, out[i], hout[i], n);
+		if (rc)
+			return shemb__fail(ctx, rc, "copying %zu bytes of "
+					   "output to the device failed: %s",
+					   n, ctx->mem->describe(ctx->be));
 	}
 	return 0;
 }

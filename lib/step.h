@@ -58,6 +58,15 @@ int shemb__step_begin_direct(struct shemb__step *st, shemb_ctx *ctx, int n,
 int shemb__step_host_grads(struct shemb__step *st, const float *const *grad,
 			   const float ***out);
 
+/* A lookup across ranks pools on the host: the outputs of its
+ * SHEMB_MEM_DEVICE sets as host buffers (freed by step_end; the sets
+ * are host memory from then on), out itself when it has none ... */
+int shemb__step_host_outs(struct shemb__step *st, float *const *out,
+			  float ***hout);
+/* ... and, once the lookup is done, those buffers copied to out. */
+int shemb__step_deliver_outs(struct shemb__step *st, float *const *out,
+			     float *const *hout);
+
 /* Lock every table of the step: shared for lookups, else exclusive.
  * Tables are taken in serial order, so concurrent calls cannot deadlock. */
 void shemb__step_lock(struct shemb__step *st, bool exclusive);

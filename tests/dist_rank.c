@@ -5,7 +5,7 @@
  * Usage: dist_rank [--deterministic] [--steps N] [--wire bf16|f16]
  *                  [--pool-at-owner] [--deterministic-on-last]
  *                  [--cache PCT [--cold]] [--async] [--caller]
- *                  [--relaxed] [--gpu]
+ *                  [--relaxed] [--gpu | --device-bags]
  *
  * Every rank trains the same tables (each shard plan with each optimizer)
  * for N steps on random bags, and alongside it a single-process reference:
@@ -47,7 +47,10 @@
  *
  * With --gpu, the distributed context is a GPU one (SHEMB_DEVICE_CUDA,
  * from the module SHEMB_CUDA_PLUGIN names: the emulated device of
- * tests/emu/ in test_dist.sh); the reference stays on the CPU.
+ * tests/emu/ in test_dist.sh); the reference stays on the CPU.  With
+ * --device-bags, a GPU context of the emulated device whose calls take
+ * this rank's bag sets, outputs and gradients in its device memory
+ * (SHEMB_MEM_DEVICE): the same results.
  *
  * With --cache PCT, every table keeps PCT% of the rows each rank holds in
  * a device tier (policy by rank and table; with --cold, over a file), the
@@ -77,11 +80,13 @@ static int async_steps;
 static int relaxed_steps;           /* see run_relaxed */
 static int caller_progress;         /* SHEMB_PROGRESS_CALLER */
 static int gpu;                     /* SHEMB_DEVICE_CUDA */
+static int device_bags;             /* sets in device memory */
 #define ANNOUNCED 3 /* --cache: steps announced ahead */
 static char cold_dir[64];
 static shemb_ctx *ctx, *ref;
 
 #include "tests/rank_check.h"
+#include "tests/emu/emu_test.h"
 
 struct rng {
 	uint64_t s;
@@ -746,11 +751,72 @@ struct step {
 	const float *ref_grad[NCASES * MAX_SETS * 4];
 	struct set *sets; /* [world][ncases][MAX_SETS] */
 	int set_of_mine[NCASES * MAX_SETS]; /* index in sets */
+	/* --device-bags: mine, out and grad are device copies; the sets'
+	 * own outputs take the device's after each lookup */
+	bool on_dev;
+	float *host_out[NCASES * MAX_SETS];
 };
 
 static struct set *set_at(struct step *s, int r, int ci, int k)
 {
 	return &s->sets[((size_t)r * NCASES + ci) * MAX_SETS + k];
+}
+
+static void *to_dev(const void *p, size_t n)
+{
+	void *d;
+
+	if (!p)
+		return NULL;
+	d = emu_alloc(n);
+	emu.copy(d, p, n);
+	return d;
+}
+
+/* --device-bags: this rank's sets, outputs and gradients moved to
+ * device memory. */
+static void move_to_device(struct step *s)
+{
+	s->on_dev = true;
+	for (int i = 0; i < s->nmine; i++) {
+		struct shemb_bags *b = &s->mine[i];
+		size_t out = s->out_len[i] * sizeof(float);
+
+		b->mem = SHEMB_MEM_DEVICE;
+		b->offsets = to_dev(b->offsets, ((size_t)b->nbags + 1) * 8);
+		b->ids = to_dev(b->ids, (size_t)b->nids * 8);
+		b->weights = to_dev(b->weights, (size_t)b->nids * 4);
+		s->host_out[i] = s->out[i];
+		s->out[i] = to_dev(s->out[i], out);
+		s->grad[i] = to_dev(s->grad[i], out);
+	}
+}
+
+/* Output i of this rank's lookup, wherever it is, into dst. */
+static void copy_out(const struct step *s, int i, float *dst)
+{
+	size_t n = s->out_len[i] * sizeof(float);
+
+	if (s->on_dev)
+		emu.copy(dst, s->out[i], n);
+	else
+		memcpy(dst, s->out[i], n);
+}
+
+/* The sets' outputs (what check_outputs reads) after a lookup. */
+static void take_outputs(struct step *s)
+{
+	for (int i = 0; s->on_dev && i < s->nmine; i++)
+		copy_out(s, i, s->host_out[i]);
+}
+
+/* *p = *v, n bytes, in this rank's buffers wherever they are */
+static void poke(const struct step *s, void *p, const void *v, size_t n)
+{
+	if (s->on_dev)
+		emu.copy(p, v, n);
+	else
+		memcpy(p, v, n);
 }
 
 /* This rank's call: its sets, tables in order; the reference's: every
@@ -779,10 +845,19 @@ static void build_step(struct step *s, int step)
 			}
 		}
 	}
+	if (device_bags)
+		move_to_device(s);
 }
 
 static void free_step(struct step *s)
 {
+	for (int i = 0; s->on_dev && i < s->nmine; i++) {
+		emu.free((void *)s->mine[i].offsets);
+		emu.free((void *)s->mine[i].ids);
+		emu.free((void *)s->mine[i].weights);
+		emu.free(s->out[i]);
+		emu.free((void *)s->grad[i]);
+	}
 	for (size_t i = 0; i < (size_t)world * NCASES * MAX_SETS; i++)
 		free_set(&s->sets[i]);
 	free(s->sets);
@@ -838,6 +913,7 @@ static void check_outputs(struct step *s, int step)
 {
 	bool rounded = wire != SHEMB_F32 && world > 1;
 
+	take_outputs(s);
 	if (rounded && step > 0)
 		return; /* the tables are compared in norm at the end */
 	for (int ci = 0; ci < ncases; ci++)
@@ -871,30 +947,32 @@ static void expect_all_fail(int rc, const char *call, const char *mine)
 
 static void bad_lookup(struct step *s)
 {
-	int64_t saved = s->mine[0].ids ? s->mine[0].ids[0] : 0;
+	int64_t *id = (int64_t *)s->mine[0].ids, bad = 1 << 30, saved = 0;
 	int rc;
 
-	if (rank == world - 1 && s->mine[0].nids > 0)
-		((int64_t *)s->mine[0].ids)[0] = 1 << 30;
-	else if (rank == world - 1)
+	if (rank == world - 1 && s->mine[0].nids > 0) {
+		poke(s, &saved, id, sizeof(saved));
+		poke(s, id, &bad, sizeof(bad));
+	} else if (rank == world - 1) {
 		s->mine[0].nbags = -1;
+	}
 	rc = shemb_lookup(ctx, s->nmine, s->mine, s->out, 0);
 	if (rank == world - 1 && s->mine[0].nids > 0)
-		((int64_t *)s->mine[0].ids)[0] = saved;
+		poke(s, id, &saved, sizeof(saved));
 	s->mine[0].nbags = NBAGS;
 	expect_all_fail(rc, "lookup", "bags[0]");
 }
 
 static void bad_backward(struct step *s)
 {
-	float *g = (float *)s->grad[0];
-	float saved = g[0];
+	float *g = (float *)s->grad[0], saved, nan = NAN;
 	int rc;
 
+	poke(s, &saved, g, sizeof(saved));
 	if (rank == world - 1)
-		g[0] = NAN;
+		poke(s, g, &nan, sizeof(nan));
 	rc = shemb_backward(ctx, s->nmine, s->mine, s->grad);
-	g[0] = saved;
+	poke(s, g, &saved, sizeof(saved));
 	expect_all_fail(rc, "backward", "grad");
 }
 
@@ -978,7 +1056,7 @@ static float **outputs_when_final(struct step *s, shemb_request *lk)
 		snap[i] = malloc(s->out_len[i] * sizeof(float) + 1);
 		if (!snap[i])
 			FAIL("no memory");
-		memcpy(snap[i], s->out[i], s->out_len[i] * sizeof(float));
+		copy_out(s, i, snap[i]);
 	}
 	return snap;
 }
@@ -986,9 +1064,15 @@ static float **outputs_when_final(struct step *s, shemb_request *lk)
 static void same_outputs(struct step *s, float **snap, int step)
 {
 	for (int i = 0; i < s->nmine; i++) {
-		if (memcmp(snap[i], s->out[i], s->out_len[i] * sizeof(float)))
+		float *now = malloc(s->out_len[i] * sizeof(float) + 1);
+
+		if (!now)
+			FAIL("no memory");
+		copy_out(s, i, now);
+		if (memcmp(snap[i], now, s->out_len[i] * sizeof(float)))
 			FAIL("step %d: output %d changed after "
 			     "shemb_wait_part() reported it final", step, i);
+		free(now);
 		free(snap[i]);
 	}
 	free(snap);
@@ -1232,6 +1316,8 @@ int main(int argc, char **argv)
 			caller_progress = 1;
 		else if (!strcmp(argv[i], "--gpu"))
 			gpu = 1;
+		else if (!strcmp(argv[i], "--device-bags"))
+			gpu = device_bags = 1;
 		else if (!strcmp(argv[i], "--cache") && i + 1 < argc)
 			cache_pct = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--cold"))
@@ -1243,6 +1329,12 @@ int main(int argc, char **argv)
 							  : SHEMB_F16;
 		else
 			FAIL("unknown argument %s", argv[i]);
+	}
+	if (device_bags) {
+		char why[512];
+
+		if (emu_load(getenv("SHEMB_CUDA_PLUGIN"), why, sizeof(why)))
+			FAIL("--device-bags: %s", why);
 	}
 	shemb_ctx_attr_init(&a);
 	a.nthreads = 1;

@@ -8,7 +8,7 @@
 # some), prefetching each next step; with steps started without waiting
 # and a dense allreduce among them; with each backward started with the
 # next lookup behind it (relaxed); and on GPU contexts of the emulated
-# device; every run bounded in time.
+# device, bag sets in device memory too; every run bounded in time.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/dist_rank
 # the ranks' cold files go here, gone even when a rank was killed
@@ -51,14 +51,18 @@ one shm 3 --cache 75 --deterministic --cold
 one shm 4 --cache 75 --pool-at-owner --steps 10
 # on a GPU context, over the emulated device of tests/emu/ (in a build
 # with CUDA): device-resident rows and device tiers served across ranks,
-# started steps, relaxed pairs
+# started steps, relaxed pairs; bag sets, outputs and gradients in device
+# memory
 emu=$top_builddir/tests/emu/.libs/shemb_emu.so
 if [ -f "$emu" ]; then
 	export SHEMB_CUDA_PLUGIN="$emu"
 	one shm 3 --gpu --steps 6
-	one shm 3 --gpu --async --cache 75 --steps 6
-	one shm 4 --gpu --relaxed --deterministic --steps 6
 	one shm 2 --gpu --relaxed --cache 55 --cold --steps 8
+	one shm 3 --device-bags --deterministic --steps 6
+	one shm 4 --device-bags --pool-at-owner --cache 75 --steps 6
+	one shm 3 --device-bags --async --cache 75 --steps 6
+	one shm 4 --device-bags --relaxed --deterministic --steps 6
+	one "tcp;ofi_rxm" 2 --device-bags --relaxed --steps 4
 fi
 # the example program, unchanged, with its tables spread over two ranks:
 # it exits 1 unless the loss halves on every rank

@@ -28,35 +28,16 @@ static int failures;
 	} while (0)
 
 #ifdef SHEMB_TEST_EMU
-#include <dlfcn.h>
+#include "tests/emu/emu_test.h"
 
-static struct {
-	void *(*alloc)(size_t);
-	void (*free)(void *);
-	void (*copy)(void *, const void *, size_t);
-	void (*fill)(void *, int, size_t);
-} emu;
-
-/* The emulated device's module, loaded before the library loads it (the
- * same handle then), and named to the library as its GPU module. */
 static inline void gpu_test_init(void)
 {
-	void *h = dlopen(SHEMB_EMU_MODULE, RTLD_NOW | RTLD_LOCAL);
+	char why[512];
 
-	if (!h) {
-		printf("FAIL: %s\n", dlerror());
+	if (emu_load(SHEMB_EMU_MODULE, why, sizeof(why))) {
+		printf("FAIL: %s\n", why);
 		exit(1);
 	}
-	*(void **)&emu.alloc = dlsym(h, "shemb__emu_alloc");
-	*(void **)&emu.free = dlsym(h, "shemb__emu_free");
-	*(void **)&emu.copy = dlsym(h, "shemb__emu_copy");
-	*(void **)&emu.fill = dlsym(h, "shemb__emu_fill");
-	if (!emu.alloc || !emu.free || !emu.copy || !emu.fill) {
-		printf("FAIL: %s is not the emulated device\n",
-		       SHEMB_EMU_MODULE);
-		exit(1);
-	}
-	setenv("SHEMB_CUDA_PLUGIN", SHEMB_EMU_MODULE, 1);
 }
 
 static inline int no_context(void)
@@ -68,11 +49,7 @@ static inline int no_context(void)
 
 static inline void *dev_alloc(size_t n)
 {
-	void *p = emu.alloc(n ? n : 1);
-
-	if (!p)
-		abort();
-	return p;
+	return emu_alloc(n);
 }
 
 static inline void dev_free(void *p)
