@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cpu/reduce.h"
+#include "lib/coll_staged.h"
 #include "lib/comm.h"
 #include "lib/parts.h"
 #include "lib/stepq.h"
@@ -20,10 +21,10 @@ struct shemb_request {
 	shemb_ctx *ctx;
 	const struct shemb_comm_ops *ops; /* the communicator running it */
 	void *comm;
-	struct shemb__op *op;           /* NULL: done when it was started
-					 * (device buffers through host
-					 * memory), successfully, or a step */
+	struct shemb__op *op;           /* NULL: a step */
 	struct shemb__step_job *job;    /* a step started without waiting */
+	struct shemb__staging *stage;   /* device buffers through host
+					 * memory (coll_staged.c) */
 	struct shemb_request *prev, *next;
 	bool reported;
 };
@@ -56,6 +57,8 @@ static void unlink_request(shemb_request *r)
 
 static void release(shemb_request *r)
 {
+	if (r->stage) /* never seen to end */
+		shemb__stage_keep(r->ctx, r->stage);
 	if (r->op)
 		r->ops->release(r->comm, r->op);
 	if (r->job)
@@ -73,12 +76,22 @@ void shemb__requests_free_all(shemb_ctx *ctx)
 	}
 }
 
+/* The end of r's collective on device buffers staged through host
+ * memory: the received pieces go to the device. */
+static int finish_stage(shemb_request *r, int rc)
+{
+	struct shemb__staging *st = r->stage;
+
+	r->stage = NULL;
+	return st ? shemb__stage_finish(r->ctx, st, rc) : rc;
+}
+
 static int report(shemb_request *r, int rc, const char *why)
 {
 	r->reported = true;
 	if (rc)
-		return shemb__fail(r->ctx, rc, "%s", why);
-	return 0;
+		rc = shemb__fail(r->ctx, rc, "%s", why);
+	return finish_stage(r, rc);
 }
 
 /* A queued step, or a collective queued to start in its turn: the job,
@@ -89,11 +102,12 @@ static int wait_job(shemb_request *r)
 	struct shemb__op *op;
 	int rc = shemb__stepq_wait(r->ctx, r->job);
 
+	if (!rc && (op = shemb__stepq_op(r->job))) {
+		rc = r->ops->wait(r->comm, op, why, sizeof(why));
+		return report(r, rc, why);
+	}
 	r->reported = true;
-	if (rc || !(op = shemb__stepq_op(r->job)))
-		return rc;
-	rc = r->ops->wait(r->comm, op, why, sizeof(why));
-	return rc ? shemb__fail(r->ctx, rc, "%s", why) : 0;
+	return finish_stage(r, rc);
 }
 
 SHEMB_API int shemb_wait(shemb_request *r)
@@ -194,27 +208,34 @@ SHEMB_API void shemb_request_free(shemb_request *r)
 	release(r);
 }
 
+/* A request of a collective on comm; with stage, on device buffers
+ * staged through host memory (its stage is then the request's, kept
+ * by the context if the request cannot be made). */
 static shemb_request *new_request(shemb_ctx *ctx,
-				   const struct shemb_comm_ops *ops, void *comm)
+				   const struct shemb_comm_ops *ops, void *comm,
+				   struct shemb__staging *stage)
 {
 	shemb_request *r = calloc(1, sizeof(*r));
 
 	if (!r) {
+		if (stage)
+			shemb__stage_keep(ctx, stage);
 		shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a request");
 		return NULL;
 	}
 	r->ctx = ctx;
 	r->ops = ops;
 	r->comm = comm;
+	r->stage = stage;
 	return r;
 }
 
 /* Start c on a communicator; with req NULL, wait for it too. */
 static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		     void *comm, const struct shemb__coll *c,
-		     shemb_request **req)
+		     struct shemb__staging *stage, shemb_request **req)
 {
-	shemb_request *r = new_request(ctx, ops, comm);
+	shemb_request *r = new_request(ctx, ops, comm, stage);
 	char why[256] = "";
 	int rc;
 
@@ -222,17 +243,17 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		return SHEMB_ENOMEM;
 	rc = ops->start(comm, c, &r->op, why, sizeof(why));
 	if (rc) {
+		if (stage)
+			shemb__stage_keep(ctx, stage);
 		free(r);
 		return shemb__fail(ctx, rc, "%s", why);
 	}
-	if (!req) {
-		rc = ops->wait(comm, r->op, why, sizeof(why));
-		release(r);
-		return rc ? shemb__fail(ctx, rc, "%s", why) : 0;
-	}
 	link_request(ctx, r);
-	*req = r;
-	return 0;
+	if (req) {
+		*req = r;
+		return 0;
+	}
+	return shemb__request_finish(r);
 }
 
 int shemb__request_step(shemb_ctx *ctx, int kind, int n,
@@ -247,7 +268,7 @@ int shemb__request_step(shemb_ctx *ctx, int kind, int n,
 	if (!req)
 		return shemb__fail(ctx, SHEMB_EINVAL, "req is NULL");
 	*req = NULL;
-	r = new_request(ctx, NULL, NULL);
+	r = new_request(ctx, NULL, NULL, NULL);
 	if (!r)
 		return SHEMB_ENOMEM;
 	rc = shemb__stepq_submit(ctx, kind, n, bags, bufs, flags, &r->job);
@@ -275,7 +296,7 @@ int shemb__coll_start(shemb_ctx *ctx, const struct shemb__coll *c,
 
 	mine.prio = atomic_load_explicit(&ctx->traffic_prio,
 					 memory_order_relaxed);
-	return launch_on(ctx, ctx->comm_ops, ctx->comm, &mine, req);
+	return launch_on(ctx, ctx->comm_ops, ctx->comm, &mine, NULL, req);
 }
 
 int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c)
@@ -287,7 +308,7 @@ size_t shemb__request_received(shemb_request *r, int peer)
 {
 	const struct shemb_comm_ops *ops = r->ops;
 
-	if (!r->op) /* complete when it was started */
+	if (!r->op)
 		return SIZE_MAX;
 	if (ops->size <= offsetof(struct shemb_comm_ops, received) ||
 	    !ops->received)
@@ -301,153 +322,21 @@ int shemb__traffic_prio(shemb_ctx *ctx, int prio)
 					memory_order_relaxed);
 }
 
-/* ---- device buffers ---- */
-
-/* The end of the furthest non-empty piece. */
-static size_t extent(const size_t *counts, const size_t *displs, int n)
-{
-	size_t end = 0;
-
-	for (int j = 0; j < n; j++)
-		if (counts[j] && displs[j] + counts[j] > end)
-			end = displs[j] + counts[j];
-	return end;
-}
-
-static size_t send_bytes(const shemb_ctx *ctx, const struct shemb__coll *c)
-{
-	if (c->kind == SHEMB__ALLTOALLV)
-		return extent(c->sendcounts, c->sdispls, ctx->attr.world_size);
-	if (c->kind == SHEMB__ALLGATHERV)
-		return c->sendcount;
-	return c->count * shemb__reduce_elem_size(c->dtype);
-}
-
-static size_t recv_bytes(const shemb_ctx *ctx, const struct shemb__coll *c)
-{
-	if (c->kind == SHEMB__ALLREDUCE)
-		return send_bytes(ctx, c);
-	return extent(c->recvcounts, c->rdispls, ctx->attr.world_size);
-}
-
-/* enum shemb_mem of c's buffers, or -1 (recorded) when they differ. */
-static int buffers_mem(shemb_ctx *ctx, const struct shemb__coll *c)
-{
-	static const char *const names[] = { "host", "device",
-					     "another device's" };
-	int s, r;
-
-	if (!ctx->mem->mem_of || c->kind == SHEMB__BARRIER)
-		return SHEMB_MEM_HOST;
-	/* a buffer decides even when this rank moves no bytes through it,
-	 * so that every rank takes the same transport */
-	s = c->sendbuf ? ctx->mem->mem_of(ctx->be, c->sendbuf) : -1;
-	r = c->recvbuf ? ctx->mem->mem_of(ctx->be, c->recvbuf) : -1;
-	if (s == SHEMB__MEM_OTHER_DEVICE || r == SHEMB__MEM_OTHER_DEVICE) {
-		shemb__fail(ctx, SHEMB_EINVAL, "a buffer is memory of another "
-			    "device than the context's");
-		return -1;
-	}
-	if (s >= 0 && r >= 0 && s != r) {
-		shemb__fail(ctx, SHEMB_EINVAL, "the send buffer is %s memory "
-			    "and the receive buffer %s memory: both must be "
-			    "one or the other", names[s], names[r]);
-		return -1;
-	}
-	return s >= 0 ? s : r >= 0 ? r : SHEMB_MEM_HOST;
-}
-
-/* Received pieces (or the whole result) from host to device memory. */
-static int copy_back(shemb_ctx *ctx, const struct shemb__coll *c,
-		     const char *host)
-{
-	int rc = 0;
-
-	if (c->kind == SHEMB__ALLREDUCE)
-		return ctx->mem->transfer(ctx->be, c->recvbuf, host,
-					  recv_bytes(ctx, c));
-	for (int j = 0; !rc && j < ctx->attr.world_size; j++)
-		if (c->recvcounts[j])
-			rc = ctx->mem->transfer(ctx->be,
-						(char *)c->recvbuf +
-							c->rdispls[j],
-						host + c->rdispls[j],
-						c->recvcounts[j]);
-	return rc;
-}
-
-/* Host copies of a collective's buffers; one allocation, so that after
- * a failed collective (whose transfers may still write into it) the
- * context can keep it until it is destroyed. */
-struct shemb__staging {
-	struct shemb__staging *next;
-	char data[];
-};
-
-void shemb__staging_free_all(shemb_ctx *ctx)
-{
-	while (ctx->staging) {
-		struct shemb__staging *s = ctx->staging;
-
-		ctx->staging = s->next;
-		free(s);
-	}
-}
-
-/* Device buffers without a device communicator: through host copies,
- * done before the call returns (its request, if any, is complete). */
-static int staged(shemb_ctx *ctx, const struct shemb__coll *c,
-		  shemb_request **req)
-{
-	size_t sb = send_bytes(ctx, c), rb = recv_bytes(ctx, c);
-	bool in_place = c->sendbuf == c->recvbuf;
-	struct shemb__staging *st = malloc(sizeof(*st) + sb +
-					   (in_place ? 0 : rb) + 1);
-	struct shemb__coll h = *c;
-	int rc;
-
-	if (!st)
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to stage %zu "
-				   "bytes", sb + rb);
-	h.sendbuf = st->data;
-	h.recvbuf = in_place ? st->data : st->data + sb;
-	rc = sb ? ctx->mem->transfer(ctx->be, st->data, c->sendbuf, sb) : 0;
-	if (!rc) {
-		rc = launch_on(ctx, ctx->comm_ops, ctx->comm, &h, NULL);
-		if (rc) {
-			/* the transport may still write into it */
-			pthread_mutex_lock(&ctx->lock);
-			st->next = ctx->staging;
-			ctx->staging = st;
-			pthread_mutex_unlock(&ctx->lock);
-			return rc;
-		}
-		rc = copy_back(ctx, c, h.recvbuf);
-	}
-	if (!rc && req) {
-		*req = new_request(ctx, ctx->comm_ops, ctx->comm);
-		if (*req)
-			link_request(ctx, *req);
-		else
-			rc = SHEMB_ENOMEM;
-	}
-	free(st);
-	return rc;
-}
-
 /* Behind steps started without waiting, c starts in its turn (every
  * rank's collectives must start in the same order). */
 static int queue_coll(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		      void *comm, const struct shemb__coll *c,
-		      shemb_request **req)
+		      struct shemb__staging *stage, shemb_request **req)
 {
-	shemb_request *r = new_request(ctx, ops, comm);
+	shemb_request *r = new_request(ctx, ops, comm, stage);
 	int rc;
 
 	if (!r)
 		return SHEMB_ENOMEM;
 	rc = shemb__stepq_submit_coll(ctx, c, ops, comm, &r->job);
 	if (rc) {
+		if (stage)
+			shemb__stage_keep(ctx, stage);
 		free(r);
 		return rc;
 	}
@@ -459,27 +348,32 @@ static int queue_coll(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 	return shemb__request_finish(r);
 }
 
-/* Start c on the communicator of its buffers' memory. */
+/* Start c on the communicator of its buffers' memory: device buffers
+ * go through host copies without a device communicator. */
 static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
 		  shemb_request **req)
 {
-	int mem = buffers_mem(ctx, c);
+	int mem = shemb__coll_mem(ctx, c);
 	const struct shemb_comm_ops *ops = ctx->comm_ops;
 	void *comm = ctx->comm;
+	struct shemb__staging *stage = NULL;
+	struct shemb__coll host;
 
 	if (mem < 0)
 		return SHEMB_EINVAL;
 	if (mem == SHEMB_MEM_DEVICE && !ctx->dev_comm_ops) {
-		shemb__stepq_drain(ctx);
-		return staged(ctx, c, req);
-	}
-	if (mem == SHEMB_MEM_DEVICE) {
+		int rc = shemb__stage_begin(ctx, c, &stage, &host);
+
+		if (rc)
+			return rc;
+		c = &host;
+	} else if (mem == SHEMB_MEM_DEVICE) {
 		ops = ctx->dev_comm_ops;
 		comm = ctx->dev_comm;
 	}
 	if (shemb__stepq_busy(ctx))
-		return queue_coll(ctx, ops, comm, c, req);
-	return launch_on(ctx, ops, comm, c, req);
+		return queue_coll(ctx, ops, comm, c, stage, req);
+	return launch_on(ctx, ops, comm, c, stage, req);
 }
 
 /* ---- argument checks ---- */

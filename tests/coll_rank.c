@@ -3,7 +3,7 @@
  * shemb-run (tests/test_coll.sh) or by tests/test_coll_fail.c.
  *
  * Usage: coll_rank SCENARIO [--caller] [--chunk BYTES] [--timeout MS]
- *                 [--in-flight CHUNKS]
+ *                 [--in-flight CHUNKS] [--device]
  * Every input is a function of (seed, rank, peer, index), so each rank
  * knows what every other rank sends and checks what it receives against a
  * plain loop.  Exit 0 when every check passed; a message and 1 otherwise.
@@ -19,6 +19,12 @@
  * their requests fails), kill-relaxed (it dies during a backward run with
  * the lookup behind it: their requests end, by success or the death),
  * async-error.
+ *
+ * With --device, the context is a GPU one on the emulated device of
+ * tests/emu/ (the module SHEMB_CUDA_PLUGIN names), and the collectives of
+ * alltoallv, allgatherv, allreduce, concurrent and priorities take
+ * mirrors of their buffers in its device memory: without NCCL they go
+ * through host memory, in their turn and with their priorities.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -36,8 +42,59 @@ static int rank, world, timeout_ms;
 static shemb_ctx *ctx;
 
 #include "tests/rank_check.h"
+#include "tests/emu/emu_test.h"
 
 #define CHECK(call) CHECK_RC(ctx, call)
+
+/* ---- --device: the scenarios' buffers mirrored in device memory ---- */
+
+static bool on_device;
+
+struct mirror {
+	void *host, *dev;
+	size_t n;
+};
+
+static struct mirror mirrors[256];
+
+/* The buffer a collective gets for host buffer p of n bytes: p itself,
+ * or with --device its mirror in the emulated device's memory, made
+ * with p's bytes at the first call (a buffer both sent and received
+ * has one mirror). */
+static void *dev_of(void *p, size_t n)
+{
+	struct mirror *free_slot = NULL;
+
+	if (!on_device || !p)
+		return p;
+	for (size_t i = 0; i < sizeof(mirrors) / sizeof(mirrors[0]); i++) {
+		if (mirrors[i].host == p)
+			return mirrors[i].dev;
+		if (!mirrors[i].host && !free_slot)
+			free_slot = &mirrors[i];
+	}
+	if (!free_slot)
+		FAIL("too many device mirrors");
+	*free_slot = (struct mirror){ p, emu_alloc(n), n };
+	emu.copy(free_slot->dev, p, n);
+	return free_slot->dev;
+}
+
+/* Once the collective on it is complete: host buffer p takes its
+ * mirror's bytes, and the mirror goes. */
+static void take_back(void *p)
+{
+	for (size_t i = 0; on_device && p &&
+			   i < sizeof(mirrors) / sizeof(mirrors[0]);
+	     i++) {
+		if (mirrors[i].host != p)
+			continue;
+		emu.copy(p, mirrors[i].dev, mirrors[i].n);
+		emu.free(mirrors[i].dev);
+		mirrors[i] = (struct mirror){ 0 };
+		return;
+	}
+}
 
 static uint8_t byte_of(uint64_t seed, int from, int to, size_t k)
 {
@@ -97,6 +154,8 @@ static void a2a_prepare(struct a2a *a, uint64_t seed, size_t big)
 
 static void a2a_check(struct a2a *a, uint64_t seed)
 {
+	take_back(a->sb);
+	take_back(a->rb);
 	for (int j = 0; j < world; j++)
 		for (size_t k = 0; k < a->rc[j]; k++)
 			if ((uint8_t)a->rb[a->rd[j] + k] !=
@@ -113,8 +172,9 @@ static void run_alltoallv(int rounds, size_t big)
 		struct a2a a;
 
 		a2a_prepare(&a, (uint64_t)r + 1, big);
-		CHECK(shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc,
-					 a.rd, NULL));
+		CHECK(shemb_alltoallv(ctx, dev_of(a.sb, a.stotal + 1), a.sc,
+				      a.sd, dev_of(a.rb, a.rtotal + 1), a.rc,
+				      a.rd, NULL));
 		a2a_check(&a, (uint64_t)r + 1);
 	}
 }
@@ -137,7 +197,10 @@ static void run_allgatherv(int rounds)
 		rb = malloc(total + 1);
 		for (size_t k = 0; k < mine; k++)
 			sb[k] = (char)byte_of((uint64_t)r, rank, 0, k);
-		CHECK(shemb_allgatherv(ctx, sb, mine, rb, rc, rd, NULL));
+		CHECK(shemb_allgatherv(ctx, dev_of(sb, mine + 1), mine,
+				       dev_of(rb, total + 1), rc, rd, NULL));
+		take_back(sb);
+		take_back(rb);
 		for (int j = 0; j < world; j++)
 			for (size_t k = 0; k < rc[j]; k++)
 				if ((uint8_t)rb[rd[j] + k] !=
@@ -220,8 +283,11 @@ static void allreduce_one(int dtype, int op, size_t count, int in_place,
 		store_value(dtype, sb, k, value_of(rank, k, seed));
 	if (in_place)
 		memcpy(rb, sb, count * dsize(dtype));
-	CHECK(shemb_allreduce(ctx, in_place ? rb : sb, rb, count, dtype,
-				 op, NULL));
+	CHECK(shemb_allreduce(ctx, dev_of(in_place ? rb : sb, count * 8 + 8),
+			      dev_of(rb, count * 8 + 8), count, dtype, op,
+			      NULL));
+	take_back(sb);
+	take_back(rb);
 	for (size_t k = 0; k < count; k++) {
 		double want = value_of(0, k, seed);
 
@@ -270,16 +336,19 @@ static void run_concurrent(void)
 			red[i] = malloc(5000 * sizeof(float));
 			for (int k = 0; k < 5000; k++)
 				red[i][k] = (float)(rank + i + k % 7);
-			CHECK(shemb_allreduce(ctx, red[i], red[i], 5000,
-						 SHEMB_F32, SHEMB_REDUCE_SUM,
-						 &req[i]));
+			float *d = dev_of(red[i], 5000 * sizeof(float));
+
+			CHECK(shemb_allreduce(ctx, d, d, 5000, SHEMB_F32,
+					      SHEMB_REDUCE_SUM, &req[i]));
 		} else if (i % 3 == 1) {
 			CHECK(shemb_barrier(ctx, &req[i]));
 		} else {
 			a2a_prepare(&a[i], 1000 + (uint64_t)i, 0);
-			CHECK(shemb_alltoallv(ctx, a[i].sb, a[i].sc,
-						 a[i].sd, a[i].rb, a[i].rc,
-						 a[i].rd, &req[i]));
+			CHECK(shemb_alltoallv(
+				ctx, dev_of(a[i].sb, a[i].stotal + 1),
+				a[i].sc, a[i].sd,
+				dev_of(a[i].rb, a[i].rtotal + 1), a[i].rc,
+				a[i].rd, &req[i]));
 		}
 	}
 	/* wait in an order of our own, different on each rank */
@@ -306,6 +375,7 @@ static void run_concurrent(void)
 		if (i % 3 == 0)
 			a2a_check(&a[i], 1000 + (uint64_t)i);
 		if (i % 3 == 2) {
+			take_back(red[i]);
 			for (int k = 0; k < 5000; k++) {
 				float want = 0;
 
@@ -317,8 +387,16 @@ static void run_concurrent(void)
 			free(red[i]);
 		}
 	}
-	/* a request never waited: released by shemb_ctx_destroy */
+	/* requests never waited: released by shemb_ctx_destroy, and with
+	 * --device the host copies of one on device buffers too */
 	CHECK(shemb_barrier(ctx, &req[0]));
+	if (on_device) {
+		static float never[16];
+		float *d = dev_of(never, sizeof(never));
+
+		CHECK(shemb_allreduce(ctx, d, d, 16, SHEMB_F32,
+				      SHEMB_REDUCE_SUM, &req[1]));
+	}
 }
 
 /* ---- collectives of random priorities in flight ---- */
@@ -345,15 +423,18 @@ static void prio_start(struct prio_op *o, int i)
 		o->red = malloc(o->count * sizeof(float));
 		for (size_t k = 0; k < o->count; k++)
 			o->red[k] = (float)(rank + i + (int)(k % 5));
-		CHECK(shemb_allreduce_prio(ctx, o->red, o->red, o->count,
-					   SHEMB_F32, SHEMB_REDUCE_SUM, prio,
-					   &o->req));
+		float *d = dev_of(o->red, o->count * sizeof(float));
+
+		CHECK(shemb_allreduce_prio(ctx, d, d, o->count, SHEMB_F32,
+					   SHEMB_REDUCE_SUM, prio, &o->req));
 	} else if (o->kind == 0) {
 		a2a_prepare(&o->a, 7000 + (uint64_t)i,
 			    h >> 16 & 1 ? (size_t)3 << 20 : 0);
-		CHECK(shemb_alltoallv_prio(ctx, o->a.sb, o->a.sc, o->a.sd,
-					   o->a.rb, o->a.rc, o->a.rd, prio,
-					   &o->req));
+		CHECK(shemb_alltoallv_prio(ctx, dev_of(o->a.sb,
+							o->a.stotal + 1),
+					   o->a.sc, o->a.sd,
+					   dev_of(o->a.rb, o->a.rtotal + 1),
+					   o->a.rc, o->a.rd, prio, &o->req));
 	} else {
 		size_t n = 1000 + (size_t)i * 37;
 
@@ -366,9 +447,11 @@ static void prio_start(struct prio_op *o, int i)
 			o->a.rc[r] = n * sizeof(float);
 			o->a.rd[r] = (size_t)r * n * sizeof(float);
 		}
-		CHECK(shemb_allgatherv_prio(ctx, o->mine, n * sizeof(float),
-					    o->red, o->a.rc, o->a.rd, prio,
-					    &o->req));
+		CHECK(shemb_allgatherv_prio(
+			ctx, dev_of(o->mine, n * sizeof(float)),
+			n * sizeof(float),
+			dev_of(o->red, (size_t)world * n * sizeof(float)),
+			o->a.rc, o->a.rd, prio, &o->req));
 	}
 }
 
@@ -378,6 +461,8 @@ static void prio_check(struct prio_op *o, int i)
 		a2a_check(&o->a, 7000 + (uint64_t)i);
 		return;
 	}
+	take_back(o->red);
+	take_back(o->mine);
 	for (size_t k = 0; k < (o->kind == 1 ? o->count
 					     : (size_t)world * o->count); k++) {
 		float want = 0;
@@ -757,6 +842,15 @@ static void open_ctx(int argc, char **argv)
 			a.timeout_ms = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc)
 			a.chunks_in_flight = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--device"))
+			on_device = true;
+	}
+	if (on_device) {
+		char why[512];
+
+		if (emu_load(getenv("SHEMB_CUDA_PLUGIN"), why, sizeof(why)))
+			FAIL("--device: %s", why);
+		a.device = SHEMB_DEVICE_CUDA;
 	}
 	rc = shemb_ctx_create(&a, &ctx);
 	if (rc) {

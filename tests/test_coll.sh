@@ -3,7 +3,8 @@
 # ranks of tests/coll_rank over shm and over tcp;ofi_rxm (loopback), each
 # run bounded in time; also the caller-progress mode, small chunks and
 # collectives of random priorities, rounds that use both lanes at once,
-# and a rank that stops answering.
+# a rank that stops answering, and collectives on device buffers of the
+# emulated device.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/coll_rank
 
@@ -38,6 +39,18 @@ for p in shm "tcp;ofi_rxm"; do
 	SHEMB_FABRIC_REGISTER=1 one "$p" 3 concurrent
 	SHEMB_FABRIC_REGISTER=1 one "$p" 2 alltoallv-big
 done
+# collectives on device buffers of GPU contexts on the emulated device of
+# tests/emu/ (in a build with CUDA): through host memory, in their turn
+emu=$top_builddir/tests/emu/.libs/shemb_emu.so
+if [ -f "$emu" ]; then
+	export SHEMB_CUDA_PLUGIN="$emu"
+	one shm 3 concurrent --device
+	one shm 4 priorities --device
+	one shm 2 alltoallv --device --caller
+	one shm 3 allgatherv --device
+	one "tcp;ofi_rxm" 2 allreduce --device
+	one "tcp;ofi_rxm" 3 priorities --device --chunk 100000
+fi
 # more ranks than half of what one shm address vector holds (256): each
 # lane has a vector of its own
 one shm 130 barrier
