@@ -20,11 +20,12 @@
  * the lookup behind it: their requests end, by success or the death),
  * async-error.
  *
- * With --device, the context is a GPU one on the emulated device of
- * tests/emu/ (the module SHEMB_CUDA_PLUGIN names), and the collectives of
- * alltoallv, allgatherv, allreduce, concurrent and priorities take
- * mirrors of their buffers in its device memory: without NCCL they go
- * through host memory, in their turn and with their priorities.
+ * With --device, the context is a GPU one (of the module SHEMB_CUDA_PLUGIN
+ * names: the emulated device of tests/emu/, or the CUDA one on a GPU
+ * host), and the collectives of alltoallv, allgatherv, allreduce,
+ * concurrent and priorities take mirrors of their buffers in its device
+ * memory: over NCCL, or without it through host memory, in their turn
+ * and with their priorities.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -42,7 +43,7 @@ static int rank, world, timeout_ms;
 static shemb_ctx *ctx;
 
 #include "tests/rank_check.h"
-#include "tests/emu/emu_test.h"
+#include "tests/devmem.h"
 
 #define CHECK(call) CHECK_RC(ctx, call)
 
@@ -75,8 +76,8 @@ static void *dev_of(void *p, size_t n)
 	}
 	if (!free_slot)
 		FAIL("too many device mirrors");
-	*free_slot = (struct mirror){ p, emu_alloc(n), n };
-	emu.copy(free_slot->dev, p, n);
+	*free_slot = (struct mirror){ p, devmem_alloc(n), n };
+	devmem.copy(free_slot->dev, p, n);
 	return free_slot->dev;
 }
 
@@ -89,8 +90,8 @@ static void take_back(void *p)
 	     i++) {
 		if (mirrors[i].host != p)
 			continue;
-		emu.copy(p, mirrors[i].dev, mirrors[i].n);
-		emu.free(mirrors[i].dev);
+		devmem.copy(p, mirrors[i].dev, mirrors[i].n);
+		devmem.free(mirrors[i].dev);
 		mirrors[i] = (struct mirror){ 0 };
 		return;
 	}
@@ -845,13 +846,8 @@ static void open_ctx(int argc, char **argv)
 		else if (!strcmp(argv[i], "--device"))
 			on_device = true;
 	}
-	if (on_device) {
-		char why[512];
-
-		if (emu_load(getenv("SHEMB_CUDA_PLUGIN"), why, sizeof(why)))
-			FAIL("--device: %s", why);
+	if (on_device)
 		a.device = SHEMB_DEVICE_CUDA;
-	}
 	rc = shemb_ctx_create(&a, &ctx);
 	if (rc) {
 		fprintf(stderr, "shemb_ctx_create: %s: %s\n", shemb_strerror(rc),
@@ -863,6 +859,12 @@ static void open_ctx(int argc, char **argv)
 	rank = a.rank;
 	world = a.world_size;
 	timeout_ms = a.timeout_ms;
+	if (on_device) {
+		char why[512];
+
+		if (devmem_open(a.device_id, why, sizeof(why)))
+			FAIL("--device: %s", why);
+	}
 	/* the value in use: the one asked for, or the documented default */
 	if (!in_flight)
 		in_flight = strncmp(a.provider, "shm", 3) ? 32 : 16;

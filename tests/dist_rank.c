@@ -48,9 +48,10 @@
  * With --gpu, the distributed context is a GPU one (SHEMB_DEVICE_CUDA,
  * from the module SHEMB_CUDA_PLUGIN names: the emulated device of
  * tests/emu/ in test_dist.sh); the reference stays on the CPU.  With
- * --device-bags, a GPU context of the emulated device whose calls take
- * this rank's bag sets, outputs and gradients in its device memory
- * (SHEMB_MEM_DEVICE): the same results.
+ * --device-bags, a GPU context whose calls take this rank's bag sets,
+ * outputs and gradients in its device memory (SHEMB_MEM_DEVICE): the
+ * same results.  Both run on a real GPU too, with the CUDA module
+ * (tests/gpu/test_gpu_ranks.sh).
  *
  * With --cache PCT, every table keeps PCT% of the rows each rank holds in
  * a device tier (policy by rank and table; with --cold, over a file), the
@@ -86,7 +87,7 @@ static char cold_dir[64];
 static shemb_ctx *ctx, *ref;
 
 #include "tests/rank_check.h"
-#include "tests/emu/emu_test.h"
+#include "tests/devmem.h"
 
 struct rng {
 	uint64_t s;
@@ -768,8 +769,8 @@ static void *to_dev(const void *p, size_t n)
 
 	if (!p)
 		return NULL;
-	d = emu_alloc(n);
-	emu.copy(d, p, n);
+	d = devmem_alloc(n);
+	devmem.copy(d, p, n);
 	return d;
 }
 
@@ -798,7 +799,7 @@ static void copy_out(const struct step *s, int i, float *dst)
 	size_t n = s->out_len[i] * sizeof(float);
 
 	if (s->on_dev)
-		emu.copy(dst, s->out[i], n);
+		devmem.copy(dst, s->out[i], n);
 	else
 		memcpy(dst, s->out[i], n);
 }
@@ -814,7 +815,7 @@ static void take_outputs(struct step *s)
 static void poke(const struct step *s, void *p, const void *v, size_t n)
 {
 	if (s->on_dev)
-		emu.copy(p, v, n);
+		devmem.copy(p, v, n);
 	else
 		memcpy(p, v, n);
 }
@@ -852,11 +853,11 @@ static void build_step(struct step *s, int step)
 static void free_step(struct step *s)
 {
 	for (int i = 0; s->on_dev && i < s->nmine; i++) {
-		emu.free((void *)s->mine[i].offsets);
-		emu.free((void *)s->mine[i].ids);
-		emu.free((void *)s->mine[i].weights);
-		emu.free(s->out[i]);
-		emu.free((void *)s->grad[i]);
+		devmem.free((void *)s->mine[i].offsets);
+		devmem.free((void *)s->mine[i].ids);
+		devmem.free((void *)s->mine[i].weights);
+		devmem.free(s->out[i]);
+		devmem.free((void *)s->grad[i]);
 	}
 	for (size_t i = 0; i < (size_t)world * NCASES * MAX_SETS; i++)
 		free_set(&s->sets[i]);
@@ -1330,12 +1331,6 @@ int main(int argc, char **argv)
 		else
 			FAIL("unknown argument %s", argv[i]);
 	}
-	if (device_bags) {
-		char why[512];
-
-		if (emu_load(getenv("SHEMB_CUDA_PLUGIN"), why, sizeof(why)))
-			FAIL("--device-bags: %s", why);
-	}
 	shemb_ctx_attr_init(&a);
 	a.nthreads = 1;
 	a.deterministic = deterministic > 0;
@@ -1357,6 +1352,12 @@ int main(int argc, char **argv)
 	shemb_ctx_get_attr(ctx, &a);
 	rank = a.rank;
 	world = a.world_size;
+	if (device_bags) {
+		char why[512];
+
+		if (devmem_open(a.device_id, why, sizeof(why)))
+			FAIL("--device-bags: %s", why);
+	}
 	if (deterministic < 0)
 		return disagree_on_determinism();
 	shemb_ctx_attr_init(&a);

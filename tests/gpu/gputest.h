@@ -28,16 +28,17 @@ static int failures;
 	} while (0)
 
 #ifdef SHEMB_TEST_EMU
-#include "tests/emu/emu_test.h"
+#include "tests/devmem.h"
 
 static inline void gpu_test_init(void)
 {
 	char why[512];
 
-	if (emu_load(SHEMB_EMU_MODULE, why, sizeof(why))) {
+	if (devmem_emu(SHEMB_EMU_MODULE, why, sizeof(why))) {
 		printf("FAIL: %s\n", why);
 		exit(1);
 	}
+	setenv("SHEMB_CUDA_PLUGIN", SHEMB_EMU_MODULE, 1);
 }
 
 static inline int no_context(void)
@@ -49,27 +50,27 @@ static inline int no_context(void)
 
 static inline void *dev_alloc(size_t n)
 {
-	return emu_alloc(n);
+	return devmem_alloc(n);
 }
 
 static inline void dev_free(void *p)
 {
-	emu.free(p);
+	devmem.free(p);
 }
 
 static inline void dev_put(void *dst, const void *src, size_t n)
 {
-	emu.copy(dst, src, n);
+	devmem.copy(dst, src, n);
 }
 
 static inline void dev_get(void *dst, const void *src, size_t n)
 {
-	emu.copy(dst, src, n);
+	devmem.copy(dst, src, n);
 }
 
 static inline void dev_fill(void *dst, int byte, size_t n)
 {
-	emu.fill(dst, byte, n);
+	devmem.fill(dst, byte, n);
 }
 #else
 #include <cuda_runtime.h>

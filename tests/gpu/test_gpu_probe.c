@@ -1,10 +1,12 @@
 /*
  * test_gpu_probe.c - the CUDA devices of this host, and a kernel's round
  * trip through each, against a plain loop.  Without a usable device it
- * says why and skips (exit 77).
+ * says why and skips (exit 77).  With --count, it prints how many devices
+ * there are (tests/gpu/test_gpu_ranks.sh).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu/gpu.h"
 
@@ -29,12 +31,18 @@ static int check_device(int dev, const float *in, float *out)
 	return bad != 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	char why[256] = "";
 	int n = shemb__gpu_count(why, sizeof(why)), fails = 0;
-	float *in = malloc(N * sizeof(float)), *out = malloc(N * sizeof(float));
+	float *in, *out;
 
+	if (argc > 1 && !strcmp(argv[1], "--count")) {
+		printf("%d\n", n);
+		return 0;
+	}
+	in = malloc(N * sizeof(float));
+	out = malloc(N * sizeof(float));
 	if (!in || !out)
 		return 99;
 	if (n == 0) {
