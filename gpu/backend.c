@@ -15,6 +15,7 @@
 #include "shemb.h"
 #include "gpu/cuda.h"
 #include "gpu/gpu.h"
+#include "gpu/pinned.h"
 
 #define INIT_BLOCK_ROWS 65536
 #define WRITE_CHUNK_ROWS 65536
@@ -22,6 +23,7 @@
 struct gpu {
 	const struct shemb__gpu_host *host;
 	struct shemb__cuda *cuda;
+	struct shemb__pinned *pinned;
 	void *cpu;
 	char desc[768];
 };
@@ -40,6 +42,8 @@ int shemb__gpu_backend_create(const struct shemb__gpu_host *host,
 		return SHEMB_ENOMEM;
 	be->host = host;
 	rc = shemb__cuda_open(dev, stream, &be->cuda, why, len);
+	if (!rc && !(be->pinned = shemb__pinned_create(be->cuda)))
+		rc = SHEMB_ENOMEM;
 	if (!rc) {
 		rc = host->cpu_create(pool, isa, &be->cpu);
 		if (rc)
@@ -59,6 +63,7 @@ void shemb__gpu_backend_destroy(void *p)
 
 	if (!be)
 		return;
+	shemb__pinned_destroy(be->pinned);
 	shemb__cuda_close(be->cuda);
 	if (be->cpu)
 		be->host->cpu_destroy(be->cpu);
@@ -451,6 +456,20 @@ static int check_bags(void *p, const struct shemb__pool_job *job,
 	return shemb__cuda_check(be->cuda, job, rows, bad);
 }
 
+static void *host_alloc(void *p, size_t bytes)
+{
+	struct gpu *be = p;
+
+	return shemb__pinned_get(be->pinned, bytes);
+}
+
+static void host_free(void *p, void *ptr, size_t bytes)
+{
+	struct gpu *be = p;
+
+	shemb__pinned_put(be->pinned, ptr, bytes);
+}
+
 #ifdef HAVE_NCCL
 int shemb__gpu_nccl_open(void *p, int nranks, int rank, const void *id,
 			 int timeout_ms, void **comm, char *why, size_t len)
@@ -483,4 +502,6 @@ const struct shemb_mem_ops shemb__gpu_mem_ops = {
 	.transfer = transfer,
 	.mem_of = mem_of,
 	.check_bags = check_bags,
+	.host_alloc = host_alloc,
+	.host_free = host_free,
 };

@@ -131,6 +131,23 @@ void shemb__cuda_free(struct shemb__cuda *c, void *p)
 	cudaFree(p);
 }
 
+int shemb__cuda_host_alloc(struct shemb__cuda *c, size_t bytes, void **p)
+{
+	shemb__cuda_device_guard g(c);
+
+	*p = NULL;
+	return shemb__cuda_fail(c, cudaHostAlloc(p, bytes ? bytes : 1,
+						 cudaHostAllocPortable),
+				"cudaHostAlloc");
+}
+
+void shemb__cuda_host_free(struct shemb__cuda *c, void *p)
+{
+	shemb__cuda_device_guard g(c);
+
+	cudaFreeHost(p);
+}
+
 int shemb__cuda_copy(struct shemb__cuda *c, void *dst, const void *src,
 		     size_t n)
 {

@@ -30,6 +30,9 @@ const char *shemb__cuda_describe(struct shemb__cuda *c);
 
 int shemb__cuda_alloc(struct shemb__cuda *c, size_t bytes, void **p);
 void shemb__cuda_free(struct shemb__cuda *c, void *p);
+/* page-locked host memory, for any device (pinned.c keeps it) */
+int shemb__cuda_host_alloc(struct shemb__cuda *c, size_t bytes, void **p);
+void shemb__cuda_host_free(struct shemb__cuda *c, void *p);
 /* n bytes between any two of host and device memory */
 int shemb__cuda_copy(struct shemb__cuda *c, void *dst, const void *src,
 		     size_t n);

@@ -12,16 +12,26 @@
 #include <string.h>
 
 #include "cpu/reduce.h"
+#include "lib/hostbuf.h"
 
-/* Host copies of one collective, in one allocation: the receive counts
- * and displacements, the pieces sent, the pieces received. */
+/* Host copies of one collective: the receive counts and displacements
+ * below, the pieces sent and received in one buffer of host memory for
+ * device copies (page-locked on a GPU). */
 struct shemb__staging {
 	struct shemb__staging *next;
 	struct shemb__coll dev;   /* the call; its receive counts and
 				   * displacements are the copies below */
+	char *buf;                /* the pieces sent, then received */
+	size_t bytes;             /* buf's */
 	char *recv;               /* the host copy of dev.recvbuf */
-	char data[];
+	size_t counts[];
 };
+
+static void staging_free(shemb_ctx *ctx, struct shemb__staging *st)
+{
+	shemb__host_buf_free(ctx, st->buf, st->bytes);
+	free(st);
+}
 
 /* The end of the furthest non-empty piece. */
 static size_t extent(const size_t *counts, const size_t *displs, int n)
@@ -81,31 +91,35 @@ int shemb__stage_begin(shemb_ctx *ctx, const struct shemb__coll *c,
 {
 	int n = ctx->attr.world_size;
 	size_t sb = send_bytes(ctx, c), rb = recv_bytes(ctx, c);
-	size_t cb = c->recvcounts ? 2 * (size_t)n * sizeof(size_t) : 0;
+	size_t cn = c->recvcounts ? 2 * (size_t)n : 0;
 	bool in_place = c->sendbuf == c->recvbuf;
-	struct shemb__staging *st = malloc(sizeof(*st) + cb + sb +
-					   (in_place ? 0 : rb) + 1);
+	struct shemb__staging *st = malloc(sizeof(*st) +
+					   cn * sizeof(size_t));
 	char *send;
 	int rc;
 
-	if (!st)
+	if (st) {
+		st->bytes = sb + (in_place ? 0 : rb) + 1;
+		st->buf = shemb__host_buf(ctx, st->bytes);
+	}
+	if (!st || !st->buf) {
+		free(st);
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to stage %zu "
 				   "bytes", sb + rb);
+	}
 	st->next = NULL;
 	st->dev = *c;
-	if (cb) {
-		size_t *counts = (size_t *)st->data;
-
-		memcpy(counts, c->recvcounts, (size_t)n * sizeof(size_t));
-		memcpy(counts + n, c->rdispls, (size_t)n * sizeof(size_t));
-		st->dev.recvcounts = counts;
-		st->dev.rdispls = counts + n;
+	if (cn) {
+		memcpy(st->counts, c->recvcounts, (size_t)n * sizeof(size_t));
+		memcpy(st->counts + n, c->rdispls, (size_t)n * sizeof(size_t));
+		st->dev.recvcounts = st->counts;
+		st->dev.rdispls = st->counts + n;
 	}
-	send = st->data + cb;
+	send = st->buf;
 	st->recv = in_place ? send : send + sb;
 	rc = sb ? ctx->mem->transfer(ctx->be, send, c->sendbuf, sb) : 0;
 	if (rc) {
-		free(st);
+		staging_free(ctx, st);
 		return shemb__fail(ctx, rc, "copying %zu bytes of device "
 				   "memory to send failed: %s", sb,
 				   ctx->mem->describe(ctx->be));
@@ -151,7 +165,7 @@ int shemb__stage_finish(shemb_ctx *ctx, struct shemb__staging *st, int rc)
 		return rc;
 	}
 	rc = copy_back(ctx, st);
-	free(st);
+	staging_free(ctx, st);
 	return rc ? shemb__fail(ctx, rc, "copying the received pieces to "
 				"device memory failed: %s",
 				ctx->mem->describe(ctx->be))
@@ -164,6 +178,6 @@ void shemb__staging_free_all(shemb_ctx *ctx)
 		struct shemb__staging *s = ctx->staging;
 
 		ctx->staging = s->next;
-		free(s);
+		staging_free(ctx, s);
 	}
 }

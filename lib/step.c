@@ -2,6 +2,7 @@
  * step.c - copy, check and group the bag sets of a call by table.
  */
 #include "lib/step.h"
+#include "lib/hostbuf.h"
 #include "lib/plan.h"
 #include "lib/serve.h"
 
@@ -142,17 +143,39 @@ static int check_mem(struct shemb__step *st, const struct shemb_bags *b,
 /* p, freed at step_end; the list is made with the step's first device
  * set (a step of host sets has none): at most three arrays per set and
  * the gradients' array and one gradient per set. */
-static int keep(struct shemb__step *st, void *p)
+static int keep_bytes(struct shemb__step *st, void *p, size_t bytes)
 {
 	if (!st->staged)
 		st->staged = calloc(4 * (size_t)st->n + 1,
 				    sizeof(*st->staged));
 	if (!st->staged) {
-		free(p);
+		if (bytes)
+			shemb__host_buf_free(st->ctx, p, bytes);
+		else
+			free(p);
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
-	st->staged[st->nstaged++] = p;
+	st->staged[st->nstaged++] = (struct shemb__kept){ p, bytes };
 	return 0;
+}
+
+/* p from malloc */
+static int keep(struct shemb__step *st, void *p)
+{
+	return keep_bytes(st, p, 0);
+}
+
+/* n bytes of host memory for device copies, kept until step_end */
+static void *host_copy(struct shemb__step *st, size_t n)
+{
+	void *p = shemb__host_buf(st->ctx, n);
+
+	if (!p) {
+		shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory for %zu bytes "
+			    "of host copies of device buffers", n);
+		return NULL;
+	}
+	return keep_bytes(st, p, n ? n : 1) ? NULL : p;
 }
 
 /* A host copy of n bytes of device memory at src, kept until step_end;
@@ -166,11 +189,8 @@ static int stage(struct shemb__step *st, const void *src, size_t n,
 
 	if (!src)
 		return 0;
-	p = malloc(n ? n : 1);
+	p = host_copy(st, n);
 	if (!p)
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to stage %zu "
-				   "bytes of device input", n);
-	if (keep(st, p))
 		return SHEMB_ENOMEM;
 	rc = ctx->mem->transfer(ctx->be, p, src, n);
 	if (rc)
@@ -265,10 +285,9 @@ int shemb__step_host_outs(struct shemb__step *st, float *const *out,
 		(*hout)[i] = out[i];
 		if (b->mem != SHEMB_MEM_DEVICE)
 			continue;
-		(*hout)[i] = malloc(n ? n : 1);
-		if (!(*hout)[i] || keep(st, (*hout)[i]))
-			return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory "
-					   "for %zu bytes of output", n);
+		(*hout)[i] = host_copy(st, n);
+		if (!(*hout)[i])
+			return SHEMB_ENOMEM;
 		b->mem = SHEMB_MEM_HOST; /* from here the set is host memory */
 	}
 	return 0;
@@ -360,7 +379,11 @@ void shemb__step_end(struct shemb__step *st)
 	free(st->set_ptrs);
 	free(st->set_index);
 	for (int i = 0; i < st->nstaged; i++)
-		free(st->staged[i]);
+		if (st->staged[i].bytes)
+			shemb__host_buf_free(ctx, st->staged[i].p,
+					     st->staged[i].bytes);
+		else
+			free(st->staged[i].p);
 	free(st->staged);
 	memset(st, 0, sizeof(*st));
 	st->ctx = ctx;

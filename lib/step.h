@@ -14,6 +14,13 @@ struct shemb__group {
 	int *index;                     /* their positions in the call */
 };
 
+/* Memory a step holds until step_end: from malloc, or (bytes > 0) host
+ * memory for device copies (lib/hostbuf.h). */
+struct shemb__kept {
+	void *p;
+	size_t bytes;
+};
+
 struct shemb__step {
 	shemb_ctx *ctx;
 	int n;
@@ -29,7 +36,7 @@ struct shemb__step {
 					 * dtype; counts in no statistics),
 					 * prefetch or announcement */
 	bool device_sets;               /* some set is SHEMB_MEM_DEVICE */
-	void **staged;                  /* host copies of device input */
+	struct shemb__kept *staged;     /* host copies of device buffers */
 	int nstaged;
 	bool direct;                    /* device input used in place (the
 					 * backend checks it) */

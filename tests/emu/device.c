@@ -210,6 +210,20 @@ void shemb__cuda_free(struct shemb__cuda *c, void *p)
 	shemb__emu_free(p);
 }
 
+/* Page-locked memory is host memory like any other here. */
+int shemb__cuda_host_alloc(struct shemb__cuda *c, size_t bytes, void **p)
+{
+	(void)c;
+	*p = malloc(bytes ? bytes : 1);
+	return *p ? 0 : SHEMB_ENOMEM;
+}
+
+void shemb__cuda_host_free(struct shemb__cuda *c, void *p)
+{
+	(void)c;
+	free(p);
+}
+
 int shemb__cuda_copy(struct shemb__cuda *c, void *dst, const void *src,
 		     size_t n)
 {
