@@ -495,9 +495,12 @@ static int lookup_direct(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	return rc;
 }
 
+/* A backend's calls return once their work is done (on a GPU, once the
+ * context's stream has run it), so what pool_group wrote is final; but
+ * device outputs pooled on the host are written only at the end. */
 void shemb__step_group_done(const struct shemb__step *st, int g)
 {
-	if (st->parts && st->ctx->attr.device == SHEMB_DEVICE_CPU)
+	if (st->parts && !st->outs_staged)
 		shemb__parts_mark(st->parts, st->groups[g].index,
 				  st->groups[g].nsets);
 }

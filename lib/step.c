@@ -289,6 +289,7 @@ int shemb__step_host_outs(struct shemb__step *st, float *const *out,
 		if (!(*hout)[i])
 			return SHEMB_ENOMEM;
 		b->mem = SHEMB_MEM_HOST; /* from here the set is host memory */
+		st->outs_staged = true;
 	}
 	return 0;
 }

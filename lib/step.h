@@ -36,6 +36,8 @@ struct shemb__step {
 					 * dtype; counts in no statistics),
 					 * prefetch or announcement */
 	bool device_sets;               /* some set is SHEMB_MEM_DEVICE */
+	bool outs_staged;               /* their outputs pooled on the host,
+					 * copied to the device at the end */
 	struct shemb__kept *staged;     /* host copies of device buffers */
 	int nstaged;
 	bool direct;                    /* device input used in place (the
@@ -44,8 +46,7 @@ struct shemb__step {
 					 * are final, or NULL */
 };
 
-/* Group g's outputs are written: a started lookup on the CPU tells its
- * caller (on a GPU, outputs are final only once the stream is). */
+/* Group g's outputs are written: a started lookup tells its caller. */
 void shemb__step_group_done(const struct shemb__step *st, int g);
 
 /* Copy and group the caller's n bag sets; checks the structure of each
