@@ -91,7 +91,9 @@ static void store_free(void *p, struct shemb__store *s)
 	s->base = NULL;
 }
 
-/* A host copy of up to n records of s, for staging. */
+/* A host copy of up to n records of s, for staging: page-locked, so
+ * that the tiers' loads and write-backs and the initial rows cross at
+ * the full speed of the bus. */
 static int host_twin(struct gpu *be, const struct shemb__store *s, int64_t n,
 		     struct shemb__store *h)
 {
@@ -99,13 +101,13 @@ static int host_twin(struct gpu *be, const struct shemb__store *s, int64_t n,
 	h->on_device = 0;
 	h->rows = n;
 	h->bytes = (size_t)n * s->stride;
-	h->base = CPU->scratch_alloc(be->cpu, h->bytes ? h->bytes : 1);
+	h->base = shemb__pinned_get(be->pinned, h->bytes ? h->bytes : 1);
 	return h->base ? 0 : SHEMB_ENOMEM;
 }
 
 static void host_twin_free(struct gpu *be, struct shemb__store *h)
 {
-	CPU->scratch_free(be->cpu, h->base, h->bytes ? h->bytes : 1);
+	shemb__pinned_put(be->pinned, h->base, h->bytes ? h->bytes : 1);
 }
 
 /* Initial records are made on the host (lib/rowinit.c, the same values
