@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,23 +92,46 @@ static void store_free(void *p, struct shemb__store *s)
 	s->base = NULL;
 }
 
-/* A host copy of up to n records of s, for staging: page-locked, so
- * that the tiers' loads and write-backs and the initial rows cross at
- * the full speed of the bus. */
+/* A host copy of up to n records of s, for staging.  Page-locked up to
+ * TWIN_PINNED_MAX bytes, so that the tiers' loads and write-backs and
+ * the initial rows cross at the full speed of the bus; larger ones (a
+ * move of that size is rare, and making page-locked memory costs more
+ * than a copy) and any the cache cannot give come from the CPU side. */
+#define TWIN_PINNED_MAX ((size_t)64 << 20)
+
+struct twin {
+	struct shemb__store h;
+	bool pinned;
+};
+
 static int host_twin(struct gpu *be, const struct shemb__store *s, int64_t n,
-		     struct shemb__store *h)
+		     struct twin *t)
 {
+	struct shemb__store *h = &t->h;
+	size_t bytes;
+
 	*h = *s;
 	h->on_device = 0;
 	h->rows = n;
 	h->bytes = (size_t)n * s->stride;
-	h->base = shemb__pinned_get(be->pinned, h->bytes ? h->bytes : 1);
+	bytes = h->bytes ? h->bytes : 1;
+	h->base = bytes <= TWIN_PINNED_MAX
+			  ? shemb__pinned_get(be->pinned, bytes)
+			  : NULL;
+	t->pinned = h->base != NULL;
+	if (!h->base)
+		h->base = CPU->scratch_alloc(be->cpu, bytes);
 	return h->base ? 0 : SHEMB_ENOMEM;
 }
 
-static void host_twin_free(struct gpu *be, struct shemb__store *h)
+static void host_twin_free(struct gpu *be, struct twin *t)
 {
-	shemb__pinned_put(be->pinned, h->base, h->bytes ? h->bytes : 1);
+	size_t bytes = t->h.bytes ? t->h.bytes : 1;
+
+	if (t->pinned)
+		shemb__pinned_put(be->pinned, t->h.base, bytes);
+	else
+		CPU->scratch_free(be->cpu, t->h.base, bytes);
 }
 
 /* Initial records are made on the host (lib/rowinit.c, the same values
@@ -117,31 +141,29 @@ static int init_rows(void *p, struct shemb__store *s,
 {
 	struct gpu *be = p;
 	int64_t block = s->rows < INIT_BLOCK_ROWS ? s->rows : INIT_BLOCK_ROWS;
-	struct shemb__store h;
+	struct twin t;
 	int rc;
 
 	if (!s->on_device)
 		return CPU->init_rows(be->cpu, s, spec);
 	if (s->rows == 0)
 		return 0;
-	rc = host_twin(be, s, block, &h);
+	rc = host_twin(be, s, block, &t);
 	for (int64_t r = 0; !rc && r < s->rows; r += block) {
 		struct shemb__init_spec sp = *spec;
 
-		h.rows = s->rows - r < block ? s->rows - r : block;
+		t.h.rows = s->rows - r < block ? s->rows - r : block;
 		sp.row_base = spec->row_base + r;
-		rc = CPU->init_rows(be->cpu, &h, &sp);
+		rc = CPU->init_rows(be->cpu, &t.h, &sp);
 		if (!rc)
 			rc = shemb__cuda_copy(be->cuda,
 					      (char *)s->base +
 						      (size_t)r * s->stride,
-					      h.base,
-					      (size_t)h.rows * s->stride);
+					      t.h.base,
+					      (size_t)t.h.rows * s->stride);
 	}
-	if (h.base) {
-		h.rows = block;
-		host_twin_free(be, &h);
-	}
+	if (t.h.base)
+		host_twin_free(be, &t);
 	return rc;
 }
 
@@ -330,19 +352,20 @@ static int records_up(struct gpu *be, struct shemb__store *dst,
 		      const int64_t *dst_at, const struct shemb__store *src,
 		      const int64_t *src_at, int64_t n)
 {
-	struct shemb__store h;
+	struct twin t;
 	int rc;
 
 	if (!src_at)
 		return shemb__cuda_records_in(be->cuda, dst, dst_at, n,
 					      src->base);
-	rc = host_twin(be, src, n, &h);
+	rc = host_twin(be, src, n, &t);
 	if (!rc)
-		rc = CPU->copy_records(be->cpu, &h, NULL, src, src_at, n);
+		rc = CPU->copy_records(be->cpu, &t.h, NULL, src, src_at, n);
 	if (!rc)
-		rc = shemb__cuda_records_in(be->cuda, dst, dst_at, n, h.base);
-	if (h.base)
-		host_twin_free(be, &h);
+		rc = shemb__cuda_records_in(be->cuda, dst, dst_at, n,
+					    t.h.base);
+	if (t.h.base)
+		host_twin_free(be, &t);
 	return rc;
 }
 
@@ -350,19 +373,20 @@ static int records_down(struct gpu *be, struct shemb__store *dst,
 			const int64_t *dst_at, const struct shemb__store *src,
 			const int64_t *src_at, int64_t n)
 {
-	struct shemb__store h;
+	struct twin t;
 	int rc;
 
 	if (!dst_at)
 		return shemb__cuda_records_out(be->cuda, src, src_at, n,
 					       dst->base);
-	rc = host_twin(be, src, n, &h);
+	rc = host_twin(be, src, n, &t);
 	if (!rc)
-		rc = shemb__cuda_records_out(be->cuda, src, src_at, n, h.base);
+		rc = shemb__cuda_records_out(be->cuda, src, src_at, n,
+					     t.h.base);
 	if (!rc)
-		rc = CPU->copy_records(be->cpu, dst, dst_at, &h, NULL, n);
-	if (h.base)
-		host_twin_free(be, &h);
+		rc = CPU->copy_records(be->cpu, dst, dst_at, &t.h, NULL, n);
+	if (t.h.base)
+		host_twin_free(be, &t);
 	return rc;
 }
 

@@ -455,7 +455,7 @@ struct shemb_bags {
 enum shemb_mem {
 	SHEMB_MEM_HOST = 0,   /* host memory (default) */
 	SHEMB_MEM_DEVICE = 1  /* memory of the context's CUDA device
-			       * (a SHEMB_DEVICE_CUDA context on one rank) */
+			       * (a SHEMB_DEVICE_CUDA context) */
 };
 
 /* Fill bags with defaults and set bags->size (the sized form: see

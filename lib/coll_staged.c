@@ -8,6 +8,7 @@
  */
 #include "lib/coll_staged.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,15 +22,16 @@ struct shemb__staging {
 	struct shemb__staging *next;
 	struct shemb__coll dev;   /* the call; its receive counts and
 				   * displacements are the copies below */
-	char *buf;                /* the pieces sent, then received */
-	size_t bytes;             /* buf's */
+	struct shemb__hostbuf buf; /* the pieces sent, then received */
 	char *recv;               /* the host copy of dev.recvbuf */
+	int error;                /* the copy of the pieces sent failed */
+	char why[200];
 	size_t counts[];
 };
 
-static void staging_free(shemb_ctx *ctx, struct shemb__staging *st)
+void shemb__stage_free(shemb_ctx *ctx, struct shemb__staging *st)
 {
-	shemb__host_buf_free(ctx, st->buf, st->bytes);
+	shemb__host_buf_free(ctx, &st->buf);
 	free(st);
 }
 
@@ -92,22 +94,19 @@ int shemb__stage_begin(shemb_ctx *ctx, const struct shemb__coll *c,
 	int n = ctx->attr.world_size;
 	size_t sb = send_bytes(ctx, c), rb = recv_bytes(ctx, c);
 	size_t cn = c->recvcounts ? 2 * (size_t)n : 0;
-	bool in_place = c->sendbuf == c->recvbuf;
-	struct shemb__staging *st = malloc(sizeof(*st) +
+	/* an alltoallv or allgatherv may send and receive through one
+	 * buffer, in pieces apart: only a reduction is in place */
+	bool in_place = c->kind == SHEMB__ALLREDUCE &&
+			c->sendbuf == c->recvbuf;
+	struct shemb__staging *st = calloc(1, sizeof(*st) +
 					   cn * sizeof(size_t));
 	char *send;
-	int rc;
 
-	if (st) {
-		st->bytes = sb + (in_place ? 0 : rb) + 1;
-		st->buf = shemb__host_buf(ctx, st->bytes);
-	}
-	if (!st || !st->buf) {
+	if (!st || shemb__host_buf(ctx, sb + (in_place ? 0 : rb), &st->buf)) {
 		free(st);
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to stage %zu "
 				   "bytes", sb + rb);
 	}
-	st->next = NULL;
 	st->dev = *c;
 	if (cn) {
 		memcpy(st->counts, c->recvcounts, (size_t)n * sizeof(size_t));
@@ -115,14 +114,17 @@ int shemb__stage_begin(shemb_ctx *ctx, const struct shemb__coll *c,
 		st->dev.recvcounts = st->counts;
 		st->dev.rdispls = st->counts + n;
 	}
-	send = st->buf;
+	send = st->buf.p;
 	st->recv = in_place ? send : send + sb;
-	rc = sb ? ctx->mem->transfer(ctx->be, send, c->sendbuf, sb) : 0;
-	if (rc) {
-		staging_free(ctx, st);
-		return shemb__fail(ctx, rc, "copying %zu bytes of device "
-				   "memory to send failed: %s", sb,
-				   ctx->mem->describe(ctx->be));
+	/* a failed copy is reported at the end: the collective still runs,
+	 * so that the other ranks are not left waiting for this one */
+	st->error = sb ? ctx->mem->transfer(ctx->be, send, c->sendbuf, sb)
+		       : 0;
+	if (st->error) {
+		memset(send, 0, sb);
+		snprintf(st->why, sizeof(st->why), "copying %zu bytes of "
+			 "device memory to send failed: %s", sb,
+			 ctx->mem->describe(ctx->be));
 	}
 	*host = *c;
 	host->sendbuf = send;
@@ -164,12 +166,14 @@ int shemb__stage_finish(shemb_ctx *ctx, struct shemb__staging *st, int rc)
 		shemb__stage_keep(ctx, st);
 		return rc;
 	}
-	rc = copy_back(ctx, st);
-	staging_free(ctx, st);
-	return rc ? shemb__fail(ctx, rc, "copying the received pieces to "
-				"device memory failed: %s",
-				ctx->mem->describe(ctx->be))
-		  : 0;
+	if (st->error)
+		rc = shemb__fail(ctx, st->error, "%s", st->why);
+	else if ((rc = copy_back(ctx, st)))
+		rc = shemb__fail(ctx, rc, "copying the received pieces to "
+				 "device memory failed: %s",
+				 ctx->mem->describe(ctx->be));
+	shemb__stage_free(ctx, st);
+	return rc;
 }
 
 void shemb__staging_free_all(shemb_ctx *ctx)
@@ -178,6 +182,6 @@ void shemb__staging_free_all(shemb_ctx *ctx)
 		struct shemb__staging *s = ctx->staging;
 
 		ctx->staging = s->next;
-		staging_free(ctx, s);
+		shemb__stage_free(ctx, s);
 	}
 }

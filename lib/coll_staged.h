@@ -12,7 +12,9 @@
 int shemb__coll_mem(shemb_ctx *ctx, const struct shemb__coll *c);
 
 /* Host copies of c's buffers, the pieces it sends copied in: *host is c
- * on them, to run on the host transport. */
+ * on them, to run on the host transport.  A failure of that copy is
+ * kept for shemb__stage_finish: the collective runs all the same (on
+ * zeros), so that the other ranks see it. */
 int shemb__stage_begin(shemb_ctx *ctx, const struct shemb__coll *c,
 		       struct shemb__staging **st, struct shemb__coll *host);
 /* The collective on st ended with status rc: on success its received
@@ -22,5 +24,7 @@ int shemb__stage_begin(shemb_ctx *ctx, const struct shemb__coll *c,
 int shemb__stage_finish(shemb_ctx *ctx, struct shemb__staging *st, int rc);
 /* st of a collective whose end will not be seen, kept likewise */
 void shemb__stage_keep(shemb_ctx *ctx, struct shemb__staging *st);
+/* st of a collective that never started */
+void shemb__stage_free(shemb_ctx *ctx, struct shemb__staging *st);
 
 #endif

@@ -218,8 +218,8 @@ static shemb_request *new_request(shemb_ctx *ctx,
 	shemb_request *r = calloc(1, sizeof(*r));
 
 	if (!r) {
-		if (stage)
-			shemb__stage_keep(ctx, stage);
+		if (stage) /* nothing started: nothing writes into it */
+			shemb__stage_free(ctx, stage);
 		shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a request");
 		return NULL;
 	}
@@ -243,7 +243,7 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		return SHEMB_ENOMEM;
 	rc = ops->start(comm, c, &r->op, why, sizeof(why));
 	if (rc) {
-		if (stage)
+		if (stage) /* transfers may have been posted */
 			shemb__stage_keep(ctx, stage);
 		free(r);
 		return shemb__fail(ctx, rc, "%s", why);
@@ -335,8 +335,8 @@ static int queue_coll(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		return SHEMB_ENOMEM;
 	rc = shemb__stepq_submit_coll(ctx, c, ops, comm, &r->job);
 	if (rc) {
-		if (stage)
-			shemb__stage_keep(ctx, stage);
+		if (stage) /* not queued: nothing writes into it */
+			shemb__stage_free(ctx, stage);
 		free(r);
 		return rc;
 	}

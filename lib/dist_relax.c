@@ -623,9 +623,10 @@ static unsigned offer_relax(void *arg, int status)
 	    shemb__lookup_then_begin(&r->lst, r->ctx, o->then))
 		return 0;
 	o->begun = true;
-	if (shemb__step_host_outs(&r->lst, o->then->out, &r->hout))
+	if (!relaxable(&r->lst, r->bst) ||
+	    shemb__step_host_outs(&r->lst, o->then->out, &r->hout))
 		return 0;
-	return relaxable(&r->lst, r->bst) ? SHEMB__OFFER_RELAX : 0;
+	return SHEMB__OFFER_RELAX;
 }
 
 int shemb__dist_relaxed(struct shemb__step *st, const float *const *grad,

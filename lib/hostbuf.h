@@ -1,6 +1,7 @@
 /*
  * hostbuf.h - host memory for the host copies of device buffers: the
- * backend's page-locked memory where it has some (a GPU), else malloc.
+ * backend's page-locked memory where it has some (a GPU), else (none, or
+ * none left) malloc.
  */
 #ifndef SHEMB_HOSTBUF_H
 #define SHEMB_HOSTBUF_H
@@ -11,27 +12,40 @@
 #include "lib/internal.h"
 #include "lib/mem_ops.h"
 
+struct shemb__hostbuf {
+	void *p;
+	size_t bytes;
+	bool pinned;         /* from the backend's host_alloc */
+};
+
 static inline bool shemb__has_host_alloc(const shemb_ctx *ctx)
 {
 	return ctx->mem->size > offsetof(struct shemb_mem_ops, host_free) &&
 	       ctx->mem->host_alloc && ctx->mem->host_free;
 }
 
-/* n bytes (at least one), or NULL */
-static inline void *shemb__host_buf(shemb_ctx *ctx, size_t n)
+/* n bytes (at least one) into b: 0, or SHEMB_ENOMEM. */
+static inline int shemb__host_buf(shemb_ctx *ctx, size_t n,
+				  struct shemb__hostbuf *b)
 {
-	if (shemb__has_host_alloc(ctx))
-		return ctx->mem->host_alloc(ctx->be, n ? n : 1);
-	return malloc(n ? n : 1);
+	b->bytes = n ? n : 1;
+	b->pinned = shemb__has_host_alloc(ctx);
+	b->p = b->pinned ? ctx->mem->host_alloc(ctx->be, b->bytes) : NULL;
+	if (!b->p) {
+		b->pinned = false;
+		b->p = malloc(b->bytes);
+	}
+	return b->p ? 0 : SHEMB_ENOMEM;
 }
 
-/* p of shemb__host_buf(ctx, n) */
-static inline void shemb__host_buf_free(shemb_ctx *ctx, void *p, size_t n)
+static inline void shemb__host_buf_free(shemb_ctx *ctx,
+					struct shemb__hostbuf *b)
 {
-	if (shemb__has_host_alloc(ctx))
-		ctx->mem->host_free(ctx->be, p, n ? n : 1);
+	if (b->pinned)
+		ctx->mem->host_free(ctx->be, b->p, b->bytes);
 	else
-		free(p);
+		free(b->p);
+	b->p = NULL;
 }
 
 #endif

@@ -165,7 +165,7 @@ struct shemb_mem_ops {
 			  int64_t rows, int64_t bad[3]);
 	/* host memory the backend's device copies to and from fastest
 	 * (page-locked), for host copies of device buffers; NULL for a
-	 * backend without device memory (lib/hostbuf.c falls back on
+	 * backend without device memory (lib/hostbuf.h falls back on
 	 * malloc) */
 	void *(*host_alloc)(void *be, size_t bytes);
 	void (*host_free)(void *be, void *p, size_t bytes);

@@ -140,42 +140,42 @@ static int check_mem(struct shemb__step *st, const struct shemb_bags *b,
 	return 0;
 }
 
-/* p, freed at step_end; the list is made with the step's first device
- * set (a step of host sets has none): at most three arrays per set and
- * the gradients' array and one gradient per set. */
-static int keep_bytes(struct shemb__step *st, void *p, size_t bytes)
+/* b, freed at step_end; the list is made with the step's first device
+ * set (a step of host sets has none): at most three arrays per set, then
+ * in a backward the gradients' array and one gradient per set, or in a
+ * lookup across ranks the outputs' array and one output per set. */
+static int keep_buf(struct shemb__step *st, struct shemb__hostbuf *b)
 {
 	if (!st->staged)
 		st->staged = calloc(4 * (size_t)st->n + 1,
 				    sizeof(*st->staged));
 	if (!st->staged) {
-		if (bytes)
-			shemb__host_buf_free(st->ctx, p, bytes);
-		else
-			free(p);
+		shemb__host_buf_free(st->ctx, b);
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
-	st->staged[st->nstaged++] = (struct shemb__kept){ p, bytes };
+	st->staged[st->nstaged++] = *b;
 	return 0;
 }
 
 /* p from malloc */
 static int keep(struct shemb__step *st, void *p)
 {
-	return keep_bytes(st, p, 0);
+	struct shemb__hostbuf b = { .p = p };
+
+	return keep_buf(st, &b);
 }
 
 /* n bytes of host memory for device copies, kept until step_end */
 static void *host_copy(struct shemb__step *st, size_t n)
 {
-	void *p = shemb__host_buf(st->ctx, n);
+	struct shemb__hostbuf b;
 
-	if (!p) {
+	if (shemb__host_buf(st->ctx, n, &b)) {
 		shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory for %zu bytes "
 			    "of host copies of device buffers", n);
 		return NULL;
 	}
-	return keep_bytes(st, p, n ? n : 1) ? NULL : p;
+	return keep_buf(st, &b) ? NULL : b.p;
 }
 
 /* A host copy of n bytes of device memory at src, kept until step_end;
@@ -276,8 +276,10 @@ int shemb__step_host_outs(struct shemb__step *st, float *const *out,
 	if (!out || !st->device_sets)
 		return 0;
 	*hout = calloc((size_t)st->n, sizeof(**hout));
-	if (!*hout || keep(st, *hout))
+	if (!*hout || keep(st, *hout)) {
+		*hout = NULL; /* freed by keep */
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	}
 	for (int i = 0; i < st->n; i++) {
 		struct shemb_bags *b = &st->bags[i];
 		size_t n = set_out_bytes(st, i);
@@ -380,11 +382,7 @@ void shemb__step_end(struct shemb__step *st)
 	free(st->set_ptrs);
 	free(st->set_index);
 	for (int i = 0; i < st->nstaged; i++)
-		if (st->staged[i].bytes)
-			shemb__host_buf_free(ctx, st->staged[i].p,
-					     st->staged[i].bytes);
-		else
-			free(st->staged[i].p);
+		shemb__host_buf_free(ctx, &st->staged[i]);
 	free(st->staged);
 	memset(st, 0, sizeof(*st));
 	st->ctx = ctx;

@@ -14,12 +14,6 @@ struct shemb__group {
 	int *index;                     /* their positions in the call */
 };
 
-/* Memory a step holds until step_end: from malloc, or (bytes > 0) host
- * memory for device copies (lib/hostbuf.h). */
-struct shemb__kept {
-	void *p;
-	size_t bytes;
-};
 
 struct shemb__step {
 	shemb_ctx *ctx;
@@ -38,7 +32,9 @@ struct shemb__step {
 	bool device_sets;               /* some set is SHEMB_MEM_DEVICE */
 	bool outs_staged;               /* their outputs pooled on the host,
 					 * copied to the device at the end */
-	struct shemb__kept *staged;     /* host copies of device buffers */
+	struct shemb__hostbuf *staged;  /* held until step_end: host copies
+					 * of device buffers, and arrays of
+					 * them (lib/hostbuf.h) */
 	int nstaged;
 	bool direct;                    /* device input used in place (the
 					 * backend checks it) */
