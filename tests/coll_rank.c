@@ -323,6 +323,22 @@ static void run_allreduce(void)
 
 /* ---- several collectives in flight ---- */
 
+/* An in-place sum of 5000 floats, started; the buffer, to check and
+ * free once it is done. */
+static float *start_sum(int i, shemb_request **req)
+{
+	float *red = malloc(5000 * sizeof(float)), *d;
+
+	if (!red)
+		FAIL("no memory");
+	for (int k = 0; k < 5000; k++)
+		red[k] = (float)(rank + i + k % 7);
+	d = dev_of(red, 5000 * sizeof(float));
+	CHECK(shemb_allreduce(ctx, d, d, 5000, SHEMB_F32, SHEMB_REDUCE_SUM,
+			      req));
+	return red;
+}
+
 static void run_concurrent(void)
 {
 	enum { N = 24 };
@@ -334,13 +350,7 @@ static void run_concurrent(void)
 	for (int i = 0; i < N; i++) {
 		order[i] = i;
 		if (i % 3 == 2) {
-			red[i] = malloc(5000 * sizeof(float));
-			for (int k = 0; k < 5000; k++)
-				red[i][k] = (float)(rank + i + k % 7);
-			float *d = dev_of(red[i], 5000 * sizeof(float));
-
-			CHECK(shemb_allreduce(ctx, d, d, 5000, SHEMB_F32,
-					      SHEMB_REDUCE_SUM, &req[i]));
+			red[i] = start_sum(i, &req[i]);
 		} else if (i % 3 == 1) {
 			CHECK(shemb_barrier(ctx, &req[i]));
 		} else {
@@ -420,12 +430,13 @@ static void prio_start(struct prio_op *o, int i)
 
 	o->kind = (int)((h >> 8) % 3);
 	if (o->kind == 1) {
+		float *d;
+
 		o->count = h >> 16 & 1 ? 300000 + (size_t)i : 1000;
 		o->red = malloc(o->count * sizeof(float));
 		for (size_t k = 0; k < o->count; k++)
 			o->red[k] = (float)(rank + i + (int)(k % 5));
-		float *d = dev_of(o->red, o->count * sizeof(float));
-
+		d = dev_of(o->red, o->count * sizeof(float));
 		CHECK(shemb_allreduce_prio(ctx, d, d, o->count, SHEMB_F32,
 					   SHEMB_REDUCE_SUM, prio, &o->req));
 	} else if (o->kind == 0) {

@@ -1295,9 +1295,9 @@ static int disagree_on_determinism(void)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* The options (see the top of this file); the number of steps. */
+static int parse_args(int argc, char **argv)
 {
-	struct shemb_ctx_attr a;
 	int steps = 20;
 
 	for (int i = 1; i < argc; i++) {
@@ -1331,6 +1331,14 @@ int main(int argc, char **argv)
 		else
 			FAIL("unknown argument %s", argv[i]);
 	}
+	return steps;
+}
+
+int main(int argc, char **argv)
+{
+	struct shemb_ctx_attr a;
+	int steps = parse_args(argc, argv);
+
 	shemb_ctx_attr_init(&a);
 	a.nthreads = 1;
 	a.deterministic = deterministic > 0;
