@@ -201,7 +201,8 @@ static void fab_free(struct fab *f)
 	}
 	free(f->spare);
 	shemb__boot_close(f->boot);
-	pthread_cond_destroy(&f->cond);
+	pthread_cond_destroy(&f->done_cond);
+	pthread_mutex_destroy(&f->done_lock);
 	pthread_cond_destroy(&f->nap);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -214,7 +215,8 @@ static void init_sync(struct fab *f)
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&f->cond, &ca);
+	pthread_mutex_init(&f->done_lock, NULL);
+	pthread_cond_init(&f->done_cond, &ca);
 	pthread_cond_init(&f->nap, &ca);
 	pthread_condattr_destroy(&ca);
 }
@@ -319,9 +321,10 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 {
 	struct fab *f = comm;
 	struct op *op = NULL;
-	int rc;
+	int rc = shemb__fab_lock(f, why, len);
 
-	shemb__fab_lock(f);
+	if (rc)
+		return rc;
 	if (f->failed) {
 		snprintf(why, len, "%s", f->fail_why);
 		rc = f->failed;
@@ -383,9 +386,11 @@ static int fab_test(void *comm, struct shemb__op *h, int *done, char *why,
 {
 	struct fab *f = comm;
 	struct op *op = (struct op *)h;
-	int rc = 0;
+	int rc = shemb__fab_lock(f, why, len);
 
-	shemb__fab_lock(f);
+	*done = rc != 0;
+	if (rc)
+		return rc;
 	if (f->progress_mode == SHEMB_PROGRESS_CALLER)
 		shemb__fab_progress(f, true);
 	*done = op->done;
@@ -404,12 +409,16 @@ static int fab_test(void *comm, struct shemb__op *h, int *done, char *why,
  */
 #define IDLE_NS 10000000ull
 
-static void progress_while_moving(struct fab *f, struct op *op)
+/* Called with the lock; returns with it, or with SHEMB_EPEER (and why)
+ * without it once the engine wedged. */
+static int progress_while_moving(struct fab *f, struct op *op, char *why,
+				 size_t len)
 {
 	uint64_t last = shemb__fab_now_ns();
 	/* with a progress thread, a waiter of the urgent lane leaves the
 	 * bulk lane (and its long reads) to the thread */
 	bool bulk = !f->have_thread || op->lane == LANE_BULK;
+	int rc = 0;
 
 	f->waiters_progressing += bulk;
 	f->urgent_waiters += !bulk;
@@ -426,22 +435,34 @@ static void progress_while_moving(struct fab *f, struct op *op)
 			break;
 		pthread_mutex_unlock(&f->lock);
 		sched_yield();
-		pthread_mutex_lock(&f->lock);
+		rc = shemb__fab_lock(f, why, len);
+		if (rc) /* wedged: its counts no longer matter */
+			return rc;
 	}
 	f->waiters_progressing -= bulk;
 	f->urgent_waiters -= !bulk;
+	return 0;
 }
 
+/* Once the waiter stops moving the transfers, it sleeps without the
+ * lock (which a thread stuck in libfabric may hold), waking when an op
+ * finishes, and gives up when the engine wedges. */
 static int fab_wait(void *comm, struct shemb__op *h, char *why, size_t len)
 {
 	struct fab *f = comm;
 	struct op *op = (struct op *)h;
-	int rc;
+	int rc = shemb__fab_lock(f, why, len);
 
-	shemb__fab_lock(f);
-	progress_while_moving(f, op);
-	while (!op->done)
-		pthread_cond_wait(&f->cond, &f->lock);
+	if (!rc)
+		rc = progress_while_moving(f, op, why, len);
+	while (!rc && !op->done) {
+		uint64_t gen = atomic_load(&f->done_gen);
+
+		pthread_mutex_unlock(&f->lock);
+		rc = shemb__fab_sleep_done(f, gen, why, len);
+	}
+	if (rc)
+		return rc;
 	rc = op_result(op, why, len);
 	pthread_mutex_unlock(&f->lock);
 	return rc;
@@ -452,7 +473,8 @@ static void fab_release(void *comm, struct shemb__op *h)
 	struct fab *f = comm;
 	struct op *op = (struct op *)h;
 
-	shemb__fab_lock(f);
+	if (shemb__fab_lock(f, NULL, 0))
+		return; /* the wedged engine keeps it */
 	op->released = true;
 	if (op->done && op->posted == 0) {
 		for (struct op **p = &f->ops; *p; p = &(*p)->next) {
@@ -472,7 +494,8 @@ static size_t fab_received(void *comm, struct shemb__op *h, int peer)
 	struct op *op = (struct op *)h;
 	size_t n = 0;
 
-	shemb__fab_lock(f);
+	if (shemb__fab_lock(f, NULL, 0))
+		return 0;
 	/* the lane of the caller's collective; the thread moves the other */
 	shemb__fab_progress(f, !f->have_thread || op->lane == LANE_BULK);
 	if (op->kind == SHEMB__ALLTOALLV)
@@ -484,9 +507,10 @@ static size_t fab_received(void *comm, struct shemb__op *h, int peer)
 static int fab_async_error(void *comm, char *msg, size_t len)
 {
 	struct fab *f = comm;
-	int rc;
+	int rc = shemb__fab_lock(f, msg, len);
 
-	shemb__fab_lock(f);
+	if (rc)
+		return rc;
 	rc = f->failed;
 	if (rc)
 		snprintf(msg, len, "%s", f->fail_why);
@@ -514,7 +538,14 @@ static void fab_destroy(void *comm)
 		fab_wait(f, op, why, sizeof(why));
 		fab_release(f, op);
 	}
-	shemb__fab_stop_thread(f);
+	/* a thread inside libfabric for good: leave the engine to it (its
+	 * endpoint cannot be closed under it); the rendezvous goes, so that
+	 * the other ranks learn that this one left */
+	if (!shemb__fab_stop_thread(f) || shemb__fab_wedged(f, NULL, 0)) {
+		shemb__boot_close(f->boot);
+		f->boot = NULL;
+		return;
+	}
 	fab_free(f);
 }
 

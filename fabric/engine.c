@@ -116,7 +116,7 @@ static void finish(struct fab *f, struct op *op, int status)
 	f->active--;
 	f->active_bulk -= op->lane == LANE_BULK;
 	f->finished++;
-	pthread_cond_broadcast(&f->cond);
+	shemb__fab_op_done(f);
 	maybe_free(f, op);
 }
 

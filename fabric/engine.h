@@ -179,12 +179,20 @@ struct fab {
 	int progress_mode;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;         /* an op finished: for sleeping waiters */
 	pthread_cond_t nap;          /* the progress thread's sleep, cut short
 				      * only to stop it: finishing ops must
 				      * not wake it */
 	pthread_t thread;
-	bool have_thread, stop;
+	bool have_thread;
+	atomic_bool stop;
+	/* sleeping waiters (wedge.c): an op finished, or the engine is
+	 * wedged; never held around a libfabric call */
+	pthread_mutex_t done_lock;
+	pthread_cond_t done_cond;
+	_Atomic uint64_t done_gen;   /* ops finished, ever */
+	atomic_int wedged;           /* SHEMB_EPEER once the lock could not
+				      * be had within the timeout */
+	char wedge_why[256];
 	int waiters_progressing;     /* callers driving progress on both
 				      * lanes themselves: the thread stands
 				      * back meanwhile */
@@ -256,15 +264,31 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 int shemb__fab_progress(struct fab *f, bool bulk);
 /* Hand the transfers waiting to libfabric, without reading completions. */
 void shemb__fab_post(struct fab *f);
-/* The lock, for calls of the application (ahead of the progress thread). */
-void shemb__fab_lock(struct fab *f);
+/* wedge.c: the lock, for calls of the application (ahead of the progress
+ * thread), within the timeout: 0, or SHEMB_EPEER with the reason in why
+ * (the engine is wedged: every later call fails so). */
+int shemb__fab_lock(struct fab *f, char *why, size_t len);
+/* 0, or the code of a wedged engine (and why) */
+int shemb__fab_wedged(struct fab *f, char *why, size_t len);
+/* An op finished: sleeping waiters look again. */
+void shemb__fab_op_done(struct fab *f);
+/* Without the lock: sleep until an op finishes after the gen-th
+ * (done_gen), the engine wedges or WAKE_MS pass, then take the lock as
+ * shemb__fab_lock() does. */
+#define WAKE_MS 100
+int shemb__fab_sleep_done(struct fab *f, uint64_t gen, char *why,
+			  size_t len);
+/* Join the progress thread within the timeout; false: it did not end
+ * (stuck in libfabric, or behind a thread that is), and is left alone. */
+bool shemb__fab_join(struct fab *f);
 static inline bool shemb__fab_callers_waiting(struct fab *f)
 {
 	return atomic_load_explicit(&f->callers, memory_order_relaxed) > 0;
 }
 /* progress.c */
 int shemb__fab_start_thread(struct fab *f);
-void shemb__fab_stop_thread(struct fab *f);
+/* false: the thread did not end (see shemb__fab_join) */
+bool shemb__fab_stop_thread(struct fab *f);
 void shemb__fab_free_op(struct op *op);
 /* A scratch buffer of at least len bytes for op (the spare when it fits),
  * which shemb__fab_free_op() hands back as the spare. */

@@ -15,13 +15,6 @@
 #include "fabric/engine.h"
 #include "lib/thread.h"
 
-void shemb__fab_lock(struct fab *f)
-{
-	atomic_fetch_add_explicit(&f->callers, 1, memory_order_relaxed);
-	pthread_mutex_lock(&f->lock);
-	atomic_fetch_sub_explicit(&f->callers, 1, memory_order_relaxed);
-}
-
 /* Hand the lock to the callers waiting for it, then take it back.  A
  * mutex is not fair: unlocking and locking again would mostly keep it. */
 static void let_callers_in(struct fab *f)
@@ -51,7 +44,7 @@ static void *progress_main(void *arg)
 	struct fab *f = arg;
 
 	pthread_mutex_lock(&f->lock);
-	while (!f->stop) {
+	while (!atomic_load(&f->stop)) {
 		int n;
 
 		if (f->waiters_progressing ||
@@ -85,14 +78,17 @@ int shemb__fab_start_thread(struct fab *f)
 	return 0;
 }
 
-void shemb__fab_stop_thread(struct fab *f)
+/* Without the engine's lock, which a stuck thread may hold: the thread
+ * sees stop within a millisecond of sleep anyway. */
+bool shemb__fab_stop_thread(struct fab *f)
 {
+	bool ended;
+
 	if (!f->have_thread)
-		return;
-	pthread_mutex_lock(&f->lock);
-	f->stop = true;
+		return true;
+	atomic_store(&f->stop, true);
 	pthread_cond_broadcast(&f->nap);
-	pthread_mutex_unlock(&f->lock);
-	pthread_join(f->thread, NULL);
+	ended = shemb__fab_join(f);
 	f->have_thread = false;
+	return ended;
 }

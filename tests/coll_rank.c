@@ -18,7 +18,9 @@
  * too), kill-steps (it dies with steps started on the others: each of
  * their requests fails), kill-relaxed (it dies during a backward run with
  * the lookup behind it: their requests end, by success or the death),
- * async-error.
+ * wedge (rank 0's progress thread never comes back from libfabric,
+ * with tests/wedge.c preloaded: every rank's calls fail within about the
+ * timeout, and every context is destroyed), async-error.
  *
  * With --device, the context is a GPU one (of the module SHEMB_CUDA_PLUGIN
  * names: the emulated device of tests/emu/, or the CUDA one on a GPU
@@ -35,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <shemb.h>
@@ -552,6 +555,65 @@ static void run_lanes(int rounds)
 	}
 }
 
+/* ---- a provider call that never returns ---- */
+
+/*
+ * Rank 0 runs with tests/wedge.c preloaded: after a while one of its
+ * threads never comes back from libfabric, perhaps holding the engine's
+ * lock, as when a peer dies holding a lock of the shm provider.  Every
+ * rank goes on with small alltoallvs and bulk allreduces until one
+ * fails: rank 0's own calls
+ * must fail (SHEMB_EPEER or SHEMB_ETIMEDOUT) within about the timeout,
+ * the other ranks' too (rank 0 stopped answering), and every
+ * shemb_ctx_destroy() must return.
+ */
+static void run_wedge(void)
+{
+	enum { BULK = 1 << 16 };
+	static float bulk[BULK];
+	uint64_t t0 = 0;
+	int rc = 0, r;
+
+	for (r = 0; r < 200000 && !rc; r++) {
+		struct a2a a;
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		t0 = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+		if (r % 2) { /* the bulk lane, read without the lock */
+			rc = shemb_allreduce_prio(ctx, bulk, bulk, BULK,
+						  SHEMB_F32, SHEMB_REDUCE_SUM,
+						  SHEMB_PRIO_DENSE, NULL);
+			continue;
+		}
+		a2a_prepare(&a, 20000 + (uint64_t)r, 0);
+		rc = shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc, a.rd,
+				     NULL);
+		if (!rc) {
+			a2a_check(&a, 20000 + (uint64_t)r);
+		} else {
+			free(a.sb);
+			free(a.rb);
+		}
+	}
+	if (rc != SHEMB_EPEER && rc != SHEMB_ETIMEDOUT)
+		FAIL("round %d ended with %d, not SHEMB_EPEER or "
+		     "SHEMB_ETIMEDOUT: %s", r, rc, shemb_ctx_last_error(ctx));
+	{
+		struct timespec ts;
+		uint64_t ms;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ms = (uint64_t)ts.tv_sec * 1000 +
+		     (uint64_t)ts.tv_nsec / 1000000 - t0;
+		printf("round %d failed after %llu ms: %s\n", r,
+		       (unsigned long long)ms, shemb_ctx_last_error(ctx));
+		if (ms > 3 * (uint64_t)timeout_ms + 2000)
+			FAIL("the failed call took %llu ms, timeout %d ms",
+			     (unsigned long long)ms, timeout_ms);
+	}
+}
+
 /* ---- mismatched calls ---- */
 
 static void expect_einval(int rc, const char *what)
@@ -913,6 +975,8 @@ int main(int argc, char **argv)
 		run_priorities();
 	else if (!strcmp(s, "stall"))
 		run_stall();
+	else if (!strcmp(s, "wedge"))
+		run_wedge();
 	else if (!strcmp(s, "lanes"))
 		run_lanes(argc > 2 ? atoi(argv[2]) : 400);
 	else if (!strcmp(s, "mismatch-count"))
@@ -930,5 +994,7 @@ int main(int argc, char **argv)
 	else
 		FAIL("unknown scenario '%s'", s);
 	shemb_ctx_destroy(ctx);
+	if (!strcmp(s, "wedge"))
+		printf("rank %d: context destroyed\n", rank);
 	return 0;
 }

@@ -3,8 +3,8 @@
 # ranks of tests/coll_rank over shm and over tcp;ofi_rxm (loopback), each
 # run bounded in time; also the caller-progress mode, small chunks and
 # collectives of random priorities, rounds that use both lanes at once,
-# a rank that stops answering, and collectives on device buffers of the
-# emulated device.
+# a rank that stops answering, a provider call that never returns, and
+# collectives on device buffers of the emulated device.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/coll_rank
 
@@ -39,6 +39,18 @@ for p in shm "tcp;ofi_rxm"; do
 	SHEMB_FABRIC_REGISTER=1 one "$p" 3 concurrent
 	SHEMB_FABRIC_REGISTER=1 one "$p" 2 alltoallv-big
 done
+# a thread of rank 0 that never comes back from libfabric (shm's spin
+# locks, as after a peer died holding one): every rank's calls fail within
+# about the timeout, and every context is destroyed
+saved_asan=${ASAN_OPTIONS-}
+export SHEMB_TEST_WEDGE=0:1000
+export LD_PRELOAD="$top_builddir/tests/.libs/libwedge.so"
+export ASAN_OPTIONS="verify_asan_link_order=0${saved_asan:+:$saved_asan}"
+for n in 2 3; do
+	one shm "$n" wedge --timeout 2000
+done
+unset SHEMB_TEST_WEDGE LD_PRELOAD
+ASAN_OPTIONS=$saved_asan
 # collectives on device buffers of GPU contexts on the emulated device of
 # tests/emu/ (in a build with CUDA): through host memory, in their turn
 emu=$top_builddir/tests/emu/.libs/shemb_emu.so

@@ -8,11 +8,14 @@
  * reaped if the test runs out of time.
  *
  * One hang is not the library's: over shm, a rank killed while it holds a
- * spin lock in libfabric's shared memory leaves a survivor spinning in
- * pthread_spin_lock() called by libfabric, for good (shemb_alltoallv(3),
- * BUGS).  A scenario whose every survivor still running at the deadline
- * is caught so, by looking at its threads (tests/spin_probe.c), prints
- * "known" with the reason and does not fail; any other hang does.
+ * spin lock in libfabric's shared memory leaves a survivor's thread
+ * spinning in pthread_spin_lock() called by libfabric, for good
+ * (shemb_alltoallv(3), BUGS).  The survivor's other threads give up
+ * within the timeout (coll_rank wedge tests that), but not a call that
+ * is itself the one spinning.  A scenario whose every survivor still
+ * running at the deadline is caught so, by looking at its threads
+ * (tests/spin_probe.c), prints "known" with the reason and does not fail;
+ * any other hang does.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>

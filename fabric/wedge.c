@@ -1,0 +1,117 @@
+/*
+ * wedge.c - an engine that a provider call never gives back.
+ *
+ * libfabric 1.17's shm takes spin locks in shared memory; a rank killed
+ * while it holds one leaves any survivor's call that takes it spinning
+ * for good, perhaps with the engine's lock held.  The engine cannot free
+ * that thread, but no other thread must hang behind it: the application's
+ * calls take the engine's lock within the context's timeout or give up,
+ * waits sleep on a lock of their own, and a stop does not join a thread
+ * that does not end.  Once the lock could not be had for that long, the
+ * engine is "wedged": every call fails at once, and destroying the
+ * context leaves the engine (and the stuck thread) as they are.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "shemb.h"
+#include "fabric/engine.h"
+
+static struct timespec deadline_in(int ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+static void mark_wedged(struct fab *f)
+{
+	pthread_mutex_lock(&f->done_lock);
+	if (!atomic_load(&f->wedged)) {
+		snprintf(f->wedge_why, sizeof(f->wedge_why),
+			 "rank %d: the transport is stuck: a libfabric call "
+			 "has held its lock for %d ms (over shm, a rank that "
+			 "died holding a lock of the provider's shared memory "
+			 "does this); the context can only be destroyed",
+			 f->rank, f->timeout_ms);
+		atomic_store(&f->wedged, SHEMB_EPEER);
+	}
+	pthread_cond_broadcast(&f->done_cond);
+	pthread_mutex_unlock(&f->done_lock);
+}
+
+int shemb__fab_wedged(struct fab *f, char *why, size_t len)
+{
+	int rc = atomic_load(&f->wedged);
+
+	if (rc && why) {
+		pthread_mutex_lock(&f->done_lock);
+		snprintf(why, len, "%s", f->wedge_why);
+		pthread_mutex_unlock(&f->done_lock);
+	}
+	return rc;
+}
+
+int shemb__fab_lock(struct fab *f, char *why, size_t len)
+{
+	struct timespec dl = deadline_in(f->timeout_ms);
+	int rc;
+
+	if (shemb__fab_wedged(f, why, len))
+		return SHEMB_EPEER;
+	atomic_fetch_add_explicit(&f->callers, 1, memory_order_relaxed);
+	rc = pthread_mutex_clocklock(&f->lock, CLOCK_MONOTONIC, &dl);
+	atomic_fetch_sub_explicit(&f->callers, 1, memory_order_relaxed);
+	if (rc == ETIMEDOUT)
+		mark_wedged(f);
+	else if (!rc && !atomic_load(&f->wedged))
+		return 0;
+	else if (!rc)
+		pthread_mutex_unlock(&f->lock);
+	return shemb__fab_wedged(f, why, len);
+}
+
+void shemb__fab_op_done(struct fab *f)
+{
+	pthread_mutex_lock(&f->done_lock);
+	atomic_fetch_add(&f->done_gen, 1);
+	pthread_cond_broadcast(&f->done_cond);
+	pthread_mutex_unlock(&f->done_lock);
+}
+
+int shemb__fab_sleep_done(struct fab *f, uint64_t gen, char *why,
+			  size_t len)
+{
+	struct timespec dl = deadline_in(WAKE_MS);
+
+	pthread_mutex_lock(&f->done_lock);
+	while (atomic_load(&f->done_gen) == gen && !atomic_load(&f->wedged))
+		if (pthread_cond_clockwait(&f->done_cond, &f->done_lock,
+					   CLOCK_MONOTONIC, &dl) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&f->done_lock);
+	return shemb__fab_lock(f, why, len);
+}
+
+bool shemb__fab_join(struct fab *f)
+{
+	struct timespec dl = deadline_in(f->timeout_ms);
+
+	if (pthread_clockjoin_np(f->thread, NULL, CLOCK_MONOTONIC, &dl)) {
+		pthread_detach(f->thread);
+		return false;
+	}
+	return true;
+}
