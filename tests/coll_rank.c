@@ -567,51 +567,57 @@ static void run_lanes(int rounds)
  * the other ranks' too (rank 0 stopped answering), and every
  * shemb_ctx_destroy() must return.
  */
-static void run_wedge(void)
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One round: a small alltoallv (urgent lane), or on odd rounds a bulk
+ * allreduce (the bulk lane, whose completions are read without the
+ * engine's lock). */
+static int wedge_round(int r)
 {
 	enum { BULK = 1 << 16 };
 	static float bulk[BULK];
-	uint64_t t0 = 0;
+	struct a2a a;
+	int rc;
+
+	if (r % 2)
+		return shemb_allreduce_prio(ctx, bulk, bulk, BULK, SHEMB_F32,
+					    SHEMB_REDUCE_SUM, SHEMB_PRIO_DENSE,
+					    NULL);
+	a2a_prepare(&a, 20000 + (uint64_t)r, 0);
+	rc = shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc, a.rd, NULL);
+	if (!rc) {
+		a2a_check(&a, 20000 + (uint64_t)r);
+	} else {
+		free(a.sb);
+		free(a.rb);
+	}
+	return rc;
+}
+
+static void run_wedge(void)
+{
+	uint64_t t0 = 0, ms;
 	int rc = 0, r;
 
 	for (r = 0; r < 200000 && !rc; r++) {
-		struct a2a a;
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		t0 = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-		if (r % 2) { /* the bulk lane, read without the lock */
-			rc = shemb_allreduce_prio(ctx, bulk, bulk, BULK,
-						  SHEMB_F32, SHEMB_REDUCE_SUM,
-						  SHEMB_PRIO_DENSE, NULL);
-			continue;
-		}
-		a2a_prepare(&a, 20000 + (uint64_t)r, 0);
-		rc = shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc, a.rd,
-				     NULL);
-		if (!rc) {
-			a2a_check(&a, 20000 + (uint64_t)r);
-		} else {
-			free(a.sb);
-			free(a.rb);
-		}
+		t0 = now_ms();
+		rc = wedge_round(r);
 	}
 	if (rc != SHEMB_EPEER && rc != SHEMB_ETIMEDOUT)
 		FAIL("round %d ended with %d, not SHEMB_EPEER or "
 		     "SHEMB_ETIMEDOUT: %s", r, rc, shemb_ctx_last_error(ctx));
-	{
-		struct timespec ts;
-		uint64_t ms;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ms = (uint64_t)ts.tv_sec * 1000 +
-		     (uint64_t)ts.tv_nsec / 1000000 - t0;
-		printf("round %d failed after %llu ms: %s\n", r,
-		       (unsigned long long)ms, shemb_ctx_last_error(ctx));
-		if (ms > 3 * (uint64_t)timeout_ms + 2000)
-			FAIL("the failed call took %llu ms, timeout %d ms",
-			     (unsigned long long)ms, timeout_ms);
-	}
+	ms = now_ms() - t0;
+	printf("round %d failed after %llu ms: %s\n", r,
+	       (unsigned long long)ms, shemb_ctx_last_error(ctx));
+	if (ms > 3 * (uint64_t)timeout_ms + 2000)
+		FAIL("the failed call took %llu ms, timeout %d ms",
+		     (unsigned long long)ms, timeout_ms);
 }
 
 /* ---- mismatched calls ---- */

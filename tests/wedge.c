@@ -1,11 +1,12 @@
 /*
  * wedge.c - a fault for tests, loaded with LD_PRELOAD: the rank named by
  * SHEMB_TEST_WEDGE=RANK:MS, MS milliseconds after its first spin lock,
- * never returns from the next pthread_spin_lock() of its progress thread.  libfabric's shm
- * provider takes spin locks in shared memory around its queues, so this
- * is what a survivor sees when a peer died holding one: a provider call
- * that does not come back (tests/coll_rank.c, scenario "wedge").  The
- * thread sleeps rather than spins, to spare the CPU.
+ * never returns from the next pthread_spin_lock() of its progress
+ * thread.  libfabric's shm provider takes spin locks in shared memory
+ * around its queues, so this is what a survivor sees when a peer died
+ * holding one: a provider call that does not come back (tests/coll_rank.c,
+ * scenario "wedge").  The thread sleeps rather than spins, to spare the
+ * CPU.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
