@@ -460,6 +460,10 @@ static int fab_wait(void *comm, struct shemb__op *h, char *why, size_t len)
 
 		pthread_mutex_unlock(&f->lock);
 		rc = shemb__fab_sleep_done(f, gen, why, len);
+		/* a read of the bulk lane that never returns holds no lock,
+		 * but no bulk transfer moves again */
+		if (!rc && (rc = shemb__fab_stuck(f, why, len)))
+			pthread_mutex_unlock(&f->lock);
 	}
 	if (rc)
 		return rc;
@@ -525,6 +529,23 @@ static const char *fab_describe(void *comm)
 
 /* The ranks leave together: a last barrier, so that no rank closes while
  * another still waits for its messages.  A failed job skips it. */
+/* A thread inside libfabric for good: the engine is left to it (its
+ * endpoint cannot be closed under it).  The rendezvous goes, so that the
+ * other ranks learn that this one left, when the lock can be had: the
+ * progress thread reads it under the lock, and may only be slow. */
+static void leave_wedged(struct fab *f)
+{
+	struct timespec dl;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec++;
+	if (pthread_mutex_clocklock(&f->lock, CLOCK_MONOTONIC, &dl))
+		return;
+	shemb__boot_close(f->boot);
+	f->boot = NULL;
+	pthread_mutex_unlock(&f->lock);
+}
+
 static void fab_destroy(void *comm)
 {
 	struct fab *f = comm;
@@ -538,15 +559,10 @@ static void fab_destroy(void *comm)
 		fab_wait(f, op, why, sizeof(why));
 		fab_release(f, op);
 	}
-	/* a thread inside libfabric for good: leave the engine to it (its
-	 * endpoint cannot be closed under it); the rendezvous goes, so that
-	 * the other ranks learn that this one left */
-	if (!shemb__fab_stop_thread(f) || shemb__fab_wedged(f, NULL, 0)) {
-		shemb__boot_close(f->boot);
-		f->boot = NULL;
-		return;
-	}
-	fab_free(f);
+	if (!shemb__fab_stop_thread(f) || shemb__fab_wedged(f, NULL, 0))
+		leave_wedged(f);
+	else
+		fab_free(f);
 }
 
 const struct shemb_comm_ops shemb__fabric_ops = {

@@ -430,18 +430,18 @@ static uint64_t mono_ms(void)
  * a transfer in ways of their own (shm: an I/O error, tcp;ofi_rxm: the
  * operation canceled), often before the rendezvous connections tell of
  * the death: an error that does not name a lost connection waits up to
- * LEFT_WAIT_MS (at most the timeout) for that news, so that the call
- * reports SHEMB_EPEER as every call after the loss does, and SHEMB_EIO
- * only when no rank left.  Rare, and under the engine's lock.
+ * LEFT_WAIT_MS (at most half the timeout: a caller that cannot have the
+ * lock for the whole timeout takes the engine for wedged, wedge.c) for
+ * that news, so that the call reports SHEMB_EPEER as every call after
+ * the loss does, and SHEMB_EIO only when no rank left.  Rare, and under
+ * the engine's lock.
  */
 #define LEFT_WAIT_MS 2000u
 
 static void transfer_failed(struct fab *f, struct op *op, int peer, int err)
 {
-	uint64_t wait = f->timeout_ms > 0 && (unsigned)f->timeout_ms <
-						     LEFT_WAIT_MS
-				? (uint64_t)f->timeout_ms
-				: LEFT_WAIT_MS;
+	uint64_t half = f->timeout_ms > 0 ? (uint64_t)f->timeout_ms / 2 : 0;
+	uint64_t wait = half && half < LEFT_WAIT_MS ? half : LEFT_WAIT_MS;
 	uint64_t until = mono_ms() + wait;
 	bool failed_before = f->failed != 0;
 
@@ -540,6 +540,7 @@ static int read_cq(struct fab *f, int lane)
 		if (f->bulk_reader)
 			return 0;
 		f->bulk_reader = true;
+		f->bulk_read_ns = shemb__fab_now_ns();
 		pthread_mutex_unlock(&f->lock);
 	}
 	n = fi_cq_read(f->cq[lane], e, 32);

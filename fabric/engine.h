@@ -202,6 +202,7 @@ struct fab {
 				      * ops are active */
 	bool bulk_reader;            /* a thread reads the bulk lane's
 				      * completions (without the lock) */
+	uint64_t bulk_read_ns;       /* ... since then */
 	atomic_int callers;          /* callers waiting for the lock: the
 				      * thread lets them in (a collective
 				      * started meanwhile must not wait for
@@ -270,6 +271,10 @@ void shemb__fab_post(struct fab *f);
 int shemb__fab_lock(struct fab *f, char *why, size_t len);
 /* 0, or the code of a wedged engine (and why) */
 int shemb__fab_wedged(struct fab *f, char *why, size_t len);
+/* With the lock: as shemb__fab_wedged(), the engine first marked wedged
+ * when its bulk lane's read (done without the lock) has lasted the
+ * timeout. */
+int shemb__fab_stuck(struct fab *f, char *why, size_t len);
 /* An op finished: sleeping waiters look again. */
 void shemb__fab_op_done(struct fab *f);
 /* Without the lock: sleep until an op finishes after the gen-th

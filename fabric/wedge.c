@@ -36,16 +36,16 @@ static struct timespec deadline_in(int ms)
 	return ts;
 }
 
-static void mark_wedged(struct fab *f)
+static void mark_wedged(struct fab *f, const char *what)
 {
 	pthread_mutex_lock(&f->done_lock);
 	if (!atomic_load(&f->wedged)) {
 		snprintf(f->wedge_why, sizeof(f->wedge_why),
 			 "rank %d: the transport is stuck: a libfabric call "
-			 "has held its lock for %d ms (over shm, a rank that "
-			 "died holding a lock of the provider's shared memory "
-			 "does this); the context can only be destroyed",
-			 f->rank, f->timeout_ms);
+			 "%s for %d ms (over shm, a rank that died holding a "
+			 "lock of the provider's shared memory does this); "
+			 "the context can only be destroyed", f->rank, what,
+			 f->timeout_ms);
 		atomic_store(&f->wedged, SHEMB_EPEER);
 	}
 	pthread_cond_broadcast(&f->done_cond);
@@ -64,6 +64,16 @@ int shemb__fab_wedged(struct fab *f, char *why, size_t len)
 	return rc;
 }
 
+int shemb__fab_stuck(struct fab *f, char *why, size_t len)
+{
+	uint64_t limit = (uint64_t)f->timeout_ms * 1000000u;
+
+	if (f->bulk_reader && f->timeout_ms > 0 &&
+	    shemb__fab_now_ns() - f->bulk_read_ns > limit)
+		mark_wedged(f, "reading the bulk lane has not returned");
+	return shemb__fab_wedged(f, why, len);
+}
+
 int shemb__fab_lock(struct fab *f, char *why, size_t len)
 {
 	struct timespec dl = deadline_in(f->timeout_ms);
@@ -74,12 +84,19 @@ int shemb__fab_lock(struct fab *f, char *why, size_t len)
 	atomic_fetch_add_explicit(&f->callers, 1, memory_order_relaxed);
 	rc = pthread_mutex_clocklock(&f->lock, CLOCK_MONOTONIC, &dl);
 	atomic_fetch_sub_explicit(&f->callers, 1, memory_order_relaxed);
-	if (rc == ETIMEDOUT)
-		mark_wedged(f);
-	else if (!rc && !atomic_load(&f->wedged))
+	if (rc) {
+		if (rc == ETIMEDOUT)
+			mark_wedged(f, "has held its lock");
+		if (!shemb__fab_wedged(f, why, len)) {
+			snprintf(why, len, "the transport's lock: error %d",
+				 rc);
+			return SHEMB_EINTERNAL;
+		}
+		return SHEMB_EPEER;
+	}
+	if (!atomic_load(&f->wedged))
 		return 0;
-	else if (!rc)
-		pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&f->lock);
 	return shemb__fab_wedged(f, why, len);
 }
 
@@ -105,9 +122,13 @@ int shemb__fab_sleep_done(struct fab *f, uint64_t gen, char *why,
 	return shemb__fab_lock(f, why, len);
 }
 
+/* A wedged engine's thread is given a moment only: it is most likely the
+ * stuck one, or waits behind it. */
 bool shemb__fab_join(struct fab *f)
 {
-	struct timespec dl = deadline_in(f->timeout_ms);
+	struct timespec dl = deadline_in(atomic_load(&f->wedged)
+						 ? WAKE_MS
+						 : f->timeout_ms);
 
 	if (pthread_clockjoin_np(f->thread, NULL, CLOCK_MONOTONIC, &dl)) {
 		pthread_detach(f->thread);
