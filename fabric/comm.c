@@ -537,9 +537,9 @@ static void leave_wedged(struct fab *f)
 {
 	struct timespec dl;
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
+	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec++;
-	if (pthread_mutex_clocklock(&f->lock, CLOCK_MONOTONIC, &dl))
+	if (pthread_mutex_timedlock(&f->lock, &dl))
 		return;
 	shemb__boot_close(f->boot);
 	f->boot = NULL;

@@ -22,11 +22,14 @@
 #include "shemb.h"
 #include "fabric/engine.h"
 
-static struct timespec deadline_in(int ms)
+/* Deadlines of the lock and the join are on the realtime clock, those
+ * of done_cond (made so) on the monotonic one: the calls that take the
+ * clock as an argument are unknown to the thread sanitizer. */
+static struct timespec deadline_in(clockid_t clock, int ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	ts.tv_sec += ms / 1000;
 	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (ts.tv_nsec >= 1000000000L) {
@@ -76,13 +79,13 @@ int shemb__fab_stuck(struct fab *f, char *why, size_t len)
 
 int shemb__fab_lock(struct fab *f, char *why, size_t len)
 {
-	struct timespec dl = deadline_in(f->timeout_ms);
+	struct timespec dl = deadline_in(CLOCK_REALTIME, f->timeout_ms);
 	int rc;
 
 	if (shemb__fab_wedged(f, why, len))
 		return SHEMB_EPEER;
 	atomic_fetch_add_explicit(&f->callers, 1, memory_order_relaxed);
-	rc = pthread_mutex_clocklock(&f->lock, CLOCK_MONOTONIC, &dl);
+	rc = pthread_mutex_timedlock(&f->lock, &dl);
 	atomic_fetch_sub_explicit(&f->callers, 1, memory_order_relaxed);
 	if (rc) {
 		if (rc == ETIMEDOUT)
@@ -111,12 +114,12 @@ void shemb__fab_op_done(struct fab *f)
 int shemb__fab_sleep_done(struct fab *f, uint64_t gen, char *why,
 			  size_t len)
 {
-	struct timespec dl = deadline_in(WAKE_MS);
+	struct timespec dl = deadline_in(CLOCK_MONOTONIC, WAKE_MS);
 
 	pthread_mutex_lock(&f->done_lock);
 	while (atomic_load(&f->done_gen) == gen && !atomic_load(&f->wedged))
-		if (pthread_cond_clockwait(&f->done_cond, &f->done_lock,
-					   CLOCK_MONOTONIC, &dl) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&f->done_cond, &f->done_lock,
+					   &dl) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&f->done_lock);
 	return shemb__fab_lock(f, why, len);
@@ -126,11 +129,12 @@ int shemb__fab_sleep_done(struct fab *f, uint64_t gen, char *why,
  * stuck one, or waits behind it. */
 bool shemb__fab_join(struct fab *f)
 {
-	struct timespec dl = deadline_in(atomic_load(&f->wedged)
+	struct timespec dl = deadline_in(CLOCK_REALTIME,
+					 atomic_load(&f->wedged)
 						 ? WAKE_MS
 						 : f->timeout_ms);
 
-	if (pthread_clockjoin_np(f->thread, NULL, CLOCK_MONOTONIC, &dl)) {
+	if (pthread_timedjoin_np(f->thread, NULL, &dl)) {
 		pthread_detach(f->thread);
 		return false;
 	}
