@@ -92,13 +92,10 @@ static void store_free(void *p, struct shemb__store *s)
 	s->base = NULL;
 }
 
-/* A host copy of up to n records of s, for staging.  Page-locked up to
- * TWIN_PINNED_MAX bytes, so that the tiers' loads and write-backs and
- * the initial rows cross at the full speed of the bus; larger ones (a
- * move of that size is rare, and making page-locked memory costs more
- * than a copy) and any the cache cannot give come from the CPU side. */
-#define TWIN_PINNED_MAX ((size_t)64 << 20)
-
+/* A host copy of up to n records of s, for staging.  Page-locked where
+ * the cache gives it (up to SHEMB__PINNED_MAX bytes), so that the tiers'
+ * loads and write-backs and the initial rows cross at the full speed of
+ * the bus; else from the CPU side. */
 struct twin {
 	struct shemb__store h;
 	bool pinned;
@@ -115,9 +112,7 @@ static int host_twin(struct gpu *be, const struct shemb__store *s, int64_t n,
 	h->rows = n;
 	h->bytes = (size_t)n * s->stride;
 	bytes = h->bytes ? h->bytes : 1;
-	h->base = bytes <= TWIN_PINNED_MAX
-			  ? shemb__pinned_get(be->pinned, bytes)
-			  : NULL;
+	h->base = shemb__pinned_get(be->pinned, bytes);
 	t->pinned = h->base != NULL;
 	if (!h->base)
 		h->base = CPU->scratch_alloc(be->cpu, bytes);

@@ -72,7 +72,7 @@ void *shemb__pinned_get(struct shemb__pinned *p, size_t bytes)
 	struct free_block *b;
 	void *raw = NULL;
 
-	if (k < 0)
+	if (k < 0 || bytes > SHEMB__PINNED_MAX)
 		return NULL;
 	pthread_mutex_lock(&p->lock);
 	b = p->free[k];

@@ -164,9 +164,9 @@ struct shemb_mem_ops {
 	int (*check_bags)(void *be, const struct shemb__pool_job *job,
 			  int64_t rows, int64_t bad[3]);
 	/* host memory the backend's device copies to and from fastest
-	 * (page-locked), for host copies of device buffers; NULL for a
-	 * backend without device memory (lib/hostbuf.h falls back on
-	 * malloc) */
+	 * (page-locked), for host copies of device buffers, or NULL when it
+	 * has none of that size to give; NULL for a backend without device
+	 * memory (lib/hostbuf.h falls back on malloc either way) */
 	void *(*host_alloc)(void *be, size_t bytes);
 	void (*host_free)(void *be, void *p, size_t bytes);
 };

@@ -149,9 +149,13 @@ static int keep_buf(struct shemb__step *st, struct shemb__hostbuf *b)
 	if (!st->staged)
 		st->staged = calloc(4 * (size_t)st->n + 1,
 				    sizeof(*st->staged));
-	if (!st->staged) {
+	if (!st->staged || st->nstaged == 4 * st->n + 1) {
 		shemb__host_buf_free(st->ctx, b);
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+		return shemb__fail(st->ctx, st->staged ? SHEMB_EINTERNAL
+						       : SHEMB_ENOMEM,
+				   st->staged ? "a step kept more host copies "
+						"than it can"
+					      : "no memory");
 	}
 	st->staged[st->nstaged++] = *b;
 	return 0;

@@ -153,13 +153,19 @@ static void a2a_prepare(struct a2a *a, uint64_t seed, size_t big)
 	for (int j = 0; j < world; j++)
 		for (size_t k = 0; k < a->sc[j]; k++)
 			a->sb[a->sd[j] + k] = (char)byte_of(seed, rank, j, k);
-	memset(a->rb, 0x5a, a->rtotal);
+	memset(a->rb, 0x5a, a->rtotal + 1);
 }
 
 static void a2a_check(struct a2a *a, uint64_t seed)
 {
 	take_back(a->sb);
 	take_back(a->rb);
+	for (int j = 0; j < world; j++) /* the 7 bytes before each piece */
+		for (size_t k = a->rd[j] - 7; k < a->rd[j]; k++)
+			if ((uint8_t)a->rb[k] != 0x5a)
+				FAIL("alltoallv %llu: byte %zu, between the "
+				     "pieces, was written",
+				     (unsigned long long)seed, k);
 	for (int j = 0; j < world; j++)
 		for (size_t k = 0; k < a->rc[j]; k++)
 			if ((uint8_t)a->rb[a->rd[j] + k] !=

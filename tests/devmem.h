@@ -20,8 +20,9 @@ static struct {
 	void (*fill)(void *, int, size_t);
 } devmem;
 
-/* The emulated device's module at path (loaded before the library loads
- * it, the same handle then): 0, or -1 with the reason in why. */
+/* The emulated device's module at path (dlopen gives the library and
+ * the test the same one, whichever loads it first): 0, or -1 with the
+ * reason in why. */
 static inline int devmem_emu(const char *path, char *why, size_t len)
 {
 	void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;

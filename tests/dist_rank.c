@@ -48,9 +48,9 @@
  * With --gpu, the distributed context is a GPU one (SHEMB_DEVICE_CUDA,
  * from the module SHEMB_CUDA_PLUGIN names: the emulated device of
  * tests/emu/ in test_dist.sh); the reference stays on the CPU.  With
- * --device-bags, a GPU context whose calls take this rank's bag sets,
- * outputs and gradients in its device memory (SHEMB_MEM_DEVICE): the
- * same results.  Both run on a real GPU too, with the CUDA module
+ * --device-bags, a GPU context whose calls take every other bag set of
+ * this rank, with its output and gradient, in device memory
+ * (SHEMB_MEM_DEVICE): the same results.  Both run on a real GPU too, with the CUDA module
  * (tests/gpu/test_gpu_ranks.sh).
  *
  * With --cache PCT, every table keeps PCT% of the rows each rank holds in
@@ -752,9 +752,10 @@ struct step {
 	const float *ref_grad[NCASES * MAX_SETS * 4];
 	struct set *sets; /* [world][ncases][MAX_SETS] */
 	int set_of_mine[NCASES * MAX_SETS]; /* index in sets */
-	/* --device-bags: mine, out and grad are device copies; the sets'
-	 * own outputs take the device's after each lookup */
-	bool on_dev;
+	/* --device-bags: mine, out and grad of the sets on_dev are device
+	 * copies; the sets' own outputs take the device's after each
+	 * lookup */
+	bool on_dev[NCASES * MAX_SETS];
 	float *host_out[NCASES * MAX_SETS];
 };
 
@@ -775,20 +776,22 @@ static void *to_dev(const void *p, size_t n)
 }
 
 /* --device-bags: this rank's sets, outputs and gradients moved to
- * device memory. */
+ * device memory, but every other set's (a call may mix them); device
+ * outputs start as NaN, so that one left unwritten shows. */
 static void move_to_device(struct step *s)
 {
-	s->on_dev = true;
-	for (int i = 0; i < s->nmine; i++) {
+	for (int i = 0; i < s->nmine; i += 2) {
 		struct shemb_bags *b = &s->mine[i];
 		size_t out = s->out_len[i] * sizeof(float);
 
+		s->on_dev[i] = true;
 		b->mem = SHEMB_MEM_DEVICE;
 		b->offsets = to_dev(b->offsets, ((size_t)b->nbags + 1) * 8);
 		b->ids = to_dev(b->ids, (size_t)b->nids * 8);
 		b->weights = to_dev(b->weights, (size_t)b->nids * 4);
 		s->host_out[i] = s->out[i];
-		s->out[i] = to_dev(s->out[i], out);
+		s->out[i] = devmem_alloc(out);
+		devmem.fill(s->out[i], 0xff, out);
 		s->grad[i] = to_dev(s->grad[i], out);
 	}
 }
@@ -798,7 +801,7 @@ static void copy_out(const struct step *s, int i, float *dst)
 {
 	size_t n = s->out_len[i] * sizeof(float);
 
-	if (s->on_dev)
+	if (s->on_dev[i])
 		devmem.copy(dst, s->out[i], n);
 	else
 		memcpy(dst, s->out[i], n);
@@ -807,14 +810,17 @@ static void copy_out(const struct step *s, int i, float *dst)
 /* The sets' outputs (what check_outputs reads) after a lookup. */
 static void take_outputs(struct step *s)
 {
-	for (int i = 0; s->on_dev && i < s->nmine; i++)
-		copy_out(s, i, s->host_out[i]);
+	for (int i = 0; i < s->nmine; i++)
+		if (s->on_dev[i])
+			copy_out(s, i, s->host_out[i]);
 }
 
-/* *p = *v, n bytes, in this rank's buffers wherever they are */
-static void poke(const struct step *s, void *p, const void *v, size_t n)
+/* *p = *v, n bytes, in the buffers of this rank's set i, wherever they
+ * are */
+static void poke(const struct step *s, int i, void *p, const void *v,
+		 size_t n)
 {
-	if (s->on_dev)
+	if (s->on_dev[i])
 		devmem.copy(p, v, n);
 	else
 		memcpy(p, v, n);
@@ -852,7 +858,9 @@ static void build_step(struct step *s, int step)
 
 static void free_step(struct step *s)
 {
-	for (int i = 0; s->on_dev && i < s->nmine; i++) {
+	for (int i = 0; i < s->nmine; i++) {
+		if (!s->on_dev[i])
+			continue;
 		devmem.free((void *)s->mine[i].offsets);
 		devmem.free((void *)s->mine[i].ids);
 		devmem.free((void *)s->mine[i].weights);
@@ -952,14 +960,14 @@ static void bad_lookup(struct step *s)
 	int rc;
 
 	if (rank == world - 1 && s->mine[0].nids > 0) {
-		poke(s, &saved, id, sizeof(saved));
-		poke(s, id, &bad, sizeof(bad));
+		poke(s, 0, &saved, id, sizeof(saved));
+		poke(s, 0, id, &bad, sizeof(bad));
 	} else if (rank == world - 1) {
 		s->mine[0].nbags = -1;
 	}
 	rc = shemb_lookup(ctx, s->nmine, s->mine, s->out, 0);
 	if (rank == world - 1 && s->mine[0].nids > 0)
-		poke(s, id, &saved, sizeof(saved));
+		poke(s, 0, id, &saved, sizeof(saved));
 	s->mine[0].nbags = NBAGS;
 	expect_all_fail(rc, "lookup", "bags[0]");
 }
@@ -969,11 +977,11 @@ static void bad_backward(struct step *s)
 	float *g = (float *)s->grad[0], saved, nan = NAN;
 	int rc;
 
-	poke(s, &saved, g, sizeof(saved));
+	poke(s, 0, &saved, g, sizeof(saved));
 	if (rank == world - 1)
-		poke(s, g, &nan, sizeof(nan));
+		poke(s, 0, g, &nan, sizeof(nan));
 	rc = shemb_backward(ctx, s->nmine, s->mine, s->grad);
-	poke(s, g, &saved, sizeof(saved));
+	poke(s, 0, g, &saved, sizeof(saved));
 	expect_all_fail(rc, "backward", "grad");
 }
 

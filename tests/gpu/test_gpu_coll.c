@@ -110,6 +110,7 @@ static void reductions(shemb_ctx *ctx, const char *how)
 		for (int op = SHEMB_REDUCE_SUM; op <= SHEMB_REDUCE_MAX; op++) {
 			size_t count = N / sizes[d];
 
+			dev_fill(dout, 0xab, N); /* the last result gone */
 			CHECK(shemb_allreduce(ctx, din, dout, count, dtypes[d],
 					      op, NULL) == 0,
 			      "%s allreduce: %s", how,
