@@ -50,8 +50,8 @@
  * tests/emu/ in test_dist.sh); the reference stays on the CPU.  With
  * --device-bags, a GPU context whose calls take every other bag set of
  * this rank, with its output and gradient, in device memory
- * (SHEMB_MEM_DEVICE): the same results.  Both run on a real GPU too, with the CUDA module
- * (tests/gpu/test_gpu_ranks.sh).
+ * (SHEMB_MEM_DEVICE): the same results.  Both run on a real GPU too,
+ * with the CUDA module (tests/gpu/test_gpu_ranks.sh).
  *
  * With --cache PCT, every table keeps PCT% of the rows each rank holds in
  * a device tier (policy by rank and table; with --cold, over a file), the
