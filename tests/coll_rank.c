@@ -54,6 +54,10 @@ static shemb_ctx *ctx;
 
 static bool on_device;
 
+/* A mirror taken back keeps its device memory (host NULL) until the
+ * slots run out or the scenario ends: freeing device memory waits for
+ * the whole device on a GPU, which would hold back the collectives
+ * still in flight. */
 struct mirror {
 	void *host, *dev;
 	size_t n;
@@ -61,31 +65,49 @@ struct mirror {
 
 static struct mirror mirrors[256];
 
+static void free_spent_mirrors(void)
+{
+	for (size_t i = 0; i < sizeof(mirrors) / sizeof(mirrors[0]); i++) {
+		if (mirrors[i].host || !mirrors[i].dev)
+			continue;
+		devmem.free(mirrors[i].dev);
+		mirrors[i] = (struct mirror){ 0 };
+	}
+}
+
+static struct mirror *free_mirror(void)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < sizeof(mirrors) / sizeof(mirrors[0]);
+		     i++)
+			if (!mirrors[i].dev)
+				return &mirrors[i];
+		free_spent_mirrors();
+	}
+	FAIL("too many device mirrors");
+}
+
 /* The buffer a collective gets for host buffer p of n bytes: p itself,
  * or with --device its mirror in the emulated device's memory, made
  * with p's bytes at the first call (a buffer both sent and received
  * has one mirror). */
 static void *dev_of(void *p, size_t n)
 {
-	struct mirror *free_slot = NULL;
+	struct mirror *m;
 
 	if (!on_device || !p)
 		return p;
-	for (size_t i = 0; i < sizeof(mirrors) / sizeof(mirrors[0]); i++) {
+	for (size_t i = 0; i < sizeof(mirrors) / sizeof(mirrors[0]); i++)
 		if (mirrors[i].host == p)
 			return mirrors[i].dev;
-		if (!mirrors[i].host && !free_slot)
-			free_slot = &mirrors[i];
-	}
-	if (!free_slot)
-		FAIL("too many device mirrors");
-	*free_slot = (struct mirror){ p, devmem_alloc(n), n };
-	devmem.copy(free_slot->dev, p, n);
-	return free_slot->dev;
+	m = free_mirror();
+	*m = (struct mirror){ p, devmem_alloc(n), n };
+	devmem.copy(m->dev, p, n);
+	return m->dev;
 }
 
 /* Once the collective on it is complete: host buffer p takes its
- * mirror's bytes, and the mirror goes. */
+ * mirror's bytes, and the mirror is spent. */
 static void take_back(void *p)
 {
 	for (size_t i = 0; on_device && p &&
@@ -94,8 +116,7 @@ static void take_back(void *p)
 		if (mirrors[i].host != p)
 			continue;
 		devmem.copy(p, mirrors[i].dev, mirrors[i].n);
-		devmem.free(mirrors[i].dev);
-		mirrors[i] = (struct mirror){ 0 };
+		mirrors[i].host = NULL;
 		return;
 	}
 }
@@ -1006,6 +1027,8 @@ int main(int argc, char **argv)
 	else
 		FAIL("unknown scenario '%s'", s);
 	shemb_ctx_destroy(ctx);
+	if (on_device)
+		free_spent_mirrors();
 	if (!strcmp(s, "wedge"))
 		printf("rank %d: context destroyed\n", rank);
 	return 0;

@@ -50,7 +50,7 @@ static struct {
 	int (*free)(void *);
 	int (*memcpy)(void *, const void *, size_t, int);
 	int (*memset)(void *, int, size_t);
-	int (*sync)(void);
+	int (*sync)(void *);
 } cudart;
 
 static void *cuda_alloc(size_t n)
@@ -65,20 +65,21 @@ static void cuda_free(void *p)
 	cudart.free(p);
 }
 
-/* Copies wait for the device: the library's stream does not wait for
- * the default one. */
+/* Copies and fills are done when they return: the library's streams do
+ * not wait for the default one.  Only that stream is waited for, not
+ * the device, whose other work (collectives in flight) goes on. */
 static void cuda_copy(void *dst, const void *src, size_t n)
 {
 	if (n && cudart.memcpy(dst, src, n, 4))
 		abort();
-	cudart.sync();
+	cudart.sync(NULL);
 }
 
 static void cuda_fill(void *dst, int byte, size_t n)
 {
 	if (n && cudart.memset(dst, byte, n))
 		abort();
-	cudart.sync();
+	cudart.sync(NULL);
 }
 
 /* The CUDA runtime the library's GPU module loaded, on device dev. */
@@ -96,7 +97,7 @@ static inline int devmem_cuda(int dev, char *why, size_t len)
 	*(void **)&cudart.free = dlsym(h, "cudaFree");
 	*(void **)&cudart.memcpy = dlsym(h, "cudaMemcpy");
 	*(void **)&cudart.memset = dlsym(h, "cudaMemset");
-	*(void **)&cudart.sync = dlsym(h, "cudaDeviceSynchronize");
+	*(void **)&cudart.sync = dlsym(h, "cudaStreamSynchronize");
 	if (!cudart.set_device || !cudart.malloc || !cudart.free ||
 	    !cudart.memcpy || !cudart.memset || !cudart.sync ||
 	    cudart.set_device(dev)) {
