@@ -18,6 +18,7 @@ static struct {
 	void (*free)(void *);
 	void (*copy)(void *, const void *, size_t);
 	void (*fill)(void *, int, size_t);
+	size_t (*live)(void);     /* emulated only: allocations held */
 } devmem;
 
 /* The emulated device's module at path (dlopen gives the library and
@@ -35,6 +36,7 @@ static inline int devmem_emu(const char *path, char *why, size_t len)
 	*(void **)&devmem.free = dlsym(h, "shemb__emu_free");
 	*(void **)&devmem.copy = dlsym(h, "shemb__emu_copy");
 	*(void **)&devmem.fill = dlsym(h, "shemb__emu_fill");
+	*(void **)&devmem.live = dlsym(h, "shemb__emu_live");
 	if (!devmem.alloc || !devmem.free || !devmem.copy || !devmem.fill) {
 		snprintf(why, len, "%s is not the emulated device", path);
 		return -1;

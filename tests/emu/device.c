@@ -111,6 +111,16 @@ out:
 	return p;
 }
 
+size_t shemb__emu_live(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&heap.lock);
+	n = heap.n;
+	pthread_mutex_unlock(&heap.lock);
+	return n;
+}
+
 void shemb__emu_free(void *p)
 {
 	pthread_mutex_lock(&heap.lock);

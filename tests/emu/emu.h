@@ -24,11 +24,13 @@ extern _Thread_local struct shemb__emu_open shemb__emu_next;
 #define SHEMB__EMU_API __attribute__((visibility("default")))
 
 /* Device memory: inaccessible to the host outside enter() ... leave().
- * The tests find these four with dlsym(). */
+ * The tests find these with dlsym(). */
 SHEMB__EMU_API void *shemb__emu_alloc(size_t bytes);
 SHEMB__EMU_API void shemb__emu_free(void *p);
 SHEMB__EMU_API void shemb__emu_copy(void *dst, const void *src, size_t n);
 SHEMB__EMU_API void shemb__emu_fill(void *dst, int byte, size_t n);
+/* Device allocations not freed yet: a leak check for the tests. */
+SHEMB__EMU_API size_t shemb__emu_live(void);
 void shemb__emu_enter(void);
 void shemb__emu_leave(void);
 

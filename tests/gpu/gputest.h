@@ -72,6 +72,16 @@ static inline void dev_fill(void *dst, int byte, size_t n)
 {
 	devmem.fill(dst, byte, n);
 }
+
+/* Once every context is destroyed and the test freed its buffers, no
+ * device memory may be left: the backend's stores, tiers and staging
+ * included. */
+static inline void check_no_device_leak(void)
+{
+	size_t n = devmem.live ? devmem.live() : 0;
+
+	CHECK(n == 0, "%zu device allocations were never freed", n);
+}
 #else
 #include <cuda_runtime.h>
 
@@ -130,6 +140,11 @@ static inline void dev_fill(void *dst, int byte, size_t n)
 {
 	cudaMemset(dst, byte, n);
 	cudaDeviceSynchronize();
+}
+
+/* The CUDA runtime does not count allocations: nothing to check. */
+static inline void check_no_device_leak(void)
+{
 }
 #endif
 

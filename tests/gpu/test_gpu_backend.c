@@ -401,6 +401,7 @@ int main(void)
 	}
 	device_buffers(cg, cc);
 	shemb_ctx_destroy(cg);
+	check_no_device_leak();
 	shemb_ctx_destroy(cc);
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
 	return failures ? 1 : 0;

@@ -179,6 +179,7 @@ int main(void)
 		reductions(ctx, how[k]);
 		shemb_ctx_destroy(ctx);
 	}
+	check_no_device_leak();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
 	return failures ? 1 : 0;
 }
