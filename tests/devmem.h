@@ -19,6 +19,7 @@ static struct {
 	void (*copy)(void *, const void *, size_t);
 	void (*fill)(void *, int, size_t);
 	size_t (*live)(void);     /* emulated only: allocations held */
+	void *(*alloc_other)(size_t); /* emulated only: another device's */
 } devmem;
 
 /* The emulated device's module at path (dlopen gives the library and
@@ -37,6 +38,7 @@ static inline int devmem_emu(const char *path, char *why, size_t len)
 	*(void **)&devmem.copy = dlsym(h, "shemb__emu_copy");
 	*(void **)&devmem.fill = dlsym(h, "shemb__emu_fill");
 	*(void **)&devmem.live = dlsym(h, "shemb__emu_live");
+	*(void **)&devmem.alloc_other = dlsym(h, "shemb__emu_alloc_other");
 	if (!devmem.alloc || !devmem.free || !devmem.copy || !devmem.fill) {
 		snprintf(why, len, "%s is not the emulated device", path);
 		return -1;

@@ -33,9 +33,12 @@ struct shemb__cuda {
 };
 
 /* Every device allocation of the process, as on a real device. */
+/* Memory of device 0, the context's, or of device 1, another GPU of the
+ * host as the library sees it: never its to read. */
 struct block {
 	char *base;
 	size_t len;
+	int dev;
 };
 
 static struct {
@@ -81,7 +84,7 @@ static size_t page_round(size_t n)
 	return ((n ? n : 1) + pg - 1) / pg * pg;
 }
 
-void *shemb__emu_alloc(size_t bytes)
+static void *alloc_on(int dev, size_t bytes)
 {
 	size_t len = page_round(bytes);
 	void *p = NULL;
@@ -104,11 +107,21 @@ void *shemb__emu_alloc(size_t bytes)
 		p = NULL;
 		goto out;
 	}
-	heap.v[heap.n++] = (struct block){ p, len };
+	heap.v[heap.n++] = (struct block){ p, len, dev };
 	heap.used += len;
 out:
 	pthread_mutex_unlock(&heap.lock);
 	return p;
+}
+
+void *shemb__emu_alloc(size_t bytes)
+{
+	return alloc_on(0, bytes);
+}
+
+void *shemb__emu_alloc_other(size_t bytes)
+{
+	return alloc_on(1, bytes);
 }
 
 size_t shemb__emu_live(void)
@@ -140,17 +153,19 @@ void shemb__emu_free(void *p)
 	pthread_mutex_unlock(&heap.lock);
 }
 
-/* 1 when p lies in a device allocation, else 0 (host memory). */
+/* As shemb__cuda_is_device(): 1 when p lies in an allocation of the
+ * context's device, 2 of the other one, else 0 (host memory). */
 static int on_device(const void *p)
 {
 	const char *c = p;
-	int hit = 0;
+	int kind = 0;
 
 	pthread_mutex_lock(&heap.lock);
-	for (size_t i = 0; c && i < heap.n && !hit; i++)
-		hit = c >= heap.v[i].base && c < heap.v[i].base + heap.v[i].len;
+	for (size_t i = 0; c && i < heap.n && !kind; i++)
+		if (c >= heap.v[i].base && c < heap.v[i].base + heap.v[i].len)
+			kind = 1 + heap.v[i].dev;
 	pthread_mutex_unlock(&heap.lock);
-	return hit;
+	return kind;
 }
 
 void shemb__emu_copy(void *dst, const void *src, size_t n)

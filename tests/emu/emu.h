@@ -26,6 +26,8 @@ extern _Thread_local struct shemb__emu_open shemb__emu_next;
 /* Device memory: inaccessible to the host outside enter() ... leave().
  * The tests find these with dlsym(). */
 SHEMB__EMU_API void *shemb__emu_alloc(size_t bytes);
+/* ... of another device, which the context must refuse */
+SHEMB__EMU_API void *shemb__emu_alloc_other(size_t bytes);
 SHEMB__EMU_API void shemb__emu_free(void *p);
 SHEMB__EMU_API void shemb__emu_copy(void *dst, const void *src, size_t n);
 SHEMB__EMU_API void shemb__emu_fill(void *dst, int byte, size_t n);

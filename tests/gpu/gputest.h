@@ -73,6 +73,13 @@ static inline void dev_fill(void *dst, int byte, size_t n)
 	devmem.fill(dst, byte, n);
 }
 
+/* Memory of another device than the context's, or NULL where there is
+ * none to have. */
+static inline void *dev_alloc_other(size_t n)
+{
+	return devmem.alloc_other ? devmem.alloc_other(n ? n : 1) : NULL;
+}
+
 /* Once every context is destroyed and the test freed its buffers, no
  * device memory may be left: the backend's stores, tiers and staging
  * included. */
@@ -140,6 +147,14 @@ static inline void dev_fill(void *dst, int byte, size_t n)
 {
 	cudaMemset(dst, byte, n);
 	cudaDeviceSynchronize();
+}
+
+/* Another GPU's memory would need a second device made current: the
+ * emulated one has it. */
+static inline void *dev_alloc_other(size_t n)
+{
+	(void)n;
+	return NULL;
 }
 
 /* The CUDA runtime does not count allocations: nothing to check. */

@@ -6,7 +6,8 @@
  * storage dtype, at a row width that takes vector loads and one that does
  * not, resident in device memory or through a small device tier under
  * eviction pressure; outputs and final rows must be bitwise equal.  Then
- * the same with bag sets, outputs and gradients in device memory.
+ * the same with bag sets, outputs and gradients in device memory, and
+ * (on the emulated device) ids and gradients of another device refused.
  * Without a usable GPU it says why and skips (exit 77).
  */
 #include <stdio.h>
@@ -293,6 +294,41 @@ static void device_inference(shemb_ctx *cg, struct shemb_bags *bg, float *dout,
 	free(got);
 }
 
+/* Ids or a gradient in another device's memory are refused, naming the
+ * array, and the table is unchanged (where such memory can be had).  bg
+ * is a device set of tg whose planned lookup was the last. */
+static void other_device_refused(shemb_ctx *cg, shemb_table *tg,
+				 struct shemb_bags bg, const int64_t *ids,
+				 const float *grad, float *dout, size_t n)
+{
+	size_t idb = (size_t)bg.nids * 8;
+	void *oids = dev_alloc_other(idb), *ograd = dev_alloc_other(n * 4);
+	const float *g = ograd;
+	float *before, *after;
+
+	if (!oids || !ograd)
+		return;
+	dev_put(oids, ids, idb);
+	dev_put(ograd, grad, n * 4);
+	before = read_all(tg, 64, 0xff);
+	CHECK(shemb_backward(cg, 1, &bg, &g) == SHEMB_EINVAL &&
+		      strstr(shemb_ctx_last_error(cg),
+			     "gradient is not memory of the context"),
+	      "a gradient of another device: %s", shemb_ctx_last_error(cg));
+	bg.ids = oids;
+	CHECK(shemb_lookup(cg, 1, &bg, &dout, 0) == SHEMB_EINVAL &&
+		      strstr(shemb_ctx_last_error(cg),
+			     "ids is not memory of the context"),
+	      "ids of another device: %s", shemb_ctx_last_error(cg));
+	after = read_all(tg, 64, 0xfe);
+	CHECK(same_bits(before, after, (size_t)ROWS * 64),
+	      "a refused call changed the table");
+	free(after);
+	free(before);
+	dev_free(oids);
+	dev_free(ograd);
+}
+
 /* Bag sets, outputs and gradients in device memory against host ones. */
 static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 {
@@ -330,6 +366,7 @@ static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 	dev_get(og, dout, n * sizeof(float));
 	CHECK(same_bits(og, oc, n), "device buffers: lookup differs");
 	device_inference(cg, &bg, dout, oc, n, s.nids);
+	other_device_refused(cg, tg, bg, s.ids, grad, dout, n);
 	CHECK(shemb_backward(cg, 1, &bg, (const float *const *)&dgrad) == 0 &&
 		      shemb_backward(cc, 1, &bc,
 				     (const float *const *)&grad) == 0,

@@ -53,6 +53,23 @@ static void one_buffer(shemb_ctx *ctx, const char *how)
 	free(out);
 }
 
+/* A send buffer of another device than the context's is refused (where
+ * such memory can be had). */
+static void other_device(shemb_ctx *ctx, void *dout, const char *how)
+{
+	void *o = dev_alloc_other(N);
+	size_t n = 100, sd = 0, rd = 0;
+
+	if (!o)
+		return;
+	CHECK(shemb_alltoallv(ctx, o, &n, &sd, dout, &n, &rd, NULL) ==
+			      SHEMB_EINVAL &&
+		      strstr(shemb_ctx_last_error(ctx), "another device"),
+	      "%s: a buffer of another device: %s", how,
+	      shemb_ctx_last_error(ctx));
+	dev_free(o);
+}
+
 static void moves(shemb_ctx *ctx, const char *how)
 {
 	unsigned char in[N], out[N];
@@ -91,6 +108,7 @@ static void moves(shemb_ctx *ctx, const char *how)
 		      SHEMB_EINVAL,
 	      "%s: device send, host receive must be refused", how);
 	one_buffer(ctx, how);
+	other_device(ctx, dout, how);
 	dev_free(din);
 	dev_free(dout);
 }
