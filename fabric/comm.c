@@ -456,14 +456,10 @@ static int fab_wait(void *comm, struct shemb__op *h, char *why, size_t len)
 	if (!rc)
 		rc = progress_while_moving(f, op, why, len);
 	while (!rc && !op->done) {
-		uint64_t gen = atomic_load(&f->done_gen);
+		uint64_t gen = atomic_load(&f->finished);
 
 		pthread_mutex_unlock(&f->lock);
 		rc = shemb__fab_sleep_done(f, gen, why, len);
-		/* a read of the bulk lane that never returns holds no lock,
-		 * but no bulk transfer moves again */
-		if (!rc && (rc = shemb__fab_stuck(f, why, len)))
-			pthread_mutex_unlock(&f->lock);
 	}
 	if (rc)
 		return rc;
@@ -529,23 +525,6 @@ static const char *fab_describe(void *comm)
 
 /* The ranks leave together: a last barrier, so that no rank closes while
  * another still waits for its messages.  A failed job skips it. */
-/* A thread inside libfabric for good: the engine is left to it (its
- * endpoint cannot be closed under it).  The rendezvous goes, so that the
- * other ranks learn that this one left, when the lock can be had: the
- * progress thread reads it under the lock, and may only be slow. */
-static void leave_wedged(struct fab *f)
-{
-	struct timespec dl;
-
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec++;
-	if (pthread_mutex_timedlock(&f->lock, &dl))
-		return;
-	shemb__boot_close(f->boot);
-	f->boot = NULL;
-	pthread_mutex_unlock(&f->lock);
-}
-
 static void fab_destroy(void *comm)
 {
 	struct fab *f = comm;
@@ -560,7 +539,7 @@ static void fab_destroy(void *comm)
 		fab_release(f, op);
 	}
 	if (!shemb__fab_stop_thread(f) || shemb__fab_wedged(f, NULL, 0))
-		leave_wedged(f);
+		shemb__fab_leave_wedged(f);
 	else
 		fab_free(f);
 }

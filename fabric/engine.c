@@ -115,7 +115,6 @@ static void finish(struct fab *f, struct op *op, int status)
 	op->done = true;
 	f->active--;
 	f->active_bulk -= op->lane == LANE_BULK;
-	f->finished++;
 	shemb__fab_op_done(f);
 	maybe_free(f, op);
 }

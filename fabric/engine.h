@@ -189,7 +189,6 @@ struct fab {
 	 * wedged; never held around a libfabric call */
 	pthread_mutex_t done_lock;
 	pthread_cond_t done_cond;
-	_Atomic uint64_t done_gen;   /* ops finished, ever */
 	atomic_int wedged;           /* SHEMB_EPEER once the lock could not
 				      * be had within the timeout */
 	char wedge_why[256];
@@ -212,7 +211,8 @@ struct fab {
 	struct op *ops;
 	int active;                  /* ops not done */
 	int active_bulk;             /* ... of them on the bulk lane */
-	uint64_t finished;           /* ops that finished, ever */
+	_Atomic uint64_t finished;   /* ops that finished, ever (sleeping
+				      * waiters read it without the lock) */
 	struct xfer *rq_head, *rq_tail; /* receives waiting to be posted */
 	struct xfer *sq_head, *sq_tail; /* sends waiting to be posted */
 	int sends_posted[NLANES], recvs_posted[NLANES];
@@ -271,18 +271,18 @@ void shemb__fab_post(struct fab *f);
 int shemb__fab_lock(struct fab *f, char *why, size_t len);
 /* 0, or the code of a wedged engine (and why) */
 int shemb__fab_wedged(struct fab *f, char *why, size_t len);
-/* With the lock: as shemb__fab_wedged(), the engine first marked wedged
- * when its bulk lane's read (done without the lock) has lasted the
- * timeout. */
-int shemb__fab_stuck(struct fab *f, char *why, size_t len);
-/* An op finished: sleeping waiters look again. */
+/* An op finished (counted in finished): sleeping waiters look again. */
 void shemb__fab_op_done(struct fab *f);
 /* Without the lock: sleep until an op finishes after the gen-th
- * (done_gen), the engine wedges or WAKE_MS pass, then take the lock as
- * shemb__fab_lock() does. */
+ * (finished), the engine wedges or WAKE_MS pass, then take the lock as
+ * shemb__fab_lock() does, the engine taken for wedged when its bulk
+ * lane's read (done without the lock) has lasted the timeout. */
 #define WAKE_MS 100
 int shemb__fab_sleep_done(struct fab *f, uint64_t gen, char *why,
 			  size_t len);
+/* A context whose engine is wedged or whose thread did not end: the
+ * engine is left to that thread (see wedge.c). */
+void shemb__fab_leave_wedged(struct fab *f);
 /* Join the progress thread within the timeout; false: it did not end
  * (stuck in libfabric, or behind a thread that is), and is left alone. */
 bool shemb__fab_join(struct fab *f);

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "shemb.h"
+#include "fabric/boot.h"
 #include "fabric/engine.h"
 
 /* Deadlines of the lock and the join are on the realtime clock, those
@@ -67,7 +68,9 @@ int shemb__fab_wedged(struct fab *f, char *why, size_t len)
 	return rc;
 }
 
-int shemb__fab_stuck(struct fab *f, char *why, size_t len)
+/* With the lock: a read of the bulk lane that never returns holds no
+ * lock, but no bulk transfer moves again. */
+static int stuck(struct fab *f, char *why, size_t len)
 {
 	uint64_t limit = (uint64_t)f->timeout_ms * 1000000u;
 
@@ -79,11 +82,14 @@ int shemb__fab_stuck(struct fab *f, char *why, size_t len)
 
 int shemb__fab_lock(struct fab *f, char *why, size_t len)
 {
-	struct timespec dl = deadline_in(CLOCK_REALTIME, f->timeout_ms);
+	struct timespec dl;
 	int rc;
 
 	if (shemb__fab_wedged(f, why, len))
 		return SHEMB_EPEER;
+	if (pthread_mutex_trylock(&f->lock) == 0) /* the common case */
+		goto locked;
+	dl = deadline_in(CLOCK_REALTIME, f->timeout_ms);
 	atomic_fetch_add_explicit(&f->callers, 1, memory_order_relaxed);
 	rc = pthread_mutex_timedlock(&f->lock, &dl);
 	atomic_fetch_sub_explicit(&f->callers, 1, memory_order_relaxed);
@@ -97,6 +103,7 @@ int shemb__fab_lock(struct fab *f, char *why, size_t len)
 		}
 		return SHEMB_EPEER;
 	}
+locked:
 	if (!atomic_load(&f->wedged))
 		return 0;
 	pthread_mutex_unlock(&f->lock);
@@ -106,7 +113,7 @@ int shemb__fab_lock(struct fab *f, char *why, size_t len)
 void shemb__fab_op_done(struct fab *f)
 {
 	pthread_mutex_lock(&f->done_lock);
-	atomic_fetch_add(&f->done_gen, 1);
+	atomic_fetch_add(&f->finished, 1);
 	pthread_cond_broadcast(&f->done_cond);
 	pthread_mutex_unlock(&f->done_lock);
 }
@@ -115,14 +122,18 @@ int shemb__fab_sleep_done(struct fab *f, uint64_t gen, char *why,
 			  size_t len)
 {
 	struct timespec dl = deadline_in(CLOCK_MONOTONIC, WAKE_MS);
+	int rc;
 
 	pthread_mutex_lock(&f->done_lock);
-	while (atomic_load(&f->done_gen) == gen && !atomic_load(&f->wedged))
+	while (atomic_load(&f->finished) == gen && !atomic_load(&f->wedged))
 		if (pthread_cond_timedwait(&f->done_cond, &f->done_lock,
 					   &dl) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&f->done_lock);
-	return shemb__fab_lock(f, why, len);
+	rc = shemb__fab_lock(f, why, len);
+	if (!rc && (rc = stuck(f, why, len)))
+		pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 /* A wedged engine's thread is given a moment only: it is most likely the
@@ -139,4 +150,19 @@ bool shemb__fab_join(struct fab *f)
 		return false;
 	}
 	return true;
+}
+
+/* The rendezvous goes, so that the other ranks learn that this one left,
+ * when the lock can be had within a second: the progress thread reads
+ * it under the lock, and may only be slow.  The endpoint cannot be
+ * closed under a thread stuck in it. */
+void shemb__fab_leave_wedged(struct fab *f)
+{
+	struct timespec dl = deadline_in(CLOCK_REALTIME, 1000);
+
+	if (pthread_mutex_timedlock(&f->lock, &dl))
+		return;
+	shemb__boot_close(f->boot);
+	f->boot = NULL;
+	pthread_mutex_unlock(&f->lock);
 }

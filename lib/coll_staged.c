@@ -31,6 +31,8 @@ struct shemb__staging {
 
 void shemb__stage_free(shemb_ctx *ctx, struct shemb__staging *st)
 {
+	if (!st)
+		return;
 	shemb__host_buf_free(ctx, &st->buf);
 	free(st);
 }
@@ -154,6 +156,8 @@ static int copy_back(shemb_ctx *ctx, const struct shemb__staging *st)
 
 void shemb__stage_keep(shemb_ctx *ctx, struct shemb__staging *st)
 {
+	if (!st)
+		return;
 	pthread_mutex_lock(&ctx->lock);
 	st->next = ctx->staging;
 	ctx->staging = st;

@@ -22,9 +22,10 @@ int shemb__stage_begin(shemb_ctx *ctx, const struct shemb__coll *c,
  * kept until the context is destroyed, since the transport may still
  * write into it.  Returns rc, or the copy's failure. */
 int shemb__stage_finish(shemb_ctx *ctx, struct shemb__staging *st, int rc);
-/* st of a collective whose end will not be seen, kept likewise */
+/* st (or NULL) of a collective whose end will not be seen, kept
+ * likewise */
 void shemb__stage_keep(shemb_ctx *ctx, struct shemb__staging *st);
-/* st of a collective that never started */
+/* st (or NULL) of a collective that never started */
 void shemb__stage_free(shemb_ctx *ctx, struct shemb__staging *st);
 
 #endif

@@ -57,8 +57,7 @@ static void unlink_request(shemb_request *r)
 
 static void release(shemb_request *r)
 {
-	if (r->stage) /* never seen to end */
-		shemb__stage_keep(r->ctx, r->stage);
+	shemb__stage_keep(r->ctx, r->stage); /* never seen to end */
 	if (r->op)
 		r->ops->release(r->comm, r->op);
 	if (r->job)
@@ -218,8 +217,7 @@ static shemb_request *new_request(shemb_ctx *ctx,
 	shemb_request *r = calloc(1, sizeof(*r));
 
 	if (!r) {
-		if (stage) /* nothing started: nothing writes into it */
-			shemb__stage_free(ctx, stage);
+		shemb__stage_free(ctx, stage); /* nothing writes into it */
 		shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a request");
 		return NULL;
 	}
@@ -243,8 +241,7 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		return SHEMB_ENOMEM;
 	rc = ops->start(comm, c, &r->op, why, sizeof(why));
 	if (rc) {
-		if (stage) /* transfers may have been posted */
-			shemb__stage_keep(ctx, stage);
+		shemb__stage_keep(ctx, stage); /* transfers may be posted */
 		free(r);
 		return shemb__fail(ctx, rc, "%s", why);
 	}
@@ -335,8 +332,7 @@ static int queue_coll(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		return SHEMB_ENOMEM;
 	rc = shemb__stepq_submit_coll(ctx, c, ops, comm, &r->job);
 	if (rc) {
-		if (stage) /* not queued: nothing writes into it */
-			shemb__stage_free(ctx, stage);
+		shemb__stage_free(ctx, stage); /* not queued */
 		free(r);
 		return rc;
 	}

@@ -233,37 +233,6 @@ static int stage_set(struct shemb__step *st, struct shemb_bags *b, int i)
 	return rc;
 }
 
-int shemb__step_host_grads(struct shemb__step *st, const float *const *grad,
-			   const float ***out)
-{
-	*out = (const float **)grad;
-	if (!grad || !st->device_sets)
-		return 0;
-	*out = calloc((size_t)st->n, sizeof(**out));
-	if (!*out || keep(st, (void *)*out))
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	for (int i = 0; i < st->n; i++) {
-		const struct shemb_bags *b = &st->bags[i];
-		size_t n = (size_t)shemb__set_rows(b) *
-			   (size_t)b->table->attr.dim;
-		const void *p = grad[i];
-		int rc;
-
-		if (b->mem == SHEMB_MEM_DEVICE && grad[i])
-			rc = shemb__check_device_ptr(st->ctx, grad[i], i,
-						     "its gradient")
-				     ? SHEMB_EINVAL
-				     : stage(st, grad[i], n * sizeof(float),
-					     &p);
-		else
-			rc = 0;
-		if (rc)
-			return rc;
-		(*out)[i] = p;
-	}
-	return 0;
-}
-
 /* Bytes of set i's output (or gradient). */
 static size_t set_out_bytes(const struct shemb__step *st, int i)
 {
@@ -273,17 +242,57 @@ static size_t set_out_bytes(const struct shemb__step *st, int i)
 	       sizeof(float);
 }
 
+/* An array of a pointer per set, kept until step_end; NULL without
+ * memory. */
+static void *kept_array(struct shemb__step *st)
+{
+	void *a = calloc((size_t)st->n, sizeof(void *));
+
+	if (!a || keep(st, a)) { /* keep frees it */
+		shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+		return NULL;
+	}
+	return a;
+}
+
+int shemb__step_host_grads(struct shemb__step *st, const float *const *grad,
+			   const float ***out)
+{
+	*out = (const float **)grad;
+	if (!grad || !st->device_sets)
+		return 0;
+	*out = kept_array(st);
+	if (!*out)
+		return SHEMB_ENOMEM;
+	for (int i = 0; i < st->n; i++) {
+		const struct shemb_bags *b = &st->bags[i];
+		const void *p = grad[i];
+		int rc;
+
+		if (b->mem == SHEMB_MEM_DEVICE && grad[i])
+			rc = shemb__check_device_ptr(st->ctx, grad[i], i,
+						     "its gradient")
+				     ? SHEMB_EINVAL
+				     : stage(st, grad[i],
+					     set_out_bytes(st, i), &p);
+		else
+			rc = 0;
+		if (rc)
+			return rc;
+		(*out)[i] = p;
+	}
+	return 0;
+}
+
 int shemb__step_host_outs(struct shemb__step *st, float *const *out,
 			  float ***hout)
 {
 	*hout = (float **)out;
 	if (!out || !st->device_sets)
 		return 0;
-	*hout = calloc((size_t)st->n, sizeof(**hout));
-	if (!*hout || keep(st, *hout)) {
-		*hout = NULL; /* freed by keep */
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	}
+	*hout = kept_array(st);
+	if (!*hout)
+		return SHEMB_ENOMEM;
 	for (int i = 0; i < st->n; i++) {
 		struct shemb_bags *b = &st->bags[i];
 		size_t n = set_out_bytes(st, i);
