@@ -19,8 +19,8 @@
  * their requests fails), kill-relaxed (it dies during a backward run with
  * the lookup behind it: their requests end, by success or the death),
  * wedge (rank 0's progress thread never comes back from libfabric,
- * with tests/wedge.c preloaded: every rank's calls fail within about the
- * timeout, and every context is destroyed), async-error.
+ * with tests/wedge.c preloaded: every rank's calls fail, rank 0's with
+ * SHEMB_EPEER, and every context is destroyed), async-error.
  *
  * With --device, the context is a GPU one (of the module SHEMB_CUDA_PLUGIN
  * names: the emulated device of tests/emu/, or the CUDA one on a GPU
@@ -589,10 +589,11 @@ static void run_lanes(int rounds)
  * threads never comes back from libfabric, perhaps holding the engine's
  * lock, as when a peer dies holding a lock of the shm provider.  Every
  * rank goes on with small alltoallvs and bulk allreduces until one
- * fails: rank 0's own calls
- * must fail (SHEMB_EPEER or SHEMB_ETIMEDOUT) within about the timeout,
- * the other ranks' too (rank 0 stopped answering), and every
- * shemb_ctx_destroy() must return.
+ * fails: rank 0's calls must fail with SHEMB_EPEER, the other ranks' with
+ * SHEMB_ETIMEDOUT or SHEMB_EPEER (rank 0 stopped answering, then left),
+ * and every shemb_ctx_destroy() must return.  Without that, rank 0 waits
+ * for good and the job runs out of time.  How long the failed call took
+ * is printed, not judged.
  */
 static uint64_t now_ms(void)
 {
@@ -636,15 +637,14 @@ static void run_wedge(void)
 		t0 = now_ms();
 		rc = wedge_round(r);
 	}
-	if (rc != SHEMB_EPEER && rc != SHEMB_ETIMEDOUT)
-		FAIL("round %d ended with %d, not SHEMB_EPEER or "
-		     "SHEMB_ETIMEDOUT: %s", r, rc, shemb_ctx_last_error(ctx));
+	/* rank 0's engine is wedged (or its peers left it): SHEMB_EPEER;
+	 * the others see rank 0 stop answering, or leave */
+	if (rc != SHEMB_EPEER && (rank == 0 || rc != SHEMB_ETIMEDOUT))
+		FAIL("round %d ended with %d (%s): %s", r, rc,
+		     shemb_strerror(rc), shemb_ctx_last_error(ctx));
 	ms = now_ms() - t0;
 	printf("round %d failed after %llu ms: %s\n", r,
 	       (unsigned long long)ms, shemb_ctx_last_error(ctx));
-	if (ms > 3 * (uint64_t)timeout_ms + 2000)
-		FAIL("the failed call took %llu ms, timeout %d ms",
-		     (unsigned long long)ms, timeout_ms);
 }
 
 /* ---- mismatched calls ---- */

@@ -40,8 +40,9 @@ for p in shm "tcp;ofi_rxm"; do
 	SHEMB_FABRIC_REGISTER=1 one "$p" 2 alltoallv-big
 done
 # a thread of rank 0 that never comes back from libfabric (shm's spin
-# locks, as after a peer died holding one): every rank's calls fail within
-# about the timeout, and every context is destroyed
+# locks, as after a peer died holding one): every rank's calls fail, rank
+# 0's with SHEMB_EPEER, and every context is destroyed (before the fix,
+# rank 0 waited until the job's time ran out)
 saved_asan=${ASAN_OPTIONS-}
 export SHEMB_TEST_WEDGE=0:1000
 export LD_PRELOAD="$top_builddir/tests/.libs/libwedge.so"
