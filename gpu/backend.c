@@ -5,6 +5,11 @@
  * rows under a device tier, staging) and all host-side work (scratch
  * memory, conversions, coalescing host gradients) go to the library's
  * CPU backend, lent to this one.
+ *
+ * Record moves (the device tiers' loads and write-backs) run on a
+ * second device context of the same device: a stream, staging and lock
+ * of their own, so a tier's background loads overlap the kernels of
+ * lookups and backward calls instead of waiting for them.
  */
 #include "config.h"
 
@@ -24,9 +29,10 @@
 struct gpu {
 	const struct shemb__gpu_host *host;
 	struct shemb__cuda *cuda;
+	struct shemb__cuda *copy;       /* record moves */
 	struct shemb__pinned *pinned;
 	void *cpu;
-	char desc[768];
+	char desc[1280];
 };
 
 #define CPU (be->host->cpu_ops)
@@ -43,6 +49,8 @@ int shemb__gpu_backend_create(const struct shemb__gpu_host *host,
 		return SHEMB_ENOMEM;
 	be->host = host;
 	rc = shemb__cuda_open(dev, stream, &be->cuda, why, len);
+	if (!rc)
+		rc = shemb__cuda_open(dev, NULL, &be->copy, why, len);
 	if (!rc && !(be->pinned = shemb__pinned_create(be->cuda)))
 		rc = SHEMB_ENOMEM;
 	if (!rc) {
@@ -65,6 +73,7 @@ void shemb__gpu_backend_destroy(void *p)
 	if (!be)
 		return;
 	shemb__pinned_destroy(be->pinned);
+	shemb__cuda_close(be->copy);
 	shemb__cuda_close(be->cuda);
 	if (be->cpu)
 		be->host->cpu_destroy(be->cpu);
@@ -351,13 +360,13 @@ static int records_up(struct gpu *be, struct shemb__store *dst,
 	int rc;
 
 	if (!src_at)
-		return shemb__cuda_records_in(be->cuda, dst, dst_at, n,
+		return shemb__cuda_records_in(be->copy, dst, dst_at, n,
 					      src->base);
 	rc = host_twin(be, src, n, &t);
 	if (!rc)
 		rc = CPU->copy_records(be->cpu, &t.h, NULL, src, src_at, n);
 	if (!rc)
-		rc = shemb__cuda_records_in(be->cuda, dst, dst_at, n,
+		rc = shemb__cuda_records_in(be->copy, dst, dst_at, n,
 					    t.h.base);
 	if (t.h.base)
 		host_twin_free(be, &t);
@@ -372,11 +381,11 @@ static int records_down(struct gpu *be, struct shemb__store *dst,
 	int rc;
 
 	if (!dst_at)
-		return shemb__cuda_records_out(be->cuda, src, src_at, n,
+		return shemb__cuda_records_out(be->copy, src, src_at, n,
 					       dst->base);
 	rc = host_twin(be, src, n, &t);
 	if (!rc)
-		rc = shemb__cuda_records_out(be->cuda, src, src_at, n,
+		rc = shemb__cuda_records_out(be->copy, src, src_at, n,
 					     t.h.base);
 	if (!rc)
 		rc = CPU->copy_records(be->cpu, dst, dst_at, &t.h, NULL, n);
@@ -398,7 +407,7 @@ static int copy_records(void *p, struct shemb__store *dst,
 	if (!dst->on_device && !src->on_device)
 		return CPU->copy_records(be->cpu, dst, dst_at, src, src_at, n);
 	if (dst->on_device && src->on_device)
-		return shemb__cuda_records_dd(be->cuda, dst, dst_at, src,
+		return shemb__cuda_records_dd(be->copy, dst, dst_at, src,
 					      src_at, n);
 	if (dst->on_device)
 		return records_up(be, dst, dst_at, src, src_at, n);
@@ -440,8 +449,10 @@ static const char *describe(void *p)
 {
 	struct gpu *be = p;
 
-	snprintf(be->desc, sizeof(be->desc), "cuda: %s; host rows: %s",
-		 shemb__cuda_describe(be->cuda), CPU->describe(be->cpu));
+	snprintf(be->desc, sizeof(be->desc),
+		 "cuda: %s; record moves: %s; host rows: %s",
+		 shemb__cuda_describe(be->cuda),
+		 shemb__cuda_describe(be->copy), CPU->describe(be->cpu));
 	return be->desc;
 }
 
@@ -491,6 +502,44 @@ static void host_free(void *p, void *ptr, size_t bytes)
 	shemb__pinned_put(be->pinned, ptr, bytes);
 }
 
+static void *device_alloc(void *p, size_t bytes)
+{
+	struct gpu *be = p;
+	void *d = NULL;
+
+	return shemb__cuda_alloc(be->cuda, bytes, &d) ? NULL : d;
+}
+
+static void device_free(void *p, void *ptr)
+{
+	struct gpu *be = p;
+
+	shemb__cuda_free(be->cuda, ptr);
+}
+
+static int plan_device(void *p, const struct shemb__dplan_job *job,
+		       int64_t *nunique)
+{
+	struct gpu *be = p;
+
+	return shemb__cuda_plan(be->cuda, job, nunique);
+}
+
+static int device_differ(void *p, const void *a, const void *b, size_t n,
+			 int *differ)
+{
+	struct gpu *be = p;
+
+	return shemb__cuda_differ(be->cuda, a, b, n, differ);
+}
+
+static int device_finite(void *p, const float *f, int64_t n, int64_t *bad)
+{
+	struct gpu *be = p;
+
+	return shemb__cuda_finite(be->cuda, f, n, bad);
+}
+
 #ifdef HAVE_NCCL
 int shemb__gpu_nccl_open(void *p, int nranks, int rank, const void *id,
 			 int timeout_ms, void **comm, char *why, size_t len)
@@ -525,4 +574,9 @@ const struct shemb_mem_ops shemb__gpu_mem_ops = {
 	.check_bags = check_bags,
 	.host_alloc = host_alloc,
 	.host_free = host_free,
+	.device_alloc = device_alloc,
+	.device_free = device_free,
+	.plan_device = plan_device,
+	.device_differ = device_differ,
+	.device_finite = device_finite,
 };

@@ -50,10 +50,19 @@ int shemb__cuda_check(struct shemb__cuda *c, const struct shemb__pool_job *job,
  * arrays in job->in_mem) */
 int shemb__cuda_pool(struct shemb__cuda *c, const struct shemb__pool_job *job);
 /* squares NULL: apply job to its device store; else the squared
- * gradients the update would use, into host squares (mem_ops.h) */
+ * gradients the update would use, into host squares (mem_ops.h).  The
+ * job's arrays are host memory unless its in_mem says device. */
 int shemb__cuda_update(struct shemb__cuda *c,
 		       const struct shemb__update_job *job, float *squares,
 		       int per_column);
+
+/* plan.cu: mem_ops.h's plan_device, device_differ and device_finite */
+int shemb__cuda_plan(struct shemb__cuda *c, const struct shemb__dplan_job *job,
+		     int64_t *nunique);
+int shemb__cuda_differ(struct shemb__cuda *c, const void *a, const void *b,
+		       size_t n, int *differ);
+int shemb__cuda_finite(struct shemb__cuda *c, const float *p, int64_t n,
+		       int64_t *bad);
 
 /* whole records of device store s at at[i] (NULL: i) to / from n
  * contiguous records of s->stride bytes in host memory */

@@ -269,7 +269,7 @@ int shemb__cuda_pool(struct shemb__cuda *c, const struct shemb__pool_job *job)
 		o_w = shemb__pack_put(&b, job->weights, (size_t)job->nids * 4);
 	if (!dev_out)
 		o_out = shemb__pack_put(&b, NULL, out_bytes);
-	if (am_bytes)
+	if (am_bytes && !dev_in)
 		o_am = shemb__pack_put(&b, NULL, am_bytes);
 	rc = shemb__pack_upload(c, &b);
 	if (rc)
@@ -291,13 +291,16 @@ int shemb__cuda_pool(struct shemb__cuda *c, const struct shemb__pool_job *job)
 					 : NULL;
 	}
 	a.out = dev_out ? job->out : (float *)shemb__dev_at(c, o_out);
-	a.argmax = am_bytes ? (int32_t *)shemb__dev_at(c, o_am) : NULL;
+	if (dev_in) /* a device plan's */
+		a.argmax = job->argmax;
+	else
+		a.argmax = am_bytes ? (int32_t *)shemb__dev_at(c, o_am) : NULL;
 	a.pos_base = job->pos_base;
 	launch(a, s->dtype, c->stream);
 	rc = shemb__cuda_finish(c, "gather-pool kernel");
 	if (!rc && !dev_out)
 		rc = shemb__pack_download(c, o_out, out_bytes, job->out);
-	if (!rc && am_bytes)
+	if (!rc && am_bytes && !dev_in)
 		rc = shemb__pack_download(c, o_am, am_bytes, job->argmax);
 	return rc;
 }

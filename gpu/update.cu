@@ -231,6 +231,65 @@ static void layout(struct shemb__pack *b, const struct shemb__update_job *job,
 	put_sets(b, job, s->dim, so);
 }
 
+static void common_args(update_args *a, const struct shemb__update_job *job,
+			int per_column)
+{
+	const struct shemb__store *s = job->store;
+
+	a->base = (char *)s->base;
+	a->stride = s->stride;
+	a->state_off = s->state_off;
+	a->dim = s->dim;
+	a->dtype = s->dtype;
+	a->nsets = job->nsets;
+	a->opt = job->opt;
+	a->per_column = per_column;
+}
+
+static int run_update(struct shemb__cuda *c,
+		      const struct shemb__update_job *job,
+		      const update_args *a)
+{
+	update_kernel<<<(unsigned)job->nunique, THREADS,
+			2 * (size_t)job->store->dim * sizeof(float),
+			c->stream>>>(*a);
+	return shemb__cuda_finish(c, "backward kernel");
+}
+
+/* A device plan's job: its arrays are on the device already, only the
+ * set table goes up (and the squares, if asked, come back). */
+static int update_in_place(struct shemb__cuda *c,
+			   const struct shemb__update_job *job,
+			   float *squares, int per_column)
+{
+	size_t cols = per_column ? (size_t)job->store->dim : 1;
+	size_t sq_bytes = squares ? (size_t)job->nunique * 4 * cols : 0;
+	struct shemb__pack b;
+	size_t o_sets, o_sq = 0;
+	update_args a = {};
+	int rc;
+
+	o_sets = shemb__pack_put(&b, job->sets,
+				 (size_t)job->nsets * sizeof(*job->sets));
+	if (squares)
+		o_sq = shemb__pack_put(&b, NULL, sq_bytes);
+	rc = shemb__pack_upload(c, &b);
+	if (rc)
+		return rc;
+	common_args(&a, job, per_column);
+	a.sets = (const struct shemb__bwd_set *)shemb__dev_at(c, o_sets);
+	a.unique = job->unique;
+	a.seg = job->seg;
+	a.pos = job->pos;
+	a.bag_of = job->bag_of;
+	a.rowsum = NULL;
+	a.squares = squares ? (float *)shemb__dev_at(c, o_sq) : NULL;
+	rc = run_update(c, job, &a);
+	if (!rc && squares)
+		rc = shemb__pack_download(c, o_sq, sq_bytes, squares);
+	return rc;
+}
+
 int shemb__cuda_update(struct shemb__cuda *c,
 		       const struct shemb__update_job *job, float *squares,
 		       int per_column)
@@ -249,6 +308,8 @@ int shemb__cuda_update(struct shemb__cuda *c,
 
 	if (job->nunique == 0)
 		return 0;
+	if (job->in_mem == SHEMB_MEM_DEVICE)
+		return update_in_place(c, job, squares, per_column);
 	so = (struct set_offs *)calloc((size_t)job->nsets + 1, sizeof(*so));
 	sets = (struct shemb__bwd_set *)calloc((size_t)job->nsets + 1,
 					      sizeof(*sets));
@@ -274,24 +335,15 @@ int shemb__cuda_update(struct shemb__cuda *c,
 		free(sets);
 		return rc;
 	}
-	a.base = (char *)s->base;
-	a.stride = s->stride;
-	a.state_off = s->state_off;
-	a.dim = s->dim;
-	a.dtype = s->dtype;
-	a.nsets = job->nsets;
+	common_args(&a, job, per_column);
 	a.sets = (const struct shemb__bwd_set *)shemb__dev_at(c, o_sets);
 	a.unique = (const int64_t *)shemb__dev_at(c, o[0]);
 	a.seg = (const int32_t *)shemb__dev_at(c, o[1]);
 	a.pos = (const int32_t *)shemb__dev_at(c, o[2]);
 	a.bag_of = (const int32_t *)shemb__dev_at(c, o[3]);
 	a.rowsum = job->rowsum ? (const float *)shemb__dev_at(c, o[4]) : NULL;
-	a.opt = job->opt;
 	a.squares = squares ? (float *)shemb__dev_at(c, o_sq) : NULL;
-	a.per_column = per_column;
-	update_kernel<<<(unsigned)job->nunique, THREADS,
-			2 * (size_t)s->dim * sizeof(float), c->stream>>>(a);
-	rc = shemb__cuda_finish(c, "backward kernel");
+	rc = run_update(c, job, &a);
 	free(sets);
 	if (!rc && squares)
 		rc = shemb__pack_download(c, o_sq, sq_bytes, squares);

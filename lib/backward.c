@@ -68,9 +68,16 @@ static int same_contents(shemb_ctx *ctx, const struct shemb__plan *p,
 	return 0;
 }
 
-static int check_group(shemb_ctx *ctx, const struct shemb__group *grp)
+/* A backward reading its sets in place (direct) pairs with a lookup
+ * that planned on the device; a plan on the host sends it the staged
+ * way (STAGED).  The plan of a lookup that read device sets in place
+ * comes to the host for a backward of host sets. */
+#define STAGED 1
+
+static int check_group(shemb_ctx *ctx, const struct shemb__group *grp,
+		       bool direct)
 {
-	const struct shemb__plan *p = grp->table->plan;
+	struct shemb__plan *p = grp->table->plan;
 	int rc;
 
 	if (!p)
@@ -78,9 +85,14 @@ static int check_group(shemb_ctx *ctx, const struct shemb__group *grp)
 				   "table '%s': backward without a lookup to "
 				   "pair with (none since the last backward, "
 				   "or only NO_GRAD lookups)", grp->table->name);
+	if (direct && !p->on_device)
+		return STAGED;
 	rc = same_shape(ctx, p, grp);
+	if (!rc && !direct && p->on_device)
+		rc = shemb__dplan_to_host(ctx, p);
 	if (!rc)
-		rc = same_contents(ctx, p, grp);
+		rc = direct ? shemb__dplan_same_sets(ctx, p, grp)
+			    : same_contents(ctx, p, grp);
 	return rc;
 }
 
@@ -118,7 +130,9 @@ void shemb__bwd_sets(const struct shemb__group *grp,
 			.weights = grp->sets[s]->weights,
 			.grad = grad[grp->index[s]],
 			.argmax = ps->pooling == SHEMB_POOL_MAX
-					  ? p->argmax + ps->argmax_off
+					  ? (p->on_device ? p->dev.argmax
+							  : p->argmax) +
+						    ps->argmax_off
 					  : NULL,
 		};
 	}
@@ -128,6 +142,18 @@ struct shemb__update_job shemb__plan_job(const struct shemb__plan *p,
 					 struct shemb__store *store, int nsets,
 					 const struct shemb__bwd_set *sets)
 {
+	if (p->on_device)
+		return (struct shemb__update_job){
+			.store = store,
+			.nunique = p->nunique,
+			.unique = p->dev.unique,
+			.seg = p->dev.seg,
+			.pos = p->dev.pos,
+			.bag_of = p->dev.bag_of,
+			.nsets = nsets,
+			.sets = sets,
+			.in_mem = SHEMB_MEM_DEVICE,
+		};
 	return (struct shemb__update_job){
 		.store = store,
 		.nunique = p->nunique,
@@ -138,6 +164,11 @@ struct shemb__update_job shemb__plan_job(const struct shemb__plan *p,
 		.nsets = nsets,
 		.sets = sets,
 	};
+}
+
+static const int64_t *plan_rows(const struct shemb__plan *p)
+{
+	return p->on_device ? p->dev.unique : p->unique;
 }
 
 /* sets: room for the group's sets, allocated before any table changed;
@@ -154,7 +185,14 @@ static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
 	job.unique = v->at;
 	job.opt = shemb__opt_of(t);
 	shemb__bwd_sets(grp, p, grad, sets);
-	shemb__ckpt_touch(t, p->nunique, p->unique); /* one rank: local */
+	if (p->on_device) {
+		int rc = shemb__dplan_touch(t, p);
+
+		if (rc)
+			return rc;
+	} else {
+		shemb__ckpt_touch(t, p->nunique, p->unique); /* local */
+	}
 	return ctx->mem->apply_updates(ctx->be, &job);
 }
 
@@ -217,8 +255,9 @@ static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 	for (int g = 0; !rc && g < st->ngroups; g++) {
 		shemb_table *t = st->groups[g].table;
 
-		rc = shemb__rows_acquire(t, t->plan->nunique, t->plan->unique,
-					 true, SHEMB__ROWS_WRITE, &views[g]);
+		rc = shemb__rows_acquire(t, t->plan->nunique,
+					 plan_rows(t->plan), true,
+					 SHEMB__ROWS_WRITE, &views[g]);
 	}
 	if (!rc)
 		rc = update_all(ctx, st, grad, sets, views);
@@ -255,26 +294,39 @@ static int check_grads(struct shemb__step *st, const float *const *grad)
 	return 0;
 }
 
-int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
-			const float *const *grad, struct shemb__then *then)
+/* The sets and gradients of the call, checked: device ones through host
+ * copies, or with direct where they are. */
+static int begin_backward(struct shemb__step *st, shemb_ctx *ctx, int n,
+			  const struct shemb_bags *bags,
+			  const float *const **grad, bool direct)
+{
+	const float **hgrad;
+	int rc;
+
+	if (direct) {
+		rc = shemb__step_begin_direct(st, ctx, n, bags);
+		return rc ? rc : shemb__dplan_check_grads(st, *grad);
+	}
+	rc = shemb__step_begin(st, ctx, n, bags);
+	if (!rc)
+		rc = shemb__step_host_grads(st, *grad, &hgrad);
+	if (!rc)
+		*grad = hgrad;
+	if (!rc)
+		rc = check_grads(st, *grad);
+	return rc;
+}
+
+static int backward_run(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+			const float *const *grad, struct shemb__then *then,
+			bool direct)
 {
 	struct shemb__bwd_set *sets;
 	struct shemb__step st;
-	const float **hgrad;
 	uint64_t t0 = shemb__now_ns();
 	int rc;
 
-	if (!ctx)
-		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
-	rc = shemb__step_begin(&st, ctx, n, bags);
-	if (rc && !shemb__distributed(ctx))
-		return rc;
-	if (!rc)
-		rc = shemb__step_host_grads(&st, grad, &hgrad);
-	if (!rc)
-		grad = hgrad;
-	if (!rc)
-		rc = check_grads(&st, grad);
+	rc = begin_backward(&st, ctx, n, bags, &grad, direct);
 	sets = calloc((size_t)n + 1, sizeof(*sets));
 	if (!rc && !sets)
 		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory for %d sets", n);
@@ -290,7 +342,7 @@ int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 					 st.groups[g].table->name);
 	shemb__step_lock(&st, true);
 	for (int g = 0; !rc && g < st.ngroups; g++)
-		rc = check_group(ctx, &st.groups[g]);
+		rc = check_group(ctx, &st.groups[g], direct);
 	for (int g = 0; g < st.ngroups; g++)
 		SHEMB__STAT_ADD(st.groups[g].table, validate_ns,
 				(shemb__now_ns() - t0) / (uint64_t)st.ngroups);
@@ -302,6 +354,20 @@ int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	shemb__step_end(&st);
 	free(sets);
 	return rc;
+}
+
+int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+			const float *const *grad, struct shemb__then *then)
+{
+	int rc;
+
+	if (!ctx)
+		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
+	if (!shemb__device_direct(ctx, n, bags, true))
+		return backward_run(ctx, n, bags, grad, then, false);
+	rc = backward_run(ctx, n, bags, grad, then, true);
+	return rc == STAGED ? backward_run(ctx, n, bags, grad, then, false)
+			    : rc;
 }
 
 SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,

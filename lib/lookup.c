@@ -77,13 +77,20 @@ static int build_plans(struct shemb__step *st, struct shemb__plan **plans)
 		int rc;
 
 		plans[g] = take_spare(grp->table);
-		rc = shemb__plan_build(grp->table, grp->nsets, grp->sets,
-				       &plans[g]);
+		if (st->direct)
+			rc = shemb__dplan_build(grp->table, grp->nsets,
+						grp->sets, &plans[g]);
+		else
+			rc = shemb__plan_build(grp->table, grp->nsets,
+					       grp->sets, &plans[g]);
 		if (rc)
 			return shemb__fail(st->ctx, rc,
-					   "table '%s': no memory for the step "
-					   "plan of %d sets", grp->table->name,
-					   grp->nsets);
+					   "table '%s': the step plan of %d "
+					   "sets failed: %s", grp->table->name,
+					   grp->nsets,
+					   st->direct ? st->ctx->mem->describe(
+								st->ctx->be)
+						      : "no memory");
 		if (st->kind != SHEMB__DIST_LOOKUP)
 			continue; /* reads and prefetches count in no
 				   * statistics but the tier's */
@@ -131,7 +138,9 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 			job.ids = rows_of + (ps ? ps->pos_base : base);
 		job.out = out[grp->index[s]];
 		if (ps && b->pooling == SHEMB_POOL_MAX)
-			job.argmax = plan->argmax + ps->argmax_off;
+			job.argmax = (plan->on_device ? plan->dev.argmax
+						      : plan->argmax) +
+				     ps->argmax_off;
 		job.pos_base = ps ? ps->pos_base : 0;
 		rc = t->ctx->mem->gather_pool(t->ctx->be, &job);
 
@@ -404,18 +413,19 @@ void shemb__lookup_then_end(struct shemb__step *st,
 }
 
 /*
- * An inference lookup of device bag sets on one rank, of tables whose
- * rows are all in device memory, reads the sets in place: the backend
- * checks them (the kernels would otherwise need host copies of every
- * id), then pools them.
+ * A lookup of device bag sets on one rank, of tables whose rows are all
+ * in device memory, reads the sets in place: the backend checks them
+ * (the kernels would otherwise need host copies of every id), then
+ * pools them; a training lookup also plans them on the device
+ * (dplan.c).  The backward of such a lookup takes the same path.
  */
-static bool device_direct(shemb_ctx *ctx, int n,
-			  const struct shemb_bags *bags, unsigned flags)
+bool shemb__device_direct(shemb_ctx *ctx, int n,
+			  const struct shemb_bags *bags, bool planned)
 {
 	size_t stride = bags ? bags->size : 0;
 
-	if (!(flags & SHEMB_LOOKUP_NO_GRAD) || n <= 0 ||
-	    !ctx->mem->check_bags || shemb__distributed(ctx) ||
+	if (n <= 0 || !ctx->mem->check_bags || shemb__distributed(ctx) ||
+	    (planned && !shemb__dplan_possible(ctx)) ||
 	    stride < offsetof(struct shemb_bags, mem) + sizeof(int))
 		return false;
 	for (int i = 0; i < n; i++) {
@@ -424,7 +434,8 @@ static bool device_direct(shemb_ctx *ctx, int n,
 		const shemb_table *t = b->table;
 
 		if (b->size != stride || b->mem != SHEMB_MEM_DEVICE || !t ||
-		    t->ctx != ctx || t->tier || !t->store.on_device)
+		    t->ctx != ctx || t->tier || !t->store.on_device ||
+		    (planned && shemb__read_only(t)))
 			return false;
 	}
 	return true;
@@ -473,23 +484,31 @@ static int check_device_sets(struct shemb__step *st)
 }
 
 static int lookup_direct(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
-			 float *const *out)
+			 float *const *out, bool planned)
 {
+	struct shemb__plan **plans = NULL;
 	struct shemb__step st;
 	int rc = shemb__step_begin_direct(&st, ctx, n, bags);
 
 	if (!rc)
 		rc = check_outputs(&st, out);
+	if (!rc && planned)
+		plans = alloc_plans(&st, &rc);
 	if (rc) {
 		shemb__step_end(&st);
 		return rc;
 	}
 	st.kind = SHEMB__DIST_LOOKUP;
+	st.planned = planned;
 	shemb__step_lock(&st, false);
 	rc = check_device_sets(&st);
+	if (!rc && planned)
+		rc = build_plans(&st, plans);
 	for (int g = 0; !rc && g < st.ngroups; g++)
-		rc = shemb__pool_group(&st, &st.groups[g], NULL, out,
+		rc = shemb__pool_group(&st, &st.groups[g],
+				       plans ? plans[g] : NULL, out,
 				       &st.groups[g].table->store, NULL);
+	settle_plans(&st, plans, rc);
 	shemb__step_unlock(&st);
 	shemb__step_end(&st);
 	return rc;
@@ -518,8 +537,9 @@ int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	if (flags & ~SHEMB_LOOKUP_NO_GRAD)
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "unknown lookup flags 0x%x", flags);
-	if (device_direct(ctx, n, bags, flags))
-		return lookup_direct(ctx, n, bags, out);
+	if (shemb__device_direct(ctx, n, bags, !(flags & SHEMB_LOOKUP_NO_GRAD)))
+		return lookup_direct(ctx, n, bags, out,
+				     !(flags & SHEMB_LOOKUP_NO_GRAD));
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	if (rc && !shemb__distributed(ctx))
 		return rc;

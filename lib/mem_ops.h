@@ -68,7 +68,8 @@ struct shemb__pool_job {
 	float *out;
 	int out_mem;         /* enum shemb_mem: where out is */
 	int in_mem;          /* ... and offsets, ids and weights */
-	int32_t *argmax;     /* MAX with a plan: [nbags][dim] positions */
+	int32_t *argmax;     /* MAX with a plan: [nbags][dim] positions
+			      * (device memory when in_mem is) */
 	int64_t pos_base;    /* plan position of ids[0] */
 };
 
@@ -108,6 +109,28 @@ struct shemb__update_job {
 	 * squared gradients over the whole row (NULL: from the store's
 	 * columns) */
 	const float *rowsum;
+	/* SHEMB_MEM_DEVICE: a device plan's job, every array above and the
+	 * sets' arrays in device memory (rowsum NULL) */
+	int in_mem;
+};
+
+/*
+ * The step plan of bag sets in device memory, made on the device: the
+ * positions' ids sorted (stable, so a row's positions stay ascending),
+ * the distinct ids with the start of each one's positions, and the plan
+ * bag of each position (plan.h has the host plan's same arrays).
+ */
+struct shemb__dplan_job {
+	int64_t nids;             /* positions, all sets together */
+	int64_t rows;             /* every id is in [0, rows) */
+	const int64_t *ids;       /* [nids]: the sets' ids in plan order */
+	int nsets;
+	const struct shemb__bwd_set *sets; /* pooling, bag_base, pos_base,
+					    * nbags and offsets (device) */
+	int64_t *unique;          /* out, room for nids */
+	int32_t *seg;             /* out, room for nids + 1 */
+	int32_t *pos;             /* out, [nids] */
+	int32_t *bag_of;          /* out, [nids] */
 };
 
 struct shemb_mem_ops {
@@ -169,6 +192,20 @@ struct shemb_mem_ops {
 	 * memory (lib/hostbuf.h falls back on malloc either way) */
 	void *(*host_alloc)(void *be, size_t bytes);
 	void (*host_free)(void *be, void *p, size_t bytes);
+	/* Step plans kept in device memory (NULL, all of them, without):
+	 * memory of the device, NULL when there is none to give ... */
+	void *(*device_alloc)(void *be, size_t bytes);
+	void (*device_free)(void *be, void *p);
+	/* ... the plan of job, and its number of distinct ids ... */
+	int (*plan_device)(void *be, const struct shemb__dplan_job *job,
+			   int64_t *nunique);
+	/* ... whether the n bytes at a and b differ (*differ 1 or 0) ... */
+	int (*device_differ)(void *be, const void *a, const void *b,
+			     size_t n, int *differ);
+	/* ... and the first of the n floats at p that is not finite, or
+	 * -1, into *bad.  All pointers are device memory. */
+	int (*device_finite)(void *be, const float *p, int64_t n,
+			     int64_t *bad);
 };
 
 #endif

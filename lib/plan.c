@@ -71,8 +71,7 @@ static int reserve_ids(shemb_ctx *ctx, struct shemb__plan *p, int64_t nids)
 	return 0;
 }
 
-static int reserve(shemb_ctx *ctx, struct shemb__plan *p, int nsets,
-		   int64_t nids, int64_t nargmax, int64_t noffsets)
+int shemb__plan_reserve_sets(struct shemb__plan *p, int nsets)
 {
 	if (nsets > p->cap_sets) {
 		void *s = realloc(p->sets, (size_t)nsets * sizeof(*p->sets));
@@ -82,6 +81,14 @@ static int reserve(shemb_ctx *ctx, struct shemb__plan *p, int nsets,
 		p->sets = s;
 		p->cap_sets = nsets;
 	}
+	return 0;
+}
+
+static int reserve(shemb_ctx *ctx, struct shemb__plan *p, int nsets,
+		   int64_t nids, int64_t nargmax, int64_t noffsets)
+{
+	if (shemb__plan_reserve_sets(p, nsets))
+		return SHEMB_ENOMEM;
 	if (nargmax > p->cap_argmax) {
 		p->argmax = grow(ctx, p->argmax,
 				 (size_t)p->cap_argmax * sizeof(int32_t),
@@ -101,6 +108,11 @@ static int reserve(shemb_ctx *ctx, struct shemb__plan *p, int nsets,
 	return reserve_ids(ctx, p, nids);
 }
 
+int shemb__plan_reserve(shemb_ctx *ctx, struct shemb__plan *p)
+{
+	return reserve(ctx, p, p->nsets, p->nids, p->nargmax, p->noffsets);
+}
+
 void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *p)
 {
 	if (!p)
@@ -113,6 +125,7 @@ void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *p)
 		ctx->mem->scratch_free(ctx->be, p->offsets,
 				       (size_t)p->cap_offsets * sizeof(int64_t));
 	shemb__route_free(p->route);
+	shemb__dplan_release(ctx, p);
 	free(p->sets);
 	free(p);
 }
@@ -126,7 +139,7 @@ int64_t shemb__plan_max_ids(int64_t rows)
 
 /* ---- layout of the sets ---- */
 
-static void describe_sets(struct shemb__plan *p, int dim, int nsets,
+void shemb__plan_describe(struct shemb__plan *p, int dim, int nsets,
 			  const struct shemb_bags *const *sets)
 {
 	p->nsets = nsets;
@@ -144,15 +157,23 @@ static void describe_sets(struct shemb__plan *p, int dim, int nsets,
 		s->plan_bags = b->pooling == SHEMB_POOL_NONE ? b->nids : b->nbags;
 		s->argmax_off = p->nargmax;
 		s->offsets_off = p->noffsets;
-		if (b->nbags > 0)
-			memcpy(p->offsets + p->noffsets, b->offsets,
-			       (size_t)(b->nbags + 1) * sizeof(int64_t));
 		p->noffsets += b->nbags > 0 ? b->nbags + 1 : 0;
 		if (b->pooling == SHEMB_POOL_MAX)
 			p->nargmax += b->nbags * dim;
 		p->nids += b->nids;
 		p->nbags += s->plan_bags;
 	}
+}
+
+/* The plan keeps the sets' offsets, for the backward to check. */
+static void copy_offsets(struct shemb__plan *p,
+			 const struct shemb_bags *const *sets)
+{
+	for (int i = 0; i < p->nsets; i++)
+		if (sets[i]->nbags > 0)
+			memcpy(p->offsets + p->sets[i].offsets_off,
+			       sets[i]->offsets,
+			       (size_t)(sets[i]->nbags + 1) * sizeof(int64_t));
 }
 
 /* ---- keys and bags in call order ---- */
@@ -424,7 +445,9 @@ int shemb__plan_build(shemb_table *t, int nsets,
 	rc = reserve(ctx, p, nsets, nids, nargmax, noffsets);
 	if (rc)
 		return rc;
-	describe_sets(p, t->attr.dim, nsets, sets);
+	shemb__plan_describe(p, t->attr.dim, nsets, sets);
+	copy_offsets(p, sets);
+	p->on_device = false;
 	p->nunique = 0;
 	if (p->nids == 0) {
 		p->seg[0] = 0;

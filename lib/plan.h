@@ -44,6 +44,17 @@ struct shemb__plan {
 	uint64_t *keys;       /* id << pos_bits | position: sort buffers */
 	uint64_t *keys_tmp;
 	int pos_bits;
+
+	/* A device plan (dplan.c): the arrays above that the backward
+	 * reads, in device memory instead, in one block of dev_cap bytes
+	 * (kept when the plan is recycled); the host arrays are unused. */
+	bool on_device;
+	struct {
+		int64_t *ids, *offsets, *unique;
+		int32_t *seg, *pos, *bag_of, *argmax;
+	} dev;
+	void *dev_block;
+	size_t dev_cap;
 };
 
 /* Most ids of a table of `rows` rows that one call may hold: each id and
@@ -58,6 +69,27 @@ int shemb__plan_build(shemb_table *t, int nsets,
 		      struct shemb__plan **plan);
 
 void shemb__plan_free(shemb_ctx *ctx, struct shemb__plan *plan);
+
+/* The layout of the sets in the plan (plan_set), without their arrays;
+ * plan->sets has room for nsets.  Counts of ids, bags, argmax values
+ * and offsets come out in plan. */
+void shemb__plan_describe(struct shemb__plan *p, int dim, int nsets,
+			  const struct shemb_bags *const *sets);
+/* Room for nsets sets in plan->sets. */
+int shemb__plan_reserve_sets(struct shemb__plan *p, int nsets);
+/* Room for the arrays of the plan as described. */
+int shemb__plan_reserve(shemb_ctx *ctx, struct shemb__plan *p);
+
+/* dplan.c: a plan of bag sets in device memory, made on the device;
+ * the same reuse of *plan as plan_build.  Its sets' arrays must be
+ * checked first. */
+bool shemb__dplan_possible(const shemb_ctx *ctx);
+int shemb__dplan_build(shemb_table *t, int nsets,
+		       const struct shemb_bags *const *sets,
+		       struct shemb__plan **plan);
+void shemb__dplan_release(shemb_ctx *ctx, struct shemb__plan *plan);
+/* A device plan made a host plan, for a backward of host sets. */
+int shemb__dplan_to_host(shemb_ctx *ctx, struct shemb__plan *plan);
 
 /* Each position's index in plan->unique, into out[plan->nids]. */
 void shemb__plan_unique_of(const struct shemb__plan *plan, int64_t *out);

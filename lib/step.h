@@ -96,6 +96,21 @@ int shemb__lookup_for_prefetch(struct shemb__step *st, int status,
 int shemb__prefetch_rows(const struct shemb__step *st, shemb_table *t,
 			 int64_t n, const int64_t *rows, bool distinct);
 
+/* lookup.c: whether the sets of a call are read in place, and with
+ * planned (a training lookup, or the backward of one) also planned on the
+ * device (dplan.c) */
+bool shemb__device_direct(shemb_ctx *ctx, int n,
+			  const struct shemb_bags *bags, bool planned);
+
+/* dplan.c: the backward of a plan made on the device: its gradients,
+ * its sets against the plan's, and the checkpoint's record of the rows
+ * it changes */
+struct shemb__plan;
+int shemb__dplan_check_grads(struct shemb__step *st, const float *const *grad);
+int shemb__dplan_same_sets(shemb_ctx *ctx, const struct shemb__plan *p,
+			   const struct shemb__group *grp);
+int shemb__dplan_touch(shemb_table *t, const struct shemb__plan *p);
+
 /* validate.c */
 int shemb__check_set(shemb_ctx *ctx, const struct shemb_bags *b, int i);
 int shemb__check_header(shemb_ctx *ctx, const struct shemb_bags *b, int i);

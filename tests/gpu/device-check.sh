@@ -6,7 +6,9 @@
 #
 # The GPU tests: the device probe and a kernel's round trip
 # (test_gpu_probe), the CUDA backend against the CPU one, bit for bit
-# (test_gpu_backend), and the collectives of a one-rank GPU context on
+# (test_gpu_backend), training from device bag sets with step plans made
+# on the device, against the CPU (test_gpu_train), and the collectives
+# of a one-rank GPU context on
 # device buffers, through NCCL and with SHEMB_NCCL=0 (test_gpu_coll);
 # then shemb-bench gpu at its default size (lookups against a
 # device-to-device copy and PyTorch's embedding_bag).  make check runs
@@ -31,7 +33,8 @@ fi
 sed -n '/will be built with/,$p' "$work/configure.log"
 timeout "$limit" make -j"$(nproc)" >"$work/make.log" 2>&1 ||
 	{ tail -n 40 "$work/make.log"; exit 2; }
-tests="tests/gpu/test_gpu_probe tests/gpu/test_gpu_backend tests/gpu/test_gpu_coll"
+tests="tests/gpu/test_gpu_probe tests/gpu/test_gpu_backend"
+tests="$tests tests/gpu/test_gpu_train tests/gpu/test_gpu_coll"
 top_builddir=$PWD; export top_builddir
 timeout "$limit" make $tests >>"$work/make.log" 2>&1 ||
 	{ tail -n 40 "$work/make.log"; exit 2; }
