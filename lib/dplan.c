@@ -292,7 +292,7 @@ int shemb__dplan_touch(shemb_table *t, const struct shemb__plan *p)
 
 /* A backward may give back from host memory the sets a lookup read from
  * the device: its plan comes to the host, once. */
-int shemb__dplan_to_host(shemb_ctx *ctx, struct shemb__plan *p)
+static int copy_plan_down(shemb_ctx *ctx, struct shemb__plan *p)
 {
 	const struct {
 		void *dst;
@@ -307,19 +307,28 @@ int shemb__dplan_to_host(shemb_ctx *ctx, struct shemb__plan *p)
 		{ p->bag_of, p->dev.bag_of, (size_t)p->nids * 4 },
 		{ p->argmax, p->dev.argmax, (size_t)p->nargmax * 4 },
 	};
-	int rc = shemb__plan_reserve(ctx, p);
 
-	if (rc)
-		return shemb__fail(ctx, rc, "no memory for a step plan");
 	for (size_t i = 0; i < sizeof(mv) / sizeof(mv[0]); i++) {
-		rc = mv[i].n ? ctx->mem->transfer(ctx->be, mv[i].dst,
-						  mv[i].src, mv[i].n)
-			     : 0;
+		int rc = mv[i].n ? ctx->mem->transfer(ctx->be, mv[i].dst,
+						      mv[i].src, mv[i].n)
+				 : 0;
+
 		if (rc)
 			return shemb__fail(ctx, rc, "copying a step plan from "
 					   "the device failed: %s",
 					   ctx->mem->describe(ctx->be));
 	}
-	p->on_device = false;
 	return 0;
+}
+
+int shemb__dplan_to_host(shemb_ctx *ctx, struct shemb__plan *p)
+{
+	int rc = shemb__plan_reserve(ctx, p); /* the host arrays, first */
+
+	if (rc)
+		return shemb__fail(ctx, rc, "no memory for a step plan");
+	rc = copy_plan_down(ctx, p);
+	if (!rc)
+		p->on_device = false;
+	return rc;
 }
