@@ -10,14 +10,6 @@
  * answering holds up collectives only, never lookups; a collective's end
  * is an event that waits poll against the timeout, and a communicator
  * that fails or times out is aborted: everything on it then fails.
- *
- * Priorities take two lanes, as on the host transport: collectives above
- * SHEMB_PRIO_DENSE go on a second communicator, split from the first,
- * whose stream has the device's highest priority, so they do not queue
- * behind the bulk transfers of the first (one communicator runs its
- * collectives one after the other).  Every rank starts its collectives
- * in the same order, so the two lanes' kernels are launched in the same
- * order everywhere and cannot wait on each other across ranks.
  */
 #include <nccl.h>
 #include <stdio.h>
@@ -30,17 +22,11 @@
 #include "gpu/gpu.h"
 #include "lib/comm.h"
 
-enum { BULK, URGENT, LANES };
-
-struct lane {
-	ncclComm_t comm;
-	cudaStream_t stream;      /* the lane's collectives' own */
-	cudaEvent_t joined;       /* context stream -> lane stream */
-};
-
 struct nccl {
 	struct shemb__cuda *c;
-	struct lane lane[LANES];
+	ncclComm_t comm;
+	cudaStream_t stream;      /* the collectives' own */
+	cudaEvent_t joined;       /* context stream -> collective stream */
 	pthread_mutex_t lock;     /* starts, and the state below */
 	int nranks, rank, timeout_ms;
 	int broken;               /* sticky: every later call fails so */
@@ -50,7 +36,6 @@ struct nccl {
 
 struct shemb__op {
 	cudaEvent_t done;
-	int lane;
 };
 
 static double now_ms(void)
@@ -96,68 +81,25 @@ static ncclResult_t settle(ncclComm_t comm, ncclResult_t r, double end)
 	return r;
 }
 
-/* The bulk lane's communicator, then the urgent lane's split from it. */
-static int open_comms(struct nccl *n, const void *id, char *why, size_t len)
+static int open_comm(struct nccl *n, const void *id, char *why, size_t len)
 {
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-	double end = now_ms() + n->timeout_ms;
-	ncclComm_t *bulk = &n->lane[BULK].comm, *urgent = &n->lane[URGENT].comm;
 	ncclUniqueId u;
 	ncclResult_t r;
 
 	cfg.blocking = 0;
 	memcpy(&u, id, sizeof(u));
-	r = ncclCommInitRankConfig(bulk, n->nranks, u, n->rank, &cfg);
-	r = settle(*bulk, r, end);
-	if (r == ncclSuccess) {
-		r = ncclCommSplit(*bulk, 0, n->rank, urgent, &cfg);
-		r = *urgent ? settle(*urgent, r, end) : r;
-	}
+	r = ncclCommInitRankConfig(&n->comm, n->nranks, u, n->rank, &cfg);
+	r = settle(n->comm, r, now_ms() + n->timeout_ms);
 	if (r == ncclSuccess)
 		return 0;
-	snprintf(why, len, "NCCL communicators of %d ranks: %s", n->nranks,
+	snprintf(why, len, "NCCL communicator of %d ranks: %s", n->nranks,
 		 r == ncclInProgress ? "not ready within the timeout"
 				     : ncclGetErrorString(r));
-	for (int l = 0; l < LANES; l++) {
-		if (n->lane[l].comm)
-			ncclCommAbort(n->lane[l].comm);
-		n->lane[l].comm = NULL;
-	}
+	if (n->comm)
+		ncclCommAbort(n->comm);
+	n->comm = NULL;
 	return r == ncclInProgress ? SHEMB_ETIMEDOUT : SHEMB_EINTERNAL;
-}
-
-/* The urgent lane's stream has the device's highest priority, the bulk
- * lane's the lowest. */
-static int make_streams(struct nccl *n, char *why, size_t len)
-{
-	int least = 0, greatest = 0;
-
-	cudaDeviceGetStreamPriorityRange(&least, &greatest);
-	for (int l = 0; l < LANES; l++) {
-		struct lane *ln = &n->lane[l];
-
-		if (cudaStreamCreateWithPriority(&ln->stream,
-						 cudaStreamNonBlocking,
-						 l == URGENT ? greatest
-							     : least) ||
-		    cudaEventCreateWithFlags(&ln->joined,
-					     cudaEventDisableTiming)) {
-			snprintf(why, len, "a stream for NCCL: %s",
-				 cudaGetErrorString(cudaGetLastError()));
-			return SHEMB_EINTERNAL;
-		}
-	}
-	return 0;
-}
-
-static void free_streams(struct nccl *n)
-{
-	for (int l = 0; l < LANES; l++) {
-		if (n->lane[l].joined)
-			cudaEventDestroy(n->lane[l].joined);
-		if (n->lane[l].stream)
-			cudaStreamDestroy(n->lane[l].stream);
-	}
 }
 
 int shemb__nccl_open(struct shemb__cuda *c, int nranks, int rank,
@@ -174,11 +116,19 @@ int shemb__nccl_open(struct shemb__cuda *c, int nranks, int rank,
 	n->nranks = nranks;
 	n->rank = rank;
 	n->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
-	rc = make_streams(n, why, len);
-	if (!rc)
-		rc = open_comms(n, id, why, len);
+	if (cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking) ||
+	    cudaEventCreateWithFlags(&n->joined, cudaEventDisableTiming)) {
+		snprintf(why, len, "a stream for NCCL: %s",
+			 cudaGetErrorString(cudaGetLastError()));
+		rc = SHEMB_EINTERNAL;
+	} else {
+		rc = open_comm(n, id, why, len);
+	}
 	if (rc) {
-		free_streams(n);
+		if (n->joined)
+			cudaEventDestroy(n->joined);
+		if (n->stream)
+			cudaStreamDestroy(n->stream);
 		free(n);
 		return rc;
 	}
@@ -197,10 +147,8 @@ static int break_comm(struct nccl *n, int rc, const char *why)
 	if (!n->broken) {
 		n->broken = rc;
 		snprintf(n->broken_why, sizeof(n->broken_why), "%s", why);
-		for (int l = 0; l < LANES; l++) {
-			ncclCommAbort(n->lane[l].comm);
-			n->lane[l].comm = NULL;
-		}
+		ncclCommAbort(n->comm);
+		n->comm = NULL;
 	}
 	return n->broken;
 }
@@ -223,12 +171,11 @@ static ncclDataType_t nccl_type(int dtype)
 
 /* Point-to-point pieces of alltoallv and allgatherv: every non-empty
  * piece is one send or receive; peers with nothing cost nothing. */
-static ncclResult_t exchange(const struct lane *n, int nranks,
-			     const struct shemb__coll *k)
+static ncclResult_t exchange(struct nccl *n, const struct shemb__coll *k)
 {
 	ncclResult_t r = ncclGroupStart();
 
-	for (int p = 0; r == ncclSuccess && p < nranks; p++) {
+	for (int p = 0; r == ncclSuccess && p < n->nranks; p++) {
 		bool a2a = k->kind == SHEMB__ALLTOALLV;
 		size_t sc = a2a ? k->sendcounts[p] : k->sendcount;
 		const char *sb = (const char *)k->sendbuf +
@@ -247,8 +194,7 @@ static ncclResult_t exchange(const struct lane *n, int nranks,
 	return r;
 }
 
-static ncclResult_t enqueue(struct nccl *n, const struct lane *ln,
-			    const struct shemb__coll *k)
+static ncclResult_t enqueue(struct nccl *n, const struct shemb__coll *k)
 {
 	ncclResult_t r;
 
@@ -256,16 +202,15 @@ static ncclResult_t enqueue(struct nccl *n, const struct lane *ln,
 		r = ncclAllReduce(k->sendbuf, k->recvbuf, k->count,
 				  nccl_type(k->dtype),
 				  k->op == SHEMB_REDUCE_MAX ? ncclMax : ncclSum,
-				  ln->comm, ln->stream);
+				  n->comm, n->stream);
 	else
-		r = exchange(ln, n->nranks, k);
-	return settle(ln->comm, r, now_ms() + n->timeout_ms);
+		r = exchange(n, k);
+	return settle(n->comm, r, now_ms() + n->timeout_ms);
 }
 
 static int start_locked(struct nccl *n, const struct shemb__coll *k,
 			struct shemb__op *op, char *why, size_t len)
 {
-	struct lane *ln = &n->lane[op->lane];
 	ncclResult_t r;
 
 	if (n->broken) {
@@ -273,13 +218,13 @@ static int start_locked(struct nccl *n, const struct shemb__coll *k,
 		return n->broken;
 	}
 	/* the buffers are written by work already on the context's stream */
-	if (cudaEventRecord(ln->joined, n->c->stream) ||
-	    cudaStreamWaitEvent(ln->stream, ln->joined, 0)) {
+	if (cudaEventRecord(n->joined, n->c->stream) ||
+	    cudaStreamWaitEvent(n->stream, n->joined, 0)) {
 		snprintf(why, len, "joining the streams: %s",
 			 cudaGetErrorString(cudaGetLastError()));
 		return SHEMB_EINTERNAL;
 	}
-	r = enqueue(n, ln, k);
+	r = enqueue(n, k);
 	if (r != ncclSuccess) {
 		snprintf(why, len, "NCCL collective: %s",
 			 r == ncclInProgress ? "not started within the timeout"
@@ -288,7 +233,7 @@ static int start_locked(struct nccl *n, const struct shemb__coll *k,
 							 : SHEMB_EPEER,
 				  why);
 	}
-	if (cudaEventRecord(op->done, ln->stream)) {
+	if (cudaEventRecord(op->done, n->stream)) {
 		snprintf(why, len, "cudaEventRecord: %s",
 			 cudaGetErrorString(cudaGetLastError()));
 		return SHEMB_EINTERNAL;
@@ -311,7 +256,6 @@ static int nccl_start(void *comm, const struct shemb__coll *k,
 		snprintf(why, len, "cudaEventCreate failed");
 		return SHEMB_EINTERNAL;
 	}
-	op->lane = k->prio > SHEMB_PRIO_DENSE ? URGENT : BULK;
 	pthread_mutex_lock(&n->lock);
 	rc = start_locked(n, k, op, why, len);
 	pthread_mutex_unlock(&n->lock);
@@ -343,8 +287,7 @@ static int nccl_test(void *comm, struct shemb__op *op, int *done, char *why,
 	} else if (e != cudaErrorNotReady) {
 		snprintf(why, len, "collective: %s", cudaGetErrorString(e));
 		rc = break_comm(n, SHEMB_EINTERNAL, why);
-	} else if (ncclCommGetAsyncError(n->lane[op->lane].comm, &async) ==
-			   ncclSuccess &&
+	} else if (ncclCommGetAsyncError(n->comm, &async) == ncclSuccess &&
 		   async != ncclSuccess && async != ncclInProgress) {
 		snprintf(why, len, "NCCL: %s", ncclGetErrorString(async));
 		rc = break_comm(n, SHEMB_EPEER, why);
@@ -406,17 +349,8 @@ static const char *nccl_describe(void *comm)
 	return ((struct nccl *)comm)->desc;
 }
 
-static bool lanes_busy(const struct nccl *n)
-{
-	for (int l = 0; l < LANES; l++)
-		if (n->lane[l].comm &&
-		    cudaStreamQuery(n->lane[l].stream) == cudaErrorNotReady)
-			return true;
-	return false;
-}
-
 /* Collectives still running get the timeout to finish; then the
- * communicators are destroyed, or aborted if they did not. */
+ * communicator is destroyed, or aborted if they did not. */
 static void nccl_destroy(void *comm)
 {
 	struct nccl *n = (struct nccl *)comm;
@@ -426,18 +360,17 @@ static void nccl_destroy(void *comm)
 		return;
 	{
 		shemb__cuda_device_guard g(n->c);
-		bool busy;
 
 		end = now_ms() + n->timeout_ms;
-		while ((busy = lanes_busy(n)) && now_ms() < end)
+		while (n->comm && now_ms() < end &&
+		       cudaStreamQuery(n->stream) == cudaErrorNotReady)
 			pause_us(200);
-		for (int l = 0; l < LANES; l++) {
-			if (n->lane[l].comm && !busy)
-				ncclCommDestroy(n->lane[l].comm);
-			else if (n->lane[l].comm)
-				ncclCommAbort(n->lane[l].comm);
-		}
-		free_streams(n);
+		if (n->comm && cudaStreamQuery(n->stream) == cudaSuccess)
+			ncclCommDestroy(n->comm);
+		else if (n->comm)
+			ncclCommAbort(n->comm);
+		cudaEventDestroy(n->joined);
+		cudaStreamDestroy(n->stream);
 	}
 	pthread_mutex_destroy(&n->lock);
 	free(n);
