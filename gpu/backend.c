@@ -9,7 +9,7 @@
  * Record moves (the device tiers' loads and write-backs) run on a
  * second device context of the same device: a stream, staging and lock
  * of their own, so a tier's background loads overlap the kernels of
- * lookups and backward calls instead of waiting for them.
+ * calls on other tables instead of waiting for them.
  */
 #include "config.h"
 
@@ -32,7 +32,7 @@ struct gpu {
 	struct shemb__cuda *copy;       /* record moves */
 	struct shemb__pinned *pinned;
 	void *cpu;
-	char desc[1280];
+	char desc[1664];
 };
 
 #define CPU (be->host->cpu_ops)

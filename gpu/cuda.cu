@@ -99,6 +99,7 @@ void shemb__cuda_close(struct shemb__cuda *c)
 
 		cudaStreamSynchronize(c->stream);
 		cudaFree(c->scratch);
+		cudaFree(c->plan_room);
 		cudaFreeHost(c->pinned);
 		if (c->own_stream)
 			cudaStreamDestroy(c->stream);

@@ -20,6 +20,9 @@ struct shemb__cuda {
 	size_t pinned_cap;
 	char *scratch;          /* device staging for job arrays */
 	size_t scratch_cap;
+	char *plan_room;        /* device scratch of step plans (plan.cu),
+				 * which need no host side */
+	size_t plan_room_cap;
 	char name[320];
 	char desc[640];
 	char err[256];

@@ -56,11 +56,44 @@ static int id_bits(int64_t rows)
 }
 
 /* Scratch of one plan: sorted keys, the iota, run lengths, the run
- * count, and CUB's own. */
+ * count, and CUB's own, at these offsets of c->plan_room (the run count
+ * is read through the staging area). */
 struct plan_room {
-	size_t keys, iota, counts, nruns, temp;
+	size_t keys, iota, counts, temp;
 	size_t temp_bytes;
 };
+
+static size_t room_put(size_t *at, size_t n)
+{
+	size_t o = *at;
+
+	*at += (n + 255) & ~(size_t)255;
+	return o;
+}
+
+static void *room_at(struct shemb__cuda *c, size_t off)
+{
+	return c->plan_room + off;
+}
+
+/* Device memory only: the staging area would take as much page-locked
+ * host memory beside it, which a plan never uses. */
+static int reserve_room(struct shemb__cuda *c, size_t bytes)
+{
+	cudaError_t e;
+
+	if (bytes <= c->plan_room_cap)
+		return 0;
+	cudaFree(c->plan_room);
+	c->plan_room_cap = 0;
+	e = cudaMalloc((void **)&c->plan_room, bytes);
+	if (e != cudaSuccess) {
+		c->plan_room = NULL;
+		return shemb__cuda_fail(c, e, "cudaMalloc of a plan's scratch");
+	}
+	c->plan_room_cap = bytes;
+	return 0;
+}
 
 static cudaError_t temp_sizes(const struct shemb__dplan_job *job,
 			      size_t *bytes)
@@ -79,7 +112,8 @@ static cudaError_t temp_sizes(const struct shemb__dplan_job *job,
 			(int32_t *)NULL, (int32_t *)NULL, n);
 	if (e == cudaSuccess)
 		e = cub::DeviceScan::ExclusiveSum(NULL, c, (int32_t *)NULL,
-						  (int32_t *)NULL, n + 1);
+						  (int32_t *)NULL,
+						  (int64_t)n + 1);
 	*bytes = a > b ? (a > c ? a : c) : (b > c ? b : c);
 	return e;
 }
@@ -90,13 +124,13 @@ static int sort_positions(struct shemb__cuda *c,
 {
 	int n = (int)job->nids;
 	size_t tb = r->temp_bytes;
-	int32_t *iota = (int32_t *)shemb__dev_at(c, r->iota);
+	int32_t *iota = (int32_t *)room_at(c, r->iota);
 	cudaError_t e;
 
 	iota_kernel<<<grid_for(n), THREADS, 0, c->stream>>>(iota, n);
 	e = cub::DeviceRadixSort::SortPairs(
-		shemb__dev_at(c, r->temp), tb, (const uint64_t *)job->ids,
-		(uint64_t *)shemb__dev_at(c, r->keys), iota, job->pos, n, 0,
+		room_at(c, r->temp), tb, (const uint64_t *)job->ids,
+		(uint64_t *)room_at(c, r->keys), iota, job->pos, n, 0,
 		id_bits(job->rows), c->stream);
 	return shemb__cuda_fail(c, e, "sorting the plan's ids");
 }
@@ -106,19 +140,23 @@ static int find_runs(struct shemb__cuda *c, const struct shemb__dplan_job *job,
 		     const struct plan_room *r, int64_t *nunique)
 {
 	int n = (int)job->nids, runs = 0;
-	size_t tb = r->temp_bytes;
-	int32_t *counts = (int32_t *)shemb__dev_at(c, r->counts);
+	size_t tb = r->temp_bytes, o_runs;
+	int32_t *counts = (int32_t *)room_at(c, r->counts);
+	struct shemb__pack b;
 	cudaError_t e;
 	int rc;
 
+	o_runs = shemb__pack_put(&b, NULL, 8);
+	rc = shemb__pack_upload(c, &b);
+	if (rc)
+		return rc;
 	e = cub::DeviceRunLengthEncode::Encode(
-		shemb__dev_at(c, r->temp), tb,
-		(const uint64_t *)shemb__dev_at(c, r->keys),
+		room_at(c, r->temp), tb, (const uint64_t *)room_at(c, r->keys),
 		(uint64_t *)job->unique, counts,
-		(int32_t *)shemb__dev_at(c, r->nruns), n, c->stream);
+		(int32_t *)shemb__dev_at(c, o_runs), n, c->stream);
 	rc = shemb__cuda_fail(c, e, "finding the plan's distinct ids");
 	if (!rc)
-		rc = shemb__pack_download(c, r->nruns, sizeof(runs), &runs);
+		rc = shemb__pack_download(c, o_runs, sizeof(runs), &runs);
 	if (rc)
 		return rc;
 	*nunique = runs;
@@ -126,8 +164,9 @@ static int find_runs(struct shemb__cuda *c, const struct shemb__dplan_job *job,
 	e = cudaMemsetAsync(counts + runs, 0, sizeof(*counts), c->stream);
 	tb = r->temp_bytes;
 	if (e == cudaSuccess)
-		e = cub::DeviceScan::ExclusiveSum(shemb__dev_at(c, r->temp), tb,
-						  counts, job->seg, runs + 1,
+		e = cub::DeviceScan::ExclusiveSum(room_at(c, r->temp), tb,
+						  counts, job->seg,
+						  (int64_t)runs + 1,
 						  c->stream);
 	return shemb__cuda_fail(c, e, "the plan's runs");
 }
@@ -146,8 +185,8 @@ int shemb__cuda_plan(struct shemb__cuda *c, const struct shemb__dplan_job *job,
 		     int64_t *nunique)
 {
 	shemb__cuda_guard g(c);
-	struct shemb__pack b;
 	struct plan_room r;
+	size_t at = 0;
 	int rc;
 
 	*nunique = 0;
@@ -162,12 +201,11 @@ int shemb__cuda_plan(struct shemb__cuda *c, const struct shemb__dplan_job *job,
 			      "sizing the plan's sort");
 	if (rc)
 		return rc;
-	r.keys = shemb__pack_put(&b, NULL, (size_t)job->nids * 8);
-	r.iota = shemb__pack_put(&b, NULL, (size_t)job->nids * 4);
-	r.counts = shemb__pack_put(&b, NULL, ((size_t)job->nids + 1) * 4);
-	r.nruns = shemb__pack_put(&b, NULL, 8);
-	r.temp = shemb__pack_put(&b, NULL, r.temp_bytes);
-	rc = shemb__pack_upload(c, &b);
+	r.keys = room_put(&at, (size_t)job->nids * 8);
+	r.iota = room_put(&at, (size_t)job->nids * 4);
+	r.counts = room_put(&at, ((size_t)job->nids + 1) * 4);
+	r.temp = room_put(&at, r.temp_bytes);
+	rc = reserve_room(c, at);
 	if (!rc)
 		rc = sort_positions(c, job, &r);
 	if (!rc)

@@ -185,14 +185,8 @@ static int update_group(shemb_ctx *ctx, const struct shemb__group *grp,
 	job.unique = v->at;
 	job.opt = shemb__opt_of(t);
 	shemb__bwd_sets(grp, p, grad, sets);
-	if (p->on_device) {
-		int rc = shemb__dplan_touch(t, p);
-
-		if (rc)
-			return rc;
-	} else {
+	if (!p->on_device) /* else before any update: apply_all */
 		shemb__ckpt_touch(t, p->nunique, p->unique); /* local */
-	}
 	return ctx->mem->apply_updates(ctx->be, &job);
 }
 
@@ -258,6 +252,10 @@ static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 		rc = shemb__rows_acquire(t, t->plan->nunique,
 					 plan_rows(t->plan), true,
 					 SHEMB__ROWS_WRITE, &views[g]);
+		/* a device plan's rows come to the host for the checkpoint's
+		 * record, which may fail: before the first update */
+		if (!rc && t->plan->on_device)
+			rc = shemb__dplan_touch(t, t->plan);
 	}
 	if (!rc)
 		rc = update_all(ctx, st, grad, sets, views);

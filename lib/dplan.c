@@ -222,34 +222,51 @@ int shemb__dplan_same_sets(shemb_ctx *ctx, const struct shemb__plan *p,
 	return 0;
 }
 
-/* Gradient i, in device memory: the context's, and finite. */
-static int check_device_grad(shemb_ctx *ctx, const struct shemb_bags *b,
-			     int i, const float *grad)
+/* The first of n device floats at p that is not finite (*bad, -1 when
+ * none), and its kind. */
+static int find_non_finite(shemb_ctx *ctx, const float *p, int64_t n,
+			   int64_t *bad, const char **kind)
+{
+	float v = NAN;
+	int rc = ctx->mem->device_finite(ctx->be, p, n, bad);
+
+	if (rc)
+		return shemb__fail(ctx, rc, "checking device input failed: "
+				   "%s", ctx->mem->describe(ctx->be));
+	if (*bad >= 0 && ctx->mem->transfer(ctx->be, &v, p + *bad, sizeof(v)))
+		v = NAN;
+	*kind = isnan(v) ? "NaN" : "infinite";
+	return 0;
+}
+
+/* Set i's weights (the lookup's were checked, these are not compared)
+ * and gradient, in device memory: the context's, and finite. */
+static int check_device_set(shemb_ctx *ctx, const struct shemb_bags *b,
+			    int i, const float *grad)
 {
 	int dim = b->table->attr.dim;
+	const char *kind;
 	int64_t bad = -1;
-	float v;
-	int rc;
+	int rc = 0;
 
 	if (shemb__check_rows_out(ctx, b, i, grad, "grad") ||
 	    shemb__check_device_ptr(ctx, grad, i, "its gradient"))
 		return SHEMB_EINVAL;
-	if (!grad)
-		return 0;
-	rc = ctx->mem->device_finite(ctx->be, grad,
-				     shemb__set_rows(b) * dim, &bad);
-	if (rc)
-		return shemb__fail(ctx, rc, "grad[%d]: checking it on the "
-				   "device failed: %s", i,
-				   ctx->mem->describe(ctx->be));
-	if (bad < 0)
-		return 0;
-	if (ctx->mem->transfer(ctx->be, &v, grad + bad, sizeof(v)))
-		v = NAN;
-	return shemb__fail(ctx, SHEMB_EINVAL,
-			   "grad[%d] (table '%s') row %lld column %d: value "
-			   "is %s", i, b->table->name, (long long)(bad / dim),
-			   (int)(bad % dim), isnan(v) ? "NaN" : "infinite");
+	if (b->weights && b->nids > 0)
+		rc = find_non_finite(ctx, b->weights, b->nids, &bad, &kind);
+	if (!rc && bad >= 0)
+		return shemb__fail(ctx, SHEMB_EINVAL, "bags[%d]: weights[%lld] "
+				   "is %s", i, (long long)bad, kind);
+	if (!rc && grad)
+		rc = find_non_finite(ctx, grad, shemb__set_rows(b) * dim,
+				     &bad, &kind);
+	if (!rc && bad >= 0)
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "grad[%d] (table '%s') row %lld column %d: "
+				   "value is %s", i, b->table->name,
+				   (long long)(bad / dim), (int)(bad % dim),
+				   kind);
+	return rc;
 }
 
 int shemb__dplan_check_grads(struct shemb__step *st, const float *const *grad)
@@ -257,7 +274,7 @@ int shemb__dplan_check_grads(struct shemb__step *st, const float *const *grad)
 	if (st->n > 0 && !grad)
 		return shemb__fail(st->ctx, SHEMB_EINVAL, "grad is NULL");
 	for (int i = 0; i < st->n; i++) {
-		int rc = check_device_grad(st->ctx, &st->bags[i], i, grad[i]);
+		int rc = check_device_set(st->ctx, &st->bags[i], i, grad[i]);
 
 		if (rc)
 			return rc;

@@ -102,9 +102,9 @@ int shemb__prefetch_rows(const struct shemb__step *st, shemb_table *t,
 bool shemb__device_direct(shemb_ctx *ctx, int n,
 			  const struct shemb_bags *bags, bool planned);
 
-/* dplan.c: the backward of a plan made on the device: its gradients,
- * its sets against the plan's, and the checkpoint's record of the rows
- * it changes */
+/* dplan.c: the backward of a plan made on the device: its weights and
+ * gradients, its sets against the plan's, and the checkpoint's record of
+ * the rows it changes */
 struct shemb__plan;
 int shemb__dplan_check_grads(struct shemb__step *st, const float *const *grad);
 int shemb__dplan_same_sets(shemb_ctx *ctx, const struct shemb__plan *p,

@@ -20,6 +20,9 @@ static struct {
 	void (*fill)(void *, int, size_t);
 	size_t (*live)(void);     /* emulated only: allocations held */
 	void *(*alloc_other)(size_t); /* emulated only: another device's */
+	unsigned long (*plans)(void);  /* emulated only: step plans made on
+					* the device, and checks run there */
+	unsigned long (*checks)(void);
 } devmem;
 
 /* The emulated device's module at path (dlopen gives the library and
@@ -39,6 +42,8 @@ static inline int devmem_emu(const char *path, char *why, size_t len)
 	*(void **)&devmem.fill = dlsym(h, "shemb__emu_fill");
 	*(void **)&devmem.live = dlsym(h, "shemb__emu_live");
 	*(void **)&devmem.alloc_other = dlsym(h, "shemb__emu_alloc_other");
+	*(void **)&devmem.plans = dlsym(h, "shemb__emu_plans");
+	*(void **)&devmem.checks = dlsym(h, "shemb__emu_checks");
 	if (!devmem.alloc || !devmem.free || !devmem.copy || !devmem.fill) {
 		snprintf(why, len, "%s is not the emulated device", path);
 		return -1;

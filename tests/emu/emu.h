@@ -33,6 +33,10 @@ SHEMB__EMU_API void shemb__emu_copy(void *dst, const void *src, size_t n);
 SHEMB__EMU_API void shemb__emu_fill(void *dst, int byte, size_t n);
 /* Device allocations not freed yet: a leak check for the tests. */
 SHEMB__EMU_API size_t shemb__emu_live(void);
+/* Step plans made on the device, and checks of a backward run there
+ * (plan.c): the tests tell the device path from the staged one. */
+SHEMB__EMU_API unsigned long shemb__emu_plans(void);
+SHEMB__EMU_API unsigned long shemb__emu_checks(void);
 void shemb__emu_enter(void);
 void shemb__emu_leave(void);
 

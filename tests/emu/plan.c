@@ -6,12 +6,25 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shemb.h"
 #include "gpu/cuda.h"
 #include "tests/emu/emu.h"
+
+static atomic_ulong plans, checks;
+
+unsigned long shemb__emu_plans(void)
+{
+	return atomic_load(&plans);
+}
+
+unsigned long shemb__emu_checks(void)
+{
+	return atomic_load(&checks);
+}
 
 struct id_pos {
 	int64_t id;
@@ -70,6 +83,7 @@ int shemb__cuda_plan(struct shemb__cuda *c, const struct shemb__dplan_job *job,
 	struct id_pos *v = malloc(((size_t)job->nids + 1) * sizeof(*v));
 
 	(void)c;
+	atomic_fetch_add(&plans, 1);
 	if (!v)
 		return SHEMB_ENOMEM;
 	shemb__emu_enter();
@@ -87,6 +101,7 @@ int shemb__cuda_differ(struct shemb__cuda *c, const void *a, const void *b,
 		       size_t n, int *differ)
 {
 	(void)c;
+	atomic_fetch_add(&checks, 1);
 	shemb__emu_enter();
 	*differ = n && memcmp(a, b, n) != 0;
 	shemb__emu_leave();
@@ -97,6 +112,7 @@ int shemb__cuda_finite(struct shemb__cuda *c, const float *p, int64_t n,
 		       int64_t *bad)
 {
 	(void)c;
+	atomic_fetch_add(&checks, 1);
 	*bad = -1;
 	shemb__emu_enter();
 	for (int64_t i = 0; i < n && *bad < 0; i++)

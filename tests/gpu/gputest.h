@@ -89,6 +89,18 @@ static inline void check_no_device_leak(void)
 
 	CHECK(n == 0, "%zu device allocations were never freed", n);
 }
+
+/* Step plans made on the device so far, and the backward's checks run
+ * there; -1 where that cannot be told (a real device). */
+static inline long device_plans(void)
+{
+	return devmem.plans ? (long)devmem.plans() : -1;
+}
+
+static inline long device_checks(void)
+{
+	return devmem.checks ? (long)devmem.checks() : -1;
+}
 #else
 #include <cuda_runtime.h>
 
@@ -160,6 +172,16 @@ static inline void *dev_alloc_other(size_t n)
 /* The CUDA runtime does not count allocations: nothing to check. */
 static inline void check_no_device_leak(void)
 {
+}
+
+static inline long device_plans(void)
+{
+	return -1;
+}
+
+static inline long device_checks(void)
+{
+	return -1;
 }
 #endif
 

@@ -402,6 +402,24 @@ static void free_twins(struct twins *tw)
 	}
 }
 
+/* On the emulated device, which counts them: plans made on the device
+ * since plans0 (one per table and lookup read in place, none when a
+ * table of the call has a device tier), and backward checks there with
+ * them. */
+static void took_path(long plans0, long checks0, long want,
+		      const char *what)
+{
+	long plans = device_plans() - plans0;
+	long checks = device_checks() - checks0;
+
+	if (plans0 < 0)
+		return; /* a real device does not tell */
+	CHECK(plans == want, "%s: %ld plans made on the device, not %ld",
+	      what, plans, want);
+	CHECK((checks > 0) == (want > 0), "%s: %ld checks on the device",
+	      what, checks);
+}
+
 static void run_config(shemb_ctx *cg, shemb_ctx *cc, const struct config *c)
 {
 	char what[160];
@@ -411,6 +429,8 @@ static void run_config(shemb_ctx *cg, shemb_ctx *cc, const struct config *c)
 	snprintf(what, sizeof(what), "dtype %d opt %d dim %d wd %d tables %d "
 		 "tier %lld %s", c->dtype, c->opt, c->dim, c->wd_mode,
 		 c->ntables, (long long)c->cache_rows, c->shape->name);
+	long plans = device_plans(), checks = device_checks();
+
 	if (make_twins(cg, cc, c, &tw)) {
 		for (int k = 0; k < STEPS; k++) {
 			make_call(&call, &tw, c->nsets, k, c->shape);
@@ -418,6 +438,8 @@ static void run_config(shemb_ctx *cg, shemb_ctx *cc, const struct config *c)
 			free_call(&call);
 		}
 		rows_match(&tw, what);
+		took_path(plans, checks, c->cache_rows == 0 ? STEPS * tw.n : 0,
+			  what);
 	}
 	free_twins(&tw);
 }
@@ -437,6 +459,27 @@ static int refused(shemb_ctx *cg, const struct twins *tw,
 	      rc ? shemb_ctx_last_error(cg) : "");
 	snap_check(tw, before, what);
 	return rc;
+}
+
+/* 3c: a weight of the backward's (the lookup's were checked; these are
+ * not compared with them) that is not finite. */
+static void refuse_weight(shemb_ctx *cg, const struct twins *tw,
+			  const struct call *c)
+{
+	for (int i = 0; i < c->n; i++) {
+		const struct set *s = &c->s[i];
+		float nan = NAN, keep;
+
+		if (!s->dweights || s->nids < 2)
+			continue;
+		dev_get(&keep, s->dweights + 1, 4);
+		dev_put(s->dweights + 1, &nan, 4);
+		refused(cg, tw, c, c->bg, c->gg, SHEMB_EINVAL,
+			"3c: a NaN weight");
+		dev_put(s->dweights + 1, &keep, 4);
+		return;
+	}
+	CHECK(0, "3c: no weighted set to give a NaN weight");
 }
 
 /* 3a-c: one id, one offset, one gradient value changed on the device. */
@@ -464,6 +507,7 @@ static void refuse_contents(shemb_ctx *cg, const struct twins *tw,
 			i ? "3c: an infinite gradient" : "3c: a NaN gradient");
 		dev_put(s->dgrad + s->n - 1, &f, 4);
 	}
+	refuse_weight(cg, tw, c);
 }
 
 /* 3d: set 1 with another pooling, then with one more (empty) bag. */
@@ -508,6 +552,29 @@ static void host_backward(shemb_ctx *cg, shemb_ctx *cc,
 	      shemb_ctx_last_error(cg));
 	CHECK(shemb_backward(cc, c->n, c->bc, c->gc) == 0, "3e: CPU: %s",
 	      shemb_ctx_last_error(cc));
+}
+
+/* The reverse: a lookup of host sets plans on the host, and the
+ * backward of the same sets from device memory goes through host copies
+ * to pair with it. */
+static void host_lookup(shemb_ctx *cg, shemb_ctx *cc, const struct twins *tw,
+			const struct call *c)
+{
+	struct shemb_bags b[MAX_SETS];
+	float *out[MAX_SETS];
+
+	for (int i = 0; i < c->n; i++) {
+		b[i] = view(&c->s[i], tw->g[c->s[i].table], false);
+		out[i] = xmalloc(c->s[i].n * 4);
+	}
+	CHECK(shemb_lookup(cg, c->n, b, out, 0) == 0 &&
+		      shemb_lookup(cc, c->n, c->bc, c->oc, 0) == 0,
+	      "a lookup of host sets: %s", shemb_ctx_last_error(cg));
+	for (int i = 0; i < c->n; i++) {
+		CHECK(memcmp(out[i], c->s[i].out, c->s[i].n * 4) == 0,
+		      "a lookup of host sets: set %d differs", i);
+		free(out[i]);
+	}
 }
 
 /* 3f: lookups of an id out of range are refused on both twins; the
@@ -571,6 +638,12 @@ static void rejections(shemb_ctx *cg, shemb_ctx *cc)
 	lookup_pair(cg, cc, &c, "3e: lookup");
 	host_backward(cg, cc, &tw, &c);
 	rows_match(&tw, "3e: a backward of host sets");
+	free_call(&c);
+	make_call(&c, &tw, 4, 4, &dups);
+	host_lookup(cg, cc, &tw, &c);
+	backward_pair(cg, cc, &c, "a backward of device sets after a lookup "
+		      "of host sets");
+	rows_match(&tw, "a backward of device sets after host sets");
 	free_call(&c);
 	make_call(&c, &tw, 4, 2, &fixed);
 	refuse_bad_ids(cg, cc, &tw, &c);
