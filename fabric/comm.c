@@ -544,6 +544,11 @@ static void fab_destroy(void *comm)
 		fab_free(f);
 }
 
+static int fab_stuck(void *comm, char *why, size_t len)
+{
+	return shemb__fab_probe(comm, why, len);
+}
+
 const struct shemb_comm_ops shemb__fabric_ops = {
 	.size = sizeof(struct shemb_comm_ops),
 	.name = "libfabric",
@@ -555,4 +560,5 @@ const struct shemb_comm_ops shemb__fabric_ops = {
 	.describe = fab_describe,
 	.destroy = fab_destroy,
 	.received = fab_received,
+	.stuck = fab_stuck,
 };

@@ -271,6 +271,10 @@ void shemb__fab_post(struct fab *f);
 int shemb__fab_lock(struct fab *f, char *why, size_t len);
 /* 0, or the code of a wedged engine (and why) */
 int shemb__fab_wedged(struct fab *f, char *why, size_t len);
+/* Whether a thread never comes back from libfabric: the lock not had
+ * within the timeout, or a read of the bulk lane that has not returned
+ * for as long; the engine is then wedged (its code, and why). */
+int shemb__fab_probe(struct fab *f, char *why, size_t len);
 /* An op finished (counted in finished): sleeping waiters look again. */
 void shemb__fab_op_done(struct fab *f);
 /* Without the lock: sleep until an op finishes after the gen-th

@@ -110,6 +110,17 @@ locked:
 	return shemb__fab_wedged(f, why, len);
 }
 
+int shemb__fab_probe(struct fab *f, char *why, size_t len)
+{
+	int rc = shemb__fab_lock(f, why, len);
+
+	if (!rc) {
+		rc = stuck(f, why, len);
+		pthread_mutex_unlock(&f->lock);
+	}
+	return rc;
+}
+
 void shemb__fab_op_done(struct fab *f)
 {
 	pthread_mutex_lock(&f->done_lock);

@@ -212,7 +212,9 @@ SHEMB_API int shemb_ctx_create(const struct shemb_ctx_attr *attr,
 /* Destroy a context and every table still attached to it.  NULL is a no-op.
  * No other call may use the context or its tables during or after it.
  * With more than one rank it is collective: it waits (up to the timeout)
- * until every rank closes, unless a rank already failed. */
+ * until every rank closes, unless a rank already failed.  SHEMB_EPEER
+ * when its thread of started steps is stuck in the transport: the context
+ * is then left as it is (see shemb_alltoallv(3), BUGS). */
 SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx);
 
 /* The context's effective attributes: rank, world size, thread count and

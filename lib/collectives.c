@@ -179,12 +179,24 @@ static int part_status(shemb_request *r, int rc)
 		  : 0;
 }
 
+/* As shemb_wait(), a wait that outlasts the timeout asks whether the
+ * step's thread is stuck in the transport (stepq.c). */
 SHEMB_API int shemb_wait_part(shemb_request *r, int i)
 {
 	struct shemb__parts *p;
-	int done, rc = parts_of(r, i, &p);
+	char why[256] = "";
+	int done = 0, rc = parts_of(r, i, &p);
 
-	return rc ? rc : part_status(r, shemb__parts_get(p, i, true, &done));
+	while (!rc) {
+		rc = shemb__parts_get(p, i, shemb__timeout_ms(r->ctx), &done);
+		if (rc || done)
+			return part_status(r, rc);
+		rc = shemb__comm_stuck(r->ctx, why, sizeof(why));
+		if (rc)
+			return shemb__fail(r->ctx, rc, "a started step cannot "
+					   "end: %s", why);
+	}
+	return rc;
 }
 
 SHEMB_API int shemb_test_part(shemb_request *r, int i, int *done)
@@ -196,7 +208,7 @@ SHEMB_API int shemb_test_part(shemb_request *r, int i, int *done)
 		rc = shemb__fail(r->ctx, SHEMB_EINVAL, "done is NULL");
 	if (rc)
 		return rc;
-	return part_status(r, shemb__parts_get(p, i, false, done));
+	return part_status(r, shemb__parts_get(p, i, 0, done));
 }
 
 SHEMB_API void shemb_request_free(shemb_request *r)

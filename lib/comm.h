@@ -64,6 +64,10 @@ struct shemb_comm_ops {
 	 * one prefix (a lookup pools a table once its rows are in); may move
 	 * transfers along.  NULL: the transport cannot tell before the end */
 	size_t (*received)(void *comm, struct shemb__op *op, int peer);
+	/* a thread that never comes back from the transport holds it, as
+	 * far as can be told within the timeout: its code (and why), else
+	 * 0.  NULL: a transport that cannot be stuck so */
+	int (*stuck)(void *comm, char *why, size_t len);
 };
 
 #endif

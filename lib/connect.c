@@ -132,6 +132,19 @@ int shemb__comm_open(shemb_ctx *ctx)
 	return open_fabric(ctx);
 }
 
+int shemb__timeout_ms(const shemb_ctx *ctx)
+{
+	return ctx->attr.timeout_ms > 0 ? ctx->attr.timeout_ms
+					: DEFAULT_TIMEOUT_MS;
+}
+
+int shemb__comm_stuck(shemb_ctx *ctx, char *why, size_t len)
+{
+	if (!ctx->comm_ops || !ctx->comm_ops->stuck)
+		return 0;
+	return ctx->comm_ops->stuck(ctx->comm, why, len);
+}
+
 void shemb__comm_close(shemb_ctx *ctx)
 {
 	if (!ctx->comm_ops)

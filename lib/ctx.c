@@ -156,7 +156,11 @@ SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx)
 {
 	if (!ctx)
 		return 0;
-	shemb__stepq_stop(ctx);
+	if (!shemb__stepq_stop(ctx)) /* a thread stuck with the context */
+		return shemb__fail(ctx, SHEMB_EPEER, "the context's thread of "
+				   "started steps never came back from the "
+				   "transport: the context is left as it is, "
+				   "its memory not freed");
 	shemb__comm_close(ctx);
 	shemb__loader_stop(ctx);
 	while (ctx->tables)

@@ -165,6 +165,12 @@ SHEMB__HIDDEN int shemb__resolve_identity(struct shemb_ctx_attr *a);
 /* connect.c: the context's communicator */
 SHEMB__HIDDEN int shemb__comm_open(shemb_ctx *ctx);
 SHEMB__HIDDEN void shemb__comm_close(shemb_ctx *ctx);
+/* A thread holds the communicator and never comes back from the
+ * transport, as far as can be told within the timeout: its code (and
+ * why); else 0.  Blocks for up to the timeout. */
+SHEMB__HIDDEN int shemb__comm_stuck(shemb_ctx *ctx, char *why, size_t len);
+/* The context's timeout, ms */
+SHEMB__HIDDEN int shemb__timeout_ms(const shemb_ctx *ctx);
 
 /* shard.c: resolve a table's shard plan (SHEMB_EINVAL with the detail
  * recorded); account the bytes it puts on each rank */
@@ -192,6 +198,9 @@ static inline bool shemb__distributed(const shemb_ctx *ctx)
 
 /* time.c */
 SHEMB__HIDDEN uint64_t shemb__now_ns(void);
+/* CLOCK_REALTIME, ms from now: pthread_cond_timedwait's default clock,
+ * and pthread_timedjoin_np's */
+SHEMB__HIDDEN struct timespec shemb__deadline_in(int ms);
 
 #define SHEMB__STAT_ADD(t, field, v)                                         \
 	atomic_fetch_add_explicit(&(t)->stats.field, (uint64_t)(v),         \

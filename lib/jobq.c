@@ -1,8 +1,11 @@
 /*
  * jobq.c - see jobq.h.
  */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include "lib/jobq.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -128,6 +131,23 @@ void shemb__jobq_wait(struct shemb__jobq *q, bool (*busy)(void *arg),
 	pthread_mutex_unlock(&q->mu);
 }
 
+bool shemb__jobq_wait_for(struct shemb__jobq *q, bool (*busy)(void *arg),
+			  void *arg, int ms)
+{
+	struct timespec until = shemb__deadline_in(ms);
+	bool still;
+
+	if (pthread_equal(pthread_self(), q->thread))
+		return true;
+	pthread_mutex_lock(&q->mu);
+	while ((still = busy(arg)) &&
+	       pthread_cond_timedwait(&q->done, &q->mu, &until) != ETIMEDOUT)
+		;
+	still = still && busy(arg);
+	pthread_mutex_unlock(&q->mu);
+	return !still;
+}
+
 static bool any_pending(void *q)
 {
 	return shemb__jobq_pending(q) > 0;
@@ -179,17 +199,45 @@ void shemb__jobq_locked(struct shemb__jobq *q, void (*fn)(void *arg),
 	pthread_mutex_unlock(&q->mu);
 }
 
+static void ask_stop(struct shemb__jobq *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->stop = true;
+	pthread_cond_signal(&q->work);
+	pthread_mutex_unlock(&q->mu);
+}
+
 void shemb__jobq_stop(struct shemb__jobq **slot)
 {
 	struct shemb__jobq *q = *slot;
 
 	if (!q)
 		return;
-	pthread_mutex_lock(&q->mu);
-	q->stop = true;
-	pthread_cond_signal(&q->work);
-	pthread_mutex_unlock(&q->mu);
+	ask_stop(q);
 	pthread_join(q->thread, NULL);
 	jobq_free(q);
 	__atomic_store_n(slot, NULL, __ATOMIC_RELEASE);
+}
+
+bool shemb__jobq_stop_unless(struct shemb__jobq **slot,
+			     bool (*stuck)(void *arg), void *arg, int ms)
+{
+	struct shemb__jobq *q = *slot;
+
+	if (!q)
+		return true;
+	ask_stop(q);
+	for (;;) {
+		struct timespec until = shemb__deadline_in(ms);
+
+		if (!pthread_timedjoin_np(q->thread, NULL, &until))
+			break;
+		if (stuck(arg)) {
+			pthread_detach(q->thread);
+			return false; /* the thread may still use q */
+		}
+	}
+	jobq_free(q);
+	__atomic_store_n(slot, NULL, __ATOMIC_RELEASE);
+	return true;
 }

@@ -40,6 +40,9 @@ int shemb__jobq_pending(const struct shemb__jobq *q);
  * job; a no-op on the queue's own thread. */
 void shemb__jobq_wait(struct shemb__jobq *q, bool (*busy)(void *arg),
 		      void *arg);
+/* ... for at most ms milliseconds: whether busy(arg) became false. */
+bool shemb__jobq_wait_for(struct shemb__jobq *q, bool (*busy)(void *arg),
+			  void *arg, int ms);
 /* Until nothing is queued or running. */
 void shemb__jobq_drain(struct shemb__jobq *q);
 /* fn(arg) under the queue's lock (to read or mark a job's state). */
@@ -57,5 +60,10 @@ void shemb__jobq_take(struct shemb__jobq *q, struct shemb__job *j);
 void shemb__jobq_end(struct shemb__jobq *q, struct shemb__job *j);
 /* Run what is queued, end the thread, free the queue; *slot = NULL. */
 void shemb__jobq_stop(struct shemb__jobq **slot);
+/* ... unless the thread does not end and stuck(arg) says it never will
+ * (it is checked every ms milliseconds): the thread and the queue are
+ * then left as they are, and false returned. */
+bool shemb__jobq_stop_unless(struct shemb__jobq **slot,
+			     bool (*stuck)(void *arg), void *arg, int ms);
 
 #endif

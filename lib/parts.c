@@ -1,8 +1,10 @@
 /*
  * parts.c - the outputs of a started lookup that are final, set by set.
  */
+#include "lib/internal.h"
 #include "lib/parts.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -62,13 +64,15 @@ void shemb__parts_end(struct shemb__parts *p, int status)
 	pthread_mutex_unlock(&p->lock);
 }
 
-int shemb__parts_get(struct shemb__parts *p, int i, bool wait, int *done)
+int shemb__parts_get(struct shemb__parts *p, int i, int wait_ms, int *done)
 {
+	struct timespec until = shemb__deadline_in(wait_ms > 0 ? wait_ms : 0);
 	int status = 0;
 
 	pthread_mutex_lock(&p->lock);
-	while (wait && !p->done[i])
-		pthread_cond_wait(&p->cond, &p->lock);
+	while (wait_ms > 0 && !p->done[i] &&
+	       pthread_cond_timedwait(&p->cond, &p->lock, &until) != ETIMEDOUT)
+		;
 	*done = p->done[i];
 	/* a failed step's outputs are not to be used, whichever it wrote */
 	if (p->ended)

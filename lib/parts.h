@@ -19,7 +19,7 @@ void shemb__parts_mark(struct shemb__parts *p, const int *index, int n);
 /* The step ended with status: every output is as final as it will be. */
 void shemb__parts_end(struct shemb__parts *p, int status);
 /* *done: set i's output is final (or the step failed: its status is
- * returned).  With wait, until it is. */
-int shemb__parts_get(struct shemb__parts *p, int i, bool wait, int *done);
+ * returned).  With wait_ms > 0, waits until it is, at most that long. */
+int shemb__parts_get(struct shemb__parts *p, int i, int wait_ms, int *done);
 
 #endif

@@ -280,12 +280,24 @@ static bool not_done(void *job)
 	return !((struct shemb__step_job *)job)->done;
 }
 
+/*
+ * A step that does not end within the timeout may be one whose thread
+ * never comes back from the transport (libfabric's shm provider, when a
+ * peer died holding one of its locks): then the wait fails instead of
+ * lasting for good.  A step that merely takes long passes the check,
+ * which only asks for the transport's lock.
+ */
 int shemb__stepq_wait(shemb_ctx *ctx, struct shemb__step_job *job)
 {
 	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
+	char why[256] = "";
+	int rc;
 
-	if (q)
-		shemb__jobq_wait(q, not_done, job);
+	while (q && !shemb__jobq_wait_for(q, not_done, job,
+					  shemb__timeout_ms(ctx)))
+		if ((rc = shemb__comm_stuck(ctx, why, sizeof(why))))
+			return shemb__fail(ctx, rc, "a started step cannot "
+					   "end: %s", why);
 	return job->status ? shemb__fail(ctx, job->status, "%s", job->why)
 			   : 0;
 }
@@ -330,7 +342,15 @@ bool shemb__stepq_busy(shemb_ctx *ctx)
 	return q && shemb__jobq_pending(q) > 0;
 }
 
-void shemb__stepq_stop(shemb_ctx *ctx)
+static bool comm_stuck(void *ctx)
 {
-	shemb__jobq_stop(&ctx->steps);
+	char why[256];
+
+	return shemb__comm_stuck(ctx, why, sizeof(why)) != 0;
+}
+
+bool shemb__stepq_stop(shemb_ctx *ctx)
+{
+	return shemb__jobq_stop_unless(&ctx->steps, comm_stuck, ctx,
+				       shemb__timeout_ms(ctx));
 }

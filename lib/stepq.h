@@ -51,8 +51,10 @@ bool shemb__stepq_busy(shemb_ctx *ctx);
 struct shemb__parts *shemb__stepq_parts(struct shemb__step_job *job);
 /* The detail of a failed step (read after it ended). */
 const char *shemb__stepq_why(const struct shemb__step_job *job);
-/* Context destroy: run what is queued, then stop the thread. */
-void shemb__stepq_stop(shemb_ctx *ctx);
+/* Context destroy: run what is queued, then stop the thread; false when
+ * the thread never comes back from the transport (it may still use the
+ * context, which must then be left as it is). */
+bool shemb__stepq_stop(shemb_ctx *ctx);
 
 /* collectives.c: a request for a step queued now, and the wait and
  * release of a blocking call that had to queue */

@@ -20,7 +20,9 @@
  * the lookup behind it: their requests end, by success or the death),
  * wedge (rank 0's progress thread never comes back from libfabric,
  * with tests/wedge.c preloaded: every rank's calls fail, rank 0's with
- * SHEMB_EPEER, and every context is destroyed), async-error.
+ * SHEMB_EPEER, and every context is destroyed), wedge-steps (its thread
+ * of started steps does: rank 0's waits fail with SHEMB_EPEER, and its
+ * shemb_ctx_destroy() returns SHEMB_EPEER), async-error.
  *
  * With --device, the context is a GPU one (of the module SHEMB_CUDA_PLUGIN
  * names: the emulated device of tests/emu/, or the CUDA one on a GPU
@@ -647,6 +649,77 @@ static void run_wedge(void)
 	       (unsigned long long)ms, shemb_ctx_last_error(ctx));
 }
 
+/*
+ * wedge-steps: rank 0's thread of started steps is the one that never
+ * comes back (SHEMB_TEST_WEDGE=0:MS:shemb-steps).  Every rank starts
+ * lookups and backward calls of a table and waits for each, until one
+ * fails: rank 0's wait must fail with SHEMB_EPEER (its step cannot end),
+ * the others' with SHEMB_ETIMEDOUT or SHEMB_EPEER.  Rank 0's
+ * shemb_ctx_destroy() must return SHEMB_EPEER (its context is left to
+ * the stuck thread), the others' 0.  Before, rank 0 waited for good.
+ */
+static int finish(shemb_request *req)
+{
+	int rc = shemb_wait(req);
+
+	shemb_request_free(req);
+	return rc;
+}
+
+static int wedge_steps_round(struct shemb_bags *b, float *out, float *grad)
+{
+	shemb_request *req = NULL;
+	int rc = shemb_lookup_start(ctx, 1, b, &out, 0, &req);
+
+	if (!rc)
+		rc = finish(req);
+	if (!rc)
+		rc = shemb_backward_start(ctx, 1, b,
+					  (const float *const *)&grad, &req);
+	if (!rc)
+		rc = finish(req);
+	return rc;
+}
+
+static shemb_table *wedged_table;
+
+static void run_wedge_steps(shemb_table **tp)
+{
+	enum { BAGS = 64, LEN = 4, DIM = 16 };
+	static int64_t offsets[BAGS + 1], ids[BAGS * LEN];
+	static float out[BAGS * DIM], grad[BAGS * DIM];
+	struct shemb_table_attr ta;
+	struct shemb_bags b;
+	uint64_t t0 = 0;
+	int rc = 0, r;
+
+	shemb_table_attr_init(&ta);
+	ta.rows = 4096;
+	ta.dim = DIM;
+	CHECK(shemb_table_create(ctx, &ta, tp));
+	for (int k = 0; k <= BAGS; k++)
+		offsets[k] = (int64_t)k * LEN;
+	for (int k = 0; k < BAGS * LEN; k++)
+		ids[k] = (int64_t)(mix((uint64_t)k * 7 + (uint64_t)rank) % 4096);
+	for (int k = 0; k < BAGS * DIM; k++)
+		grad[k] = 0.001f;
+	shemb_bags_init(&b);
+	b.table = *tp;
+	b.nbags = BAGS;
+	b.offsets = offsets;
+	b.nids = BAGS * LEN;
+	b.ids = ids;
+	for (r = 0; r < 1000000 && !rc; r++) {
+		t0 = now_ms();
+		rc = wedge_steps_round(&b, out, grad);
+	}
+	if (rc != SHEMB_EPEER && (rank == 0 || rc != SHEMB_ETIMEDOUT))
+		FAIL("step round %d ended with %d (%s): %s", r, rc,
+		     shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	printf("step round %d failed after %llu ms: %s\n", r,
+	       (unsigned long long)(now_ms() - t0), shemb_ctx_last_error(ctx));
+}
+
 /* ---- mismatched calls ---- */
 
 static void expect_einval(int rc, const char *what)
@@ -984,6 +1057,22 @@ static void open_ctx(int argc, char **argv)
 		printf("%d ranks over %s\n", world, a.provider);
 }
 
+/* After wedge-steps, rank 0's context stays with its stuck thread. */
+static void destroy_ctx(const char *s)
+{
+	int rc = shemb_ctx_destroy(ctx);
+	int want = !strcmp(s, "wedge-steps") && rank == 0 ? SHEMB_EPEER : 0;
+
+	/* a context that failed to go is still there to ask */
+	const char *why = rc ? shemb_ctx_last_error(ctx) : "";
+
+	if (rc != want)
+		FAIL("shemb_ctx_destroy gave %d (%s), not %d: %s", rc,
+		     shemb_strerror(rc), want, why);
+	if (rc)
+		printf("rank %d: the context stays: %s\n", rank, why);
+}
+
 int main(int argc, char **argv)
 {
 	const char *s = argc > 1 ? argv[1] : "";
@@ -1010,6 +1099,8 @@ int main(int argc, char **argv)
 		run_stall();
 	else if (!strcmp(s, "wedge"))
 		run_wedge();
+	else if (!strcmp(s, "wedge-steps"))
+		run_wedge_steps(&wedged_table);
 	else if (!strcmp(s, "lanes"))
 		run_lanes(argc > 2 ? atoi(argv[2]) : 400);
 	else if (!strcmp(s, "mismatch-count"))
@@ -1026,7 +1117,7 @@ int main(int argc, char **argv)
 		run_kill_relaxed();
 	else
 		FAIL("unknown scenario '%s'", s);
-	shemb_ctx_destroy(ctx);
+	destroy_ctx(s);
 	if (on_device)
 		free_spent_mirrors();
 	if (!strcmp(s, "wedge"))

@@ -50,6 +50,12 @@ export ASAN_OPTIONS="verify_asan_link_order=0${saved_asan:+:$saved_asan}"
 for n in 2 3; do
 	one shm "$n" wedge --timeout 2000
 done
+# ... and the thread of rank 0's started steps: its waits fail with
+# SHEMB_EPEER, and its shemb_ctx_destroy returns SHEMB_EPEER, leaving the
+# context to that thread (before, rank 0 waited for good)
+export SHEMB_TEST_WEDGE=0:1000:shemb-steps
+one shm 2 wedge-steps --timeout 2000
+one shm 3 wedge-steps --timeout 2000
 unset SHEMB_TEST_WEDGE LD_PRELOAD
 ASAN_OPTIONS=$saved_asan
 # collectives on device buffers of GPU contexts on the emulated device of

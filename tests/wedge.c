@@ -1,12 +1,13 @@
 /*
  * wedge.c - a fault for tests, loaded with LD_PRELOAD: the rank named by
- * SHEMB_TEST_WEDGE=RANK:MS, MS milliseconds after its first spin lock,
- * never returns from the next pthread_spin_lock() of its progress
- * thread.  libfabric's shm provider takes spin locks in shared memory
- * around its queues, so this is what a survivor sees when a peer died
- * holding one: a provider call that does not come back (tests/coll_rank.c,
- * scenario "wedge").  The thread sleeps rather than spins, to spare the
- * CPU.
+ * SHEMB_TEST_WEDGE=RANK:MS[:THREAD], MS milliseconds after its first spin
+ * lock, never returns from the next pthread_spin_lock() of its progress
+ * thread (or of the thread named THREAD, such as shemb-steps).
+ * libfabric's shm provider takes spin locks in shared memory around its
+ * queues, so this is what a survivor sees when a peer died holding one:
+ * a provider call that does not come back (tests/coll_rank.c, scenarios
+ * "wedge" and "wedge-steps").  The thread sleeps rather than spins, to
+ * spare the CPU.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -48,16 +49,20 @@ static uint64_t wedge_at(void)
 	return v;
 }
 
-/* Only the progress thread, the one that reads completions all along,
- * so the most likely to be inside libfabric at a peer's death: a call
- * of the application stuck so would never return, whatever the library
- * did. */
-static bool in_progress_thread(void)
+/* By default only the progress thread, the one that reads completions
+ * all along, so the most likely to be inside libfabric at a peer's
+ * death: a call of the application stuck so would never return,
+ * whatever the library did. */
+static bool in_wedged_thread(void)
 {
+	const char *w = getenv("SHEMB_TEST_WEDGE");
+	const char *which = w && strchr(w, ':') ? strchr(strchr(w, ':') + 1,
+							   ':')
+					       : NULL;
 	char name[16] = "";
 
 	pthread_getname_np(pthread_self(), name, sizeof(name));
-	return !strcmp(name, "shemb-progress");
+	return !strcmp(name, which ? which + 1 : "shemb-progress");
 }
 
 int pthread_spin_lock(pthread_spinlock_t *lock)
@@ -65,7 +70,7 @@ int pthread_spin_lock(pthread_spinlock_t *lock)
 	static int (*real)(pthread_spinlock_t *);
 	uint64_t at = wedge_at();
 
-	if (at && now_ms() >= at && in_progress_thread())
+	if (at && now_ms() >= at && in_wedged_thread())
 		for (;;)
 			pause();
 	if (!real)
