@@ -10,12 +10,39 @@
 #ifndef SHEMB_GPUTEST_H
 #define SHEMB_GPUTEST_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "shemb.h"
 
 static int failures;
+
+/* splitmix64: the tests' inputs, the same on every run */
+static uint64_t rng_state;
+
+static inline uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static inline float rndf(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24);
+}
+
+static inline void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		abort();
+	return p;
+}
 
 #define CHECK(cond, ...)                                                      \
 	do {                                                                  \

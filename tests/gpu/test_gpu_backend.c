@@ -21,31 +21,6 @@
 #define MAX_SETS 16
 #define STEPS 5
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static float rndf(float lo, float hi)
-{
-	return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24);
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (!p)
-		abort();
-	return p;
-}
-
 struct set {
 	int pooling;
 	int64_t nbags, nids;

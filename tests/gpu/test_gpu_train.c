@@ -28,34 +28,9 @@
 #define MAX_SETS 8
 #define STEPS 4
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static float rndf(float lo, float hi)
-{
-	return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24);
-}
-
 static int64_t between(int64_t lo, int64_t hi)
 {
 	return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (!p)
-		abort();
-	return p;
 }
 
 static void *to_device(const void *p, size_t n)
