@@ -3,7 +3,9 @@
  * memory, bags and output in device memory (SHEMB_MEM_DEVICE, inference),
  * next to a device-to-device copy of the same row bytes and, when
  * PyTorch is there, torch.nn.functional.embedding_bag on the same shapes
- * and ids, all in one run.
+ * and ids, all in one run.  Then training steps (a lookup that plans on
+ * the device and its backward, SGD), next to PyTorch's embedding_bag
+ * forward and backward with sparse gradients and torch.optim.SGD.
  */
 #include "config.h"
 #include "tools/bench.h"
@@ -197,6 +199,59 @@ static int time_lookups(const struct gpu_opts *o, shemb_ctx *ctx,
 	return rc;
 }
 
+/* Median seconds of one training step of batch r % BATCHES: a lookup
+ * that keeps its plan (made on the device), then its backward with
+ * d_grad, over reps. */
+static int time_steps(const struct gpu_opts *o, shemb_ctx *ctx,
+		      shemb_table *t, struct gpu_batch *b, float *d_out,
+		      const float *d_grad, double *med)
+{
+	double *times = calloc((size_t)o->reps, sizeof(double));
+	int rc = 0;
+
+	if (!times)
+		return SHEMB_ENOMEM;
+	for (int r = -1; r < o->reps && !rc; r++) {
+		struct shemb_bags bg = { 0 };
+		double t0;
+
+		shemb_bags_init(&bg);
+		bg.table = t;
+		bg.nbags = o->batch;
+		bg.nids = o->batch * o->pooling;
+		bg.offsets = b[(r + BATCHES) % BATCHES].d_offsets;
+		bg.ids = b[(r + BATCHES) % BATCHES].d_ids;
+		bg.mem = SHEMB_MEM_DEVICE;
+		t0 = bench_now();
+		rc = shemb_lookup(ctx, 1, &bg, &d_out, 0);
+		if (!rc)
+			rc = shemb_backward(ctx, 1, &bg, &d_grad);
+		if (r >= 0)
+			times[r] = bench_now() - t0;
+	}
+	if (!rc)
+		*med = bench_stat_of(times, o->reps).median;
+	free(times);
+	return rc;
+}
+
+/* A gradient of GRAD_VALUE everywhere, as the PyTorch side uses. */
+#define GRAD_VALUE 0.001f
+
+static float *make_grad(const struct gpu_opts *o)
+{
+	size_t n = (size_t)o->batch * (size_t)o->dim;
+	float *h = malloc(n * sizeof(float)), *d;
+
+	if (!h)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		h[i] = GRAD_VALUE;
+	d = device_copy(h, n * sizeof(float));
+	free(h);
+	return d;
+}
+
 /* The first bags of the last batch against sums of rows read back. */
 static int check_output(const struct gpu_opts *o, shemb_table *t,
 			const struct gpu_batch *b, const float *d_out)
@@ -263,9 +318,10 @@ static const char *torch_script(void)
 	return NULL;
 }
 
-/* PyTorch's median milliseconds on batch 0, or a negative value with
- * the reason printed. */
-static double time_torch(const struct gpu_opts *o, const struct gpu_batch *b)
+/* PyTorch's median milliseconds on batch 0 (of a lookup, or with train
+ * of a training step), or a negative value with the reason printed. */
+static double time_torch(const struct gpu_opts *o, const struct gpu_batch *b,
+			 bool train)
 {
 	char dir[] = "/tmp/shemb-bench-gpu.XXXXXX", off[64], ids[64];
 	char cmd[1024], line[256];
@@ -284,9 +340,11 @@ static double time_torch(const struct gpu_opts *o, const struct gpu_batch *b)
 	if (!write_file(off, b->offsets, ((size_t)o->batch + 1) * 8) &&
 	    !write_file(ids, b->ids, (size_t)o->batch * o->pooling * 8)) {
 		snprintf(cmd, sizeof(cmd), "%s '%s' --rows %lld --dim %d "
-			 "--dtype %s --offsets %s --ids %s --reps %d 2>&1",
+			 "--dtype %s --offsets %s --ids %s --reps %d%s "
+			 "--grad %g 2>&1",
 			 o->python, script, (long long)o->rows, o->dim,
-			 bench_dtype_name(o->dtype), off, ids, o->reps);
+			 bench_dtype_name(o->dtype), off, ids, o->reps,
+			 train ? " --train" : "", (double)GRAD_VALUE);
 		p = popen(cmd, "r");
 		while (p && fgets(line, sizeof(line), p))
 			if (sscanf(line, "torch_ms %lf", &ms) != 1)
@@ -298,6 +356,18 @@ static double time_torch(const struct gpu_opts *o, const struct gpu_batch *b)
 	unlink(ids);
 	rmdir(dir);
 	return ms;
+}
+
+static void report_train(double step_s, double torch_ms)
+{
+	printf("%-28s %10.3f ms\n", "libshemb training step", step_s * 1e3);
+	if (torch_ms > 0)
+		printf("%-28s %10.3f ms\n", "torch training step", torch_ms);
+	printf("(a step: the lookup, then the backward of a gradient and "
+	       "SGD on the rows it used)\n");
+	if (torch_ms > 0)
+		printf("result gpu_train_vs_torch %.3f\n",
+		       torch_ms * 1e-3 / step_s);
 }
 
 static void report(size_t bytes, double lookup_s, double copy_s,
@@ -375,11 +445,11 @@ static int run(const struct gpu_opts *o)
 	struct gpu_batch b[BATCHES] = { 0 };
 	shemb_ctx *ctx = NULL;
 	shemb_table *t = NULL;
-	float *d_out = NULL;
+	float *d_out = NULL, *d_grad = NULL;
 	FILE *csv = NULL;
 	size_t row_bytes = (size_t)o->dim * bench_dtype_size(o->dtype);
 	size_t bytes = (size_t)o->batch * o->pooling * row_bytes;
-	double lookup_s = 0, copy_s, torch_ms;
+	double lookup_s = 0, step_s = 0, copy_s, torch_ms;
 	int rc;
 
 	shemb_ctx_attr_init(&ca);
@@ -418,14 +488,24 @@ static int run(const struct gpu_opts *o)
 		goto out;
 	}
 	copy_s = time_copy(bytes, o->reps);
-	torch_ms = time_torch(o, &b[0]);
+	torch_ms = time_torch(o, &b[0], false);
 	report(bytes, lookup_s, copy_s, torch_ms);
 	write_csv(o, csv, bytes, lookup_s, copy_s, torch_ms);
+	/* the rows change from here on: after the check above */
+	d_grad = make_grad(o);
+	rc = d_grad ? time_steps(o, ctx, t, b, d_out, d_grad, &step_s)
+		    : SHEMB_ENOMEM;
+	if (rc) {
+		rc = failed(ctx, "training step", rc);
+		goto out;
+	}
+	report_train(step_s, time_torch(o, &b[0], true));
 	rc = 0;
 out:
 	if (bench_csv_close(csv, o->csv, "shemb-bench gpu") && !rc)
 		rc = 1;
 	free_batches(b);
+	cudaFree(d_grad);
 	cudaFree(d_out);
 	shemb_table_destroy(t);
 	shemb_ctx_destroy(ctx);

@@ -5,7 +5,10 @@ Reads the bags shemb-bench wrote (raw little-endian int64 offsets with
 nbags + 1 entries, and ids), builds a table of the same shape and storage
 dtype, runs torch.nn.functional.embedding_bag (mode sum) on them a number
 of times and prints the median time of one call in milliseconds as
-"torch_ms <value>".  Exits 77 without torch or a CUDA device.
+"torch_ms <value>".  With --train, one call is a training step instead:
+the forward with sparse gradients, the backward of a gradient of --grad
+everywhere, and torch.optim.SGD's step.  Exits 77 without torch or a
+CUDA device.
 """
 import argparse
 import statistics
@@ -21,6 +24,9 @@ def main():
     p.add_argument("--offsets", required=True)
     p.add_argument("--ids", required=True)
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--train", action="store_true")
+    p.add_argument("--grad", type=float, default=0.001)
+    p.add_argument("--lr", type=float, default=0.01)
     a = p.parse_args()
     try:
         import torch
@@ -40,17 +46,41 @@ def main():
                           size=_count(a.ids)).to(dev)
     weight = torch.empty(a.rows, a.dim, dtype=dtype, device=dev)
     weight.uniform_(-0.01, 0.01)
+    call = _lookup(F, ids, weight, offsets)
+    if a.train:
+        call = _train_step(torch, F, ids, weight, offsets, a)
     times = []
     for r in range(a.reps + 1):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        F.embedding_bag(ids, weight, offsets, mode="sum",
-                        include_last_offset=True)
+        call()
         torch.cuda.synchronize()
         if r:
             times.append(time.perf_counter() - t0)
     print("torch_ms %.6f" % (statistics.median(times) * 1e3))
     return 0
+
+
+def _lookup(F, ids, weight, offsets):
+    def call():
+        F.embedding_bag(ids, weight, offsets, mode="sum",
+                        include_last_offset=True)
+    return call
+
+
+def _train_step(torch, F, ids, weight, offsets, a):
+    weight.requires_grad_(True)
+    opt = torch.optim.SGD([weight], lr=a.lr)
+    grad = torch.full((offsets.numel() - 1, a.dim), a.grad,
+                      dtype=weight.dtype, device=weight.device)
+
+    def call():
+        opt.zero_grad(set_to_none=True)
+        out = F.embedding_bag(ids, weight, offsets, mode="sum",
+                              include_last_offset=True, sparse=True)
+        out.backward(grad)
+        opt.step()
+    return call
 
 
 def _count(path):

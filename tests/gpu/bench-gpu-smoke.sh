@@ -1,6 +1,7 @@
 #!/bin/sh
 # shemb-bench gpu on a small table: it checks its own output against rows
-# read back and must print its result lines; skipped (77) without a GPU.
+# read back, times training steps too, and must print its result lines;
+# skipped (77) without a GPU.
 bench=$top_builddir/tools/shemb-bench
 out=$("$bench" gpu --rows 5000 --dim 64 --batch 300 --pooling-factor 7 \
 	--reps 3 --python none 2>&1)
@@ -9,3 +10,4 @@ echo "$out"
 [ "$rc" -eq 77 ] && exit 77
 [ "$rc" -eq 0 ] || exit 1
 echo "$out" | grep -q '^result gpu_lookup_vs_copy [0-9]' || exit 1
+echo "$out" | grep -q '^libshemb training step ' || exit 1
