@@ -484,7 +484,8 @@ static int check_device_sets(struct shemb__step *st)
 }
 
 static int lookup_direct(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
-			 float *const *out, bool planned)
+			 float *const *out, bool planned,
+			 struct shemb__parts *parts)
 {
 	struct shemb__plan **plans = NULL;
 	struct shemb__step st;
@@ -500,14 +501,18 @@ static int lookup_direct(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	}
 	st.kind = SHEMB__DIST_LOOKUP;
 	st.planned = planned;
+	st.parts = parts;
 	shemb__step_lock(&st, false);
 	rc = check_device_sets(&st);
 	if (!rc && planned)
 		rc = build_plans(&st, plans);
-	for (int g = 0; !rc && g < st.ngroups; g++)
+	for (int g = 0; !rc && g < st.ngroups; g++) {
 		rc = shemb__pool_group(&st, &st.groups[g],
 				       plans ? plans[g] : NULL, out,
 				       &st.groups[g].table->store, NULL);
+		if (!rc)
+			shemb__step_group_done(&st, g);
+	}
 	settle_plans(&st, plans, rc);
 	shemb__step_unlock(&st);
 	shemb__step_end(&st);
@@ -539,7 +544,7 @@ int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 				   "unknown lookup flags 0x%x", flags);
 	if (shemb__device_direct(ctx, n, bags, !(flags & SHEMB_LOOKUP_NO_GRAD)))
 		return lookup_direct(ctx, n, bags, out,
-				     !(flags & SHEMB_LOOKUP_NO_GRAD));
+				     !(flags & SHEMB_LOOKUP_NO_GRAD), parts);
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	if (rc && !shemb__distributed(ctx))
 		return rc;

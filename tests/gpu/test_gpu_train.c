@@ -199,9 +199,28 @@ static int finish(int rc, shemb_request *req)
 	return rc;
 }
 
+/* Each set's output as shemb_wait_part() says it is final, taken right
+ * then (into snap[i], to free): it must be the whole lookup's already. */
+static int take_parts(const struct call *c, shemb_request *q, float **snap)
+{
+	int rc = 0;
+
+	for (int i = 0; i < c->n && !rc; i++) {
+		const struct set *s = &c->s[i];
+
+		rc = shemb_wait_part(q, i);
+		snap[i] = xmalloc(s->n * 4);
+		if (!rc && s->n)
+			dev_get(snap[i], s->dout, s->n * 4);
+	}
+	return rc;
+}
+
 /* The GPU's lookup and backward: blocking (mode 0), each started and
- * waited for (1), or both started before either is waited for (2). */
-static int gpu_step(shemb_ctx *cg, const struct call *c, int mode)
+ * waited for, the lookup set by set first (1, into snap), or both
+ * started before either is waited for (2). */
+static int gpu_step(shemb_ctx *cg, const struct call *c, int mode,
+		    float **snap)
 {
 	shemb_request *ql = NULL, *qb = NULL;
 	int rl, rb;
@@ -211,6 +230,8 @@ static int gpu_step(shemb_ctx *cg, const struct call *c, int mode)
 		return rl ? rl : shemb_backward(cg, c->n, c->bg, c->gg);
 	}
 	rl = shemb_lookup_start(cg, c->n, c->bg, c->og, 0, &ql);
+	if (mode == 1 && !rl)
+		rl = take_parts(c, ql, snap);
 	if (mode == 1)
 		rl = finish(rl, ql);
 	rb = rl ? rl : shemb_backward_start(cg, c->n, c->bg, c->gg, &qb);
@@ -236,10 +257,24 @@ static void outputs_match(const struct call *c, const char *what)
 	}
 }
 
+static void parts_match(const struct call *c, float **snap,
+			const char *what)
+{
+	for (int i = 0; i < c->n; i++) {
+		if (!snap[i])
+			continue;
+		CHECK(memcmp(snap[i], c->s[i].out, c->s[i].n * 4) == 0,
+		      "%s: set %d was not final when shemb_wait_part said so",
+		      what, i);
+		free(snap[i]);
+	}
+}
+
 static void train_step(shemb_ctx *cg, shemb_ctx *cc, const struct call *c,
 		       int mode, const char *what)
 {
-	int rg = gpu_step(cg, c, mode);
+	float *snap[MAX_SETS] = { NULL };
+	int rg = gpu_step(cg, c, mode, snap);
 	int rc = shemb_lookup(cc, c->n, c->bc, c->oc, 0);
 
 	if (!rc)
@@ -247,6 +282,7 @@ static void train_step(shemb_ctx *cg, shemb_ctx *cc, const struct call *c,
 	CHECK(rg == 0 && rc == 0, "%s: step (mode %d) %d / %d: %s", what,
 	      mode, rg, rc, shemb_ctx_last_error(rg ? cg : cc));
 	outputs_match(c, what);
+	parts_match(c, snap, what);
 }
 
 static void lookup_pair(shemb_ctx *cg, shemb_ctx *cc, const struct call *c,
