@@ -235,8 +235,10 @@ static int time_steps(const struct gpu_opts *o, shemb_ctx *ctx,
 	return rc;
 }
 
-/* A gradient of GRAD_VALUE everywhere, as the PyTorch side uses. */
+/* A gradient of GRAD_VALUE everywhere and SGD at LR, as the PyTorch side
+ * is given. */
 #define GRAD_VALUE 0.001f
+#define LR 0.01f
 
 static float *make_grad(const struct gpu_opts *o)
 {
@@ -341,10 +343,11 @@ static double time_torch(const struct gpu_opts *o, const struct gpu_batch *b,
 	    !write_file(ids, b->ids, (size_t)o->batch * o->pooling * 8)) {
 		snprintf(cmd, sizeof(cmd), "%s '%s' --rows %lld --dim %d "
 			 "--dtype %s --offsets %s --ids %s --reps %d%s "
-			 "--grad %g 2>&1",
+			 "--grad %g --lr %g 2>&1",
 			 o->python, script, (long long)o->rows, o->dim,
 			 bench_dtype_name(o->dtype), off, ids, o->reps,
-			 train ? " --train" : "", (double)GRAD_VALUE);
+			 train ? " --train" : "", (double)GRAD_VALUE,
+			 (double)LR);
 		p = popen(cmd, "r");
 		while (p && fgets(line, sizeof(line), p))
 			if (sscanf(line, "torch_ms %lf", &ms) != 1)
@@ -435,6 +438,8 @@ static int make_table(const struct gpu_opts *o, shemb_ctx *ctx,
 	ta.rows = o->rows;
 	ta.dim = o->dim;
 	ta.dtype = o->dtype;
+	ta.optimizer = SHEMB_OPT_SGD;
+	ta.lr = LR;
 	rc = shemb_table_create(ctx, &ta, t);
 	return rc ? failed(ctx, "table", rc) : 0;
 }
