@@ -388,7 +388,9 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 				 const struct shemb_table_attr *attr,
 				 shemb_table **table);
 
-/* Destroy a table.  NULL is a no-op. */
+/* Destroy a table.  NULL is a no-op.  SHEMB_EPEER, the table left as it
+ * is, when the context's thread of started steps is stuck in the
+ * transport (shemb_alltoallv(3), BUGS). */
 SHEMB_API int shemb_table_destroy(shemb_table *table);
 
 /* The table's effective attributes: defaults resolved (table_id, name,

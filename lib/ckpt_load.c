@@ -659,7 +659,9 @@ SHEMB_API int shemb_table_load(shemb_ctx *ctx, const char *dir,
 			*table = NULL;
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
 	}
-	shemb__stepq_drain(ctx); /* collective: keeps its place */
+	rc = shemb__stepq_drain(ctx); /* collective: keeps its place */
+	if (rc)
+		return rc;
 	rc = prepare(ctx, dir, attr, table, &m, &a);
 	rc = all_ok(ctx, rc, "reading the checkpoint's MANIFEST");
 	if (!rc)

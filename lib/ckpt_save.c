@@ -654,8 +654,9 @@ SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 
 	if (!table)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
-	shemb__stepq_drain(table->ctx); /* collective: keeps its place */
-	rc = check_args(table, dir, flags);
+	rc = shemb__stepq_drain(table->ctx); /* collective: keeps its place */
+	if (!rc)
+		rc = check_args(table, dir, flags);
 	if (!rc && table->shard.rank == 0)
 		read_before(dir, &sv.before);
 	/* a checkpoint that cannot take a layer is replaced whole */

@@ -184,17 +184,13 @@ static int part_status(shemb_request *r, int rc)
 SHEMB_API int shemb_wait_part(shemb_request *r, int i)
 {
 	struct shemb__parts *p;
-	char why[256] = "";
 	int done = 0, rc = parts_of(r, i, &p);
 
 	while (!rc) {
 		rc = shemb__parts_get(p, i, shemb__timeout_ms(r->ctx), &done);
 		if (rc || done)
 			return part_status(r, rc);
-		rc = shemb__comm_stuck(r->ctx, why, sizeof(why));
-		if (rc)
-			return shemb__fail(r->ctx, rc, "a started step cannot "
-					   "end: %s", why);
+		rc = shemb__stepq_check(r->ctx, r->job);
 	}
 	return rc;
 }

@@ -42,6 +42,8 @@ struct shemb_ctx {
 	struct shemb__pool *pool;     /* threads for the core's own loops */
 	struct shemb__jobq *loader;   /* prefetch loads (tier_loader.c) */
 	struct shemb__jobq *steps;    /* steps started without waiting */
+	atomic_bool steps_stuck;      /* ... whose thread never comes back
+				       * from the transport (stepq.c) */
 	uint64_t host_budget;         /* bytes of row storage allowed */
 	atomic_uint_fast64_t host_used;
 	uint64_t device_budget;       /* bytes of device tiers allowed */

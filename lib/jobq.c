@@ -219,20 +219,26 @@ void shemb__jobq_stop(struct shemb__jobq **slot)
 	__atomic_store_n(slot, NULL, __ATOMIC_RELEASE);
 }
 
+static bool joined_within(struct shemb__jobq *q, int ms)
+{
+	struct timespec until = shemb__deadline_in(ms);
+
+	return !pthread_timedjoin_np(q->thread, NULL, &until);
+}
+
 bool shemb__jobq_stop_unless(struct shemb__jobq **slot,
-			     bool (*stuck)(void *arg), void *arg, int ms)
+			     bool (*stuck)(void *arg), void *arg, int ms,
+			     int grace_ms)
 {
 	struct shemb__jobq *q = *slot;
 
 	if (!q)
 		return true;
 	ask_stop(q);
-	for (;;) {
-		struct timespec until = shemb__deadline_in(ms);
-
-		if (!pthread_timedjoin_np(q->thread, NULL, &until))
-			break;
-		if (stuck(arg)) {
+	while (!joined_within(q, ms)) {
+		/* a thread that only waited on the stuck transport fails
+		 * and ends once it sees it stuck: give it that moment */
+		if (stuck(arg) && !joined_within(q, grace_ms)) {
 			pthread_detach(q->thread);
 			return false; /* the thread may still use q */
 		}

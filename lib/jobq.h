@@ -61,9 +61,11 @@ void shemb__jobq_end(struct shemb__jobq *q, struct shemb__job *j);
 /* Run what is queued, end the thread, free the queue; *slot = NULL. */
 void shemb__jobq_stop(struct shemb__jobq **slot);
 /* ... unless the thread does not end and stuck(arg) says it never will
- * (it is checked every ms milliseconds): the thread and the queue are
- * then left as they are, and false returned. */
+ * (it is asked every ms milliseconds), and it still does not end within
+ * grace_ms after that: the thread and the queue are then left as they
+ * are, and false returned. */
 bool shemb__jobq_stop_unless(struct shemb__jobq **slot,
-			     bool (*stuck)(void *arg), void *arg, int ms);
+			     bool (*stuck)(void *arg), void *arg, int ms,
+			     int grace_ms);
 
 #endif

@@ -17,7 +17,9 @@ static int ahead(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 
 	if (!ctx)
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
-	shemb__stepq_drain(ctx); /* keeps its place among started steps */
+	rc = shemb__stepq_drain(ctx); /* keeps its place among started steps */
+	if (rc)
+		return rc;
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	if (rc && !shemb__distributed(ctx))
 		return rc;

@@ -134,7 +134,9 @@ SHEMB_API int shemb_table_read_rows(shemb_table *t, int64_t n,
 	if (!t)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
 	ctx = t->ctx;
-	shemb__stepq_drain(ctx);
+	rc = shemb__stepq_drain(ctx);
+	if (rc)
+		return rc;
 	rc = check_io(t, n, ids, out, dtype, "read_rows");
 	if (shemb__distributed(ctx))
 		return read_dist(t, n, ids, out, dtype, rc);
@@ -198,7 +200,9 @@ SHEMB_API int shemb_table_write_rows(shemb_table *t, int64_t n,
 	if (!t)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
 	ctx = t->ctx;
-	shemb__stepq_drain(ctx);
+	rc = shemb__stepq_drain(ctx);
+	if (rc)
+		return rc;
 	rc = check_write(t, n, ids, in, dtype, flags);
 	if (!rc && (flags & SHEMB_WRITE_RESET_STATE)) {
 		reset = initial_state(t);

@@ -161,8 +161,9 @@ SHEMB_API int shemb_table_reload(shemb_table *t, const char *dir)
 
 	if (!t)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
-	shemb__stepq_drain(t->ctx);
-	rc = check_reload(t, dir);
+	rc = shemb__stepq_drain(t->ctx);
+	if (!rc)
+		rc = check_reload(t, dir);
 	if (!rc)
 		rc = shemb__ckpt_read_manifest(t->ctx, dir, &m);
 	if (!rc)

@@ -182,6 +182,8 @@ int shemb__stepq_submit(shemb_ctx *ctx, int kind, int n,
 	if (n > 0 && bags && bags->size < sizeof(size_t))
 		return shemb__fail(ctx, SHEMB_EINVAL, "bags[0].size %zu is "
 				   "not a struct shemb_bags", bags->size);
+	if (shemb__stepq_stuck(ctx)) /* it would never run */
+		return SHEMB_EPEER;
 	q = queue_of(ctx);
 	j = q ? job_new(kind, n, bags, bufs, flags) : NULL;
 	if (!j)
@@ -219,9 +221,13 @@ int shemb__stepq_submit_coll(shemb_ctx *ctx, const struct shemb__coll *c,
 			     const struct shemb_comm_ops *ops, void *comm,
 			     struct shemb__step_job **job)
 {
-	struct shemb__jobq *q = queue_of(ctx);
-	struct shemb__step_job *j = q ? calloc(1, sizeof(*j)) : NULL;
+	struct shemb__jobq *q;
+	struct shemb__step_job *j;
 
+	if (shemb__stepq_stuck(ctx)) /* it would never run */
+		return SHEMB_EPEER;
+	q = queue_of(ctx);
+	j = q ? calloc(1, sizeof(*j)) : NULL;
 	if (!j || copy_coll(j, c, ctx->attr.world_size)) {
 		job_free(j);
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory to queue a "
@@ -240,12 +246,68 @@ struct shemb__op *shemb__stepq_op(struct shemb__step_job *job)
 	return job->op;
 }
 
-void shemb__stepq_drain(shemb_ctx *ctx)
+/*
+ * A step that does not end within the timeout may be one whose thread
+ * never comes back from the transport (libfabric's shm provider, when a
+ * peer died holding one of its locks).  Waits for started steps ask
+ * then whether the transport is stuck; a step that merely takes long
+ * passes, since the check only asks for the transport's lock.  A thread
+ * that only waited on a stuck transport fails and ends once it sees it
+ * so: it is given GRACE_MS for that before it is taken for stuck itself.
+ * From then on every wait for the steps fails at once.
+ */
+#define GRACE_MS 1000
+
+static int steps_stuck(shemb_ctx *ctx)
+{
+	return shemb__fail(ctx, SHEMB_EPEER, "the context's thread of "
+			   "started steps never came back from the "
+			   "transport (a step cannot end)");
+}
+
+/* A wait for busy(arg) outlasted the timeout: SHEMB_EPEER when the
+ * steps' thread is stuck, else 0 (busy(arg) may have become false). */
+static int check_stuck(shemb_ctx *ctx, struct shemb__jobq *q,
+		       bool (*busy)(void *arg), void *arg)
+{
+	char why[256] = "";
+
+	if (atomic_load(&ctx->steps_stuck))
+		return steps_stuck(ctx);
+	if (!shemb__comm_stuck(ctx, why, sizeof(why)) ||
+	    shemb__jobq_wait_for(q, busy, arg, GRACE_MS))
+		return 0;
+	atomic_store(&ctx->steps_stuck, true);
+	return shemb__fail(ctx, SHEMB_EPEER, "a started step cannot end: %s",
+			   why);
+}
+
+/* Until busy(arg) is false, or the steps' thread is stuck. */
+static int wait_steps(shemb_ctx *ctx, bool (*busy)(void *arg), void *arg)
+{
+	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
+	int rc = 0;
+
+	if (!q || shemb__jobq_wait_for(q, busy, arg, 0))
+		return 0;
+	if (atomic_load(&ctx->steps_stuck))
+		return steps_stuck(ctx);
+	while (!rc &&
+	       !shemb__jobq_wait_for(q, busy, arg, shemb__timeout_ms(ctx)))
+		rc = check_stuck(ctx, q, busy, arg);
+	return rc;
+}
+
+static bool any_pending(void *q)
+{
+	return shemb__jobq_pending(q) > 0;
+}
+
+int shemb__stepq_drain(shemb_ctx *ctx)
 {
 	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
 
-	if (q)
-		shemb__jobq_drain(q);
+	return q ? wait_steps(ctx, any_pending, q) : 0;
 }
 
 /* Without a queue (stopped: everything ran) a job is done. */
@@ -280,24 +342,12 @@ static bool not_done(void *job)
 	return !((struct shemb__step_job *)job)->done;
 }
 
-/*
- * A step that does not end within the timeout may be one whose thread
- * never comes back from the transport (libfabric's shm provider, when a
- * peer died holding one of its locks): then the wait fails instead of
- * lasting for good.  A step that merely takes long passes the check,
- * which only asks for the transport's lock.
- */
 int shemb__stepq_wait(shemb_ctx *ctx, struct shemb__step_job *job)
 {
-	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
-	char why[256] = "";
-	int rc;
+	int rc = wait_steps(ctx, not_done, job);
 
-	while (q && !shemb__jobq_wait_for(q, not_done, job,
-					  shemb__timeout_ms(ctx)))
-		if ((rc = shemb__comm_stuck(ctx, why, sizeof(why))))
-			return shemb__fail(ctx, rc, "a started step cannot "
-					   "end: %s", why);
+	if (rc)
+		return rc;
 	return job->status ? shemb__fail(ctx, job->status, "%s", job->why)
 			   : 0;
 }
@@ -349,8 +399,25 @@ static bool comm_stuck(void *ctx)
 	return shemb__comm_stuck(ctx, why, sizeof(why)) != 0;
 }
 
+int shemb__stepq_stuck(shemb_ctx *ctx)
+{
+	return atomic_load(&ctx->steps_stuck) ? steps_stuck(ctx) : 0;
+}
+
+int shemb__stepq_check(shemb_ctx *ctx, struct shemb__step_job *job)
+{
+	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
+
+	return q ? check_stuck(ctx, q, not_done, job) : 0;
+}
+
 bool shemb__stepq_stop(shemb_ctx *ctx)
 {
-	return shemb__jobq_stop_unless(&ctx->steps, comm_stuck, ctx,
-				       shemb__timeout_ms(ctx));
+	if (atomic_load(&ctx->steps_stuck))
+		return false;
+	if (shemb__jobq_stop_unless(&ctx->steps, comm_stuck, ctx,
+				    shemb__timeout_ms(ctx), GRACE_MS))
+		return true;
+	atomic_store(&ctx->steps_stuck, true);
+	return false;
 }

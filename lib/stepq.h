@@ -37,7 +37,7 @@ int shemb__stepq_submit_coll(shemb_ctx *ctx, const struct shemb__coll *c,
 struct shemb__op *shemb__stepq_op(struct shemb__step_job *job);
 /* Until nothing is queued or running (a no-op on the queue's thread):
  * the calls that are not steps but must keep their place among them. */
-void shemb__stepq_drain(shemb_ctx *ctx);
+int shemb__stepq_drain(shemb_ctx *ctx);
 /* Whether job is done (and then its status and detail). */
 bool shemb__stepq_done(shemb_ctx *ctx, struct shemb__step_job *job,
 		       int *status, const char **why);
@@ -55,6 +55,11 @@ const char *shemb__stepq_why(const struct shemb__step_job *job);
  * the thread never comes back from the transport (it may still use the
  * context, which must then be left as it is). */
 bool shemb__stepq_stop(shemb_ctx *ctx);
+/* A wait for job outlasted the timeout: SHEMB_EPEER (recorded) when the
+ * thread of started steps is stuck in the transport, else 0. */
+int shemb__stepq_check(shemb_ctx *ctx, struct shemb__step_job *job);
+/* SHEMB_EPEER (recorded) once that thread was found stuck, else 0. */
+int shemb__stepq_stuck(shemb_ctx *ctx);
 
 /* collectives.c: a request for a step queued now, and the wait and
  * release of a blocking call that had to queue */

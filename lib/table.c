@@ -395,7 +395,9 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 
 	if (!ctx)
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
-	shemb__stepq_drain(ctx); /* collective: keeps its place */
+	rc = shemb__stepq_drain(ctx); /* collective: keeps its place */
+	if (rc)
+		return rc;
 	if (!attr || !out)
 		rc = shemb__fail(ctx, SHEMB_EINVAL, "attr or table is NULL");
 	else
@@ -448,7 +450,9 @@ SHEMB_API int shemb_table_destroy(shemb_table *t)
 {
 	if (!t)
 		return 0;
-	shemb__stepq_drain(t->ctx);
+	/* a stuck thread of started steps may still use the table */
+	if (shemb__stepq_drain(t->ctx))
+		return SHEMB_EPEER;
 	unlink_table(t);
 	table_free(t);
 	return 0;
@@ -477,7 +481,8 @@ SHEMB_API int shemb_table_set_lr(shemb_table *t, float lr)
 {
 	if (!t)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
-	shemb__stepq_drain(t->ctx); /* steps started before use the old */
+	if (shemb__stepq_drain(t->ctx)) /* steps started before: the old */
+		return SHEMB_EPEER;
 	if (!isfinite(lr) || lr < 0)
 		return shemb__fail(t->ctx, SHEMB_EINVAL,
 				   "table '%s': lr %g must be finite and >= 0",

@@ -169,7 +169,9 @@ SHEMB_API int shemb_table_flush(shemb_table *t)
 
 	if (!t)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
-	shemb__stepq_drain(t->ctx);
+	rc = shemb__stepq_drain(t->ctx);
+	if (rc)
+		return rc;
 	pthread_rwlock_wrlock(&t->rows_lock);
 	rc = shemb__tier_flush(t);
 	pthread_rwlock_unlock(&t->rows_lock);

@@ -22,7 +22,8 @@
  * with tests/wedge.c preloaded: every rank's calls fail, rank 0's with
  * SHEMB_EPEER, and every context is destroyed), wedge-steps (its thread
  * of started steps does: rank 0's waits fail with SHEMB_EPEER, and its
- * shemb_ctx_destroy() returns SHEMB_EPEER), async-error.
+ * shemb_ctx_destroy() returns SHEMB_EPEER), slow-steps (healthy steps
+ * waited for past a short timeout all succeed), async-error.
  *
  * With --device, the context is a GPU one (of the module SHEMB_CUDA_PLUGIN
  * names: the emulated device of tests/emu/, or the CUDA one on a GPU
@@ -650,14 +651,26 @@ static void run_wedge(void)
 }
 
 /*
- * wedge-steps: rank 0's thread of started steps is the one that never
- * comes back (SHEMB_TEST_WEDGE=0:MS:shemb-steps).  Every rank starts
- * lookups and backward calls of a table and waits for each, until one
- * fails: rank 0's wait must fail with SHEMB_EPEER (its step cannot end),
- * the others' with SHEMB_ETIMEDOUT or SHEMB_EPEER.  Rank 0's
- * shemb_ctx_destroy() must return SHEMB_EPEER (its context is left to
- * the stuck thread), the others' 0.  Before, rank 0 waited for good.
+ * wedge-steps: a thread of rank 0 never comes back from libfabric while
+ * every rank starts lookups and backward calls of a table and waits for
+ * each (the lookup of odd rounds set by set first), until one fails:
+ * rank 0's wait must fail with SHEMB_EPEER, the others' with
+ * SHEMB_ETIMEDOUT or SHEMB_EPEER.
+ * - The thread of started steps (SHEMB_TEST_WEDGE=0:MS:shemb-steps):
+ *   rank 0's step cannot end.  Its later calls that wait for the steps
+ *   (a table's destroy, a row read, a new step) must fail at once with
+ *   SHEMB_EPEER, and shemb_ctx_destroy() must return SHEMB_EPEER (the
+ *   context is left to the stuck thread).  Before, they waited for good.
+ * - The progress thread (SHEMB_TEST_WEDGE=0:MS): the step fails with the
+ *   transport's own error and ends, and every context is destroyed.
+ * The others' shemb_ctx_destroy() returns 0.
  */
+static bool steps_thread_wedged(void)
+{
+	const char *w = getenv("SHEMB_TEST_WEDGE");
+
+	return w && strstr(w, ":shemb-steps");
+}
 static int finish(shemb_request *req)
 {
 	int rc = shemb_wait(req);
@@ -666,11 +679,19 @@ static int finish(shemb_request *req)
 	return rc;
 }
 
-static int wedge_steps_round(struct shemb_bags *b, float *out, float *grad)
+static int wedge_steps_round(struct shemb_bags *b, float *out, float *grad,
+			     int r)
 {
 	shemb_request *req = NULL;
 	int rc = shemb_lookup_start(ctx, 1, b, &out, 0, &req);
 
+	if (!rc && r % 2) {
+		rc = shemb_wait_part(req, 0);
+		if (rc) {
+			shemb_request_free(req);
+			return rc;
+		}
+	}
 	if (!rc)
 		rc = finish(req);
 	if (!rc)
@@ -682,6 +703,28 @@ static int wedge_steps_round(struct shemb_bags *b, float *out, float *grad)
 }
 
 static shemb_table *wedged_table;
+
+/* Rank 0, its thread of started steps stuck: what waits for the steps
+ * fails at once, and its table stays (the thread may still use it). */
+static void after_stuck_steps(struct shemb_bags *b, float *out,
+			      shemb_table **tp)
+{
+	int64_t id = 1;
+	shemb_request *req = NULL;
+	uint64_t t0 = now_ms();
+
+	if (shemb_table_read_rows(*tp, 1, &id, out, SHEMB_F32) != SHEMB_EPEER)
+		FAIL("read_rows after the stuck step: %s",
+		     shemb_ctx_last_error(ctx));
+	if (shemb_lookup_start(ctx, 1, b, &out, 0, &req) != SHEMB_EPEER)
+		FAIL("a step started after the stuck one: %s",
+		     shemb_ctx_last_error(ctx));
+	if (shemb_table_destroy(*tp) != SHEMB_EPEER)
+		FAIL("table_destroy after the stuck step: %s",
+		     shemb_ctx_last_error(ctx));
+	printf("after the stuck step: %llu ms: %s\n",
+	       (unsigned long long)(now_ms() - t0), shemb_ctx_last_error(ctx));
+}
 
 static void run_wedge_steps(shemb_table **tp)
 {
@@ -711,13 +754,65 @@ static void run_wedge_steps(shemb_table **tp)
 	b.ids = ids;
 	for (r = 0; r < 1000000 && !rc; r++) {
 		t0 = now_ms();
-		rc = wedge_steps_round(&b, out, grad);
+		rc = wedge_steps_round(&b, out, grad, r);
 	}
 	if (rc != SHEMB_EPEER && (rank == 0 || rc != SHEMB_ETIMEDOUT))
 		FAIL("step round %d ended with %d (%s): %s", r, rc,
 		     shemb_strerror(rc), shemb_ctx_last_error(ctx));
 	printf("step round %d failed after %llu ms: %s\n", r,
 	       (unsigned long long)(now_ms() - t0), shemb_ctx_last_error(ctx));
+	if (rank == 0 && steps_thread_wedged())
+		after_stuck_steps(&b, out, tp);
+}
+
+/*
+ * slow-steps: with a short timeout (--timeout), many healthy lookups
+ * started back to back, the last waited for (set by set, then whole)
+ * well after the timeout: every wait must succeed (a healthy step passes
+ * the check for a stuck thread) and every context go.  The time of the
+ * wait is printed; the check is that nothing fails.
+ */
+static void run_slow_steps(void)
+{
+	enum { STEPS = 48, BAGS = 4096, LEN = 16, DIM = 64 };
+	static int64_t offsets[BAGS + 1], ids[BAGS * LEN];
+	static float out[STEPS][BAGS * DIM];
+	shemb_request *req[STEPS];
+	struct shemb_table_attr ta;
+	struct shemb_bags b;
+	shemb_table *t;
+	uint64_t t0;
+
+	shemb_table_attr_init(&ta);
+	ta.rows = 1 << 18;
+	ta.dim = DIM;
+	CHECK(shemb_table_create(ctx, &ta, &t));
+	for (int k = 0; k <= BAGS; k++)
+		offsets[k] = (int64_t)k * LEN;
+	for (int k = 0; k < BAGS * LEN; k++)
+		ids[k] = (int64_t)(mix((uint64_t)k * 13 + (uint64_t)rank) %
+				   (uint64_t)ta.rows);
+	shemb_bags_init(&b);
+	b.table = t;
+	b.nbags = BAGS;
+	b.offsets = offsets;
+	b.nids = BAGS * LEN;
+	b.ids = ids;
+	t0 = now_ms();
+	for (int s = 0; s < STEPS; s++) {
+		float *o = out[s];
+
+		CHECK(shemb_lookup_start(ctx, 1, &b, &o, SHEMB_LOOKUP_NO_GRAD,
+					 &req[s]));
+	}
+	CHECK(shemb_wait_part(req[STEPS - 1], 0));
+	for (int s = 0; s < STEPS; s++) {
+		CHECK(shemb_wait(req[s]));
+		shemb_request_free(req[s]);
+	}
+	printf("%d lookups waited for %llu ms, timeout %d ms\n", STEPS,
+	       (unsigned long long)(now_ms() - t0), timeout_ms);
+	CHECK(shemb_table_destroy(t));
 }
 
 /* ---- mismatched calls ---- */
@@ -1061,7 +1156,10 @@ static void open_ctx(int argc, char **argv)
 static void destroy_ctx(const char *s)
 {
 	int rc = shemb_ctx_destroy(ctx);
-	int want = !strcmp(s, "wedge-steps") && rank == 0 ? SHEMB_EPEER : 0;
+	int want = !strcmp(s, "wedge-steps") && rank == 0 &&
+			   steps_thread_wedged()
+		   ? SHEMB_EPEER
+		   : 0;
 
 	/* a context that failed to go is still there to ask */
 	const char *why = rc ? shemb_ctx_last_error(ctx) : "";
@@ -1101,6 +1199,8 @@ int main(int argc, char **argv)
 		run_wedge();
 	else if (!strcmp(s, "wedge-steps"))
 		run_wedge_steps(&wedged_table);
+	else if (!strcmp(s, "slow-steps"))
+		run_slow_steps();
 	else if (!strcmp(s, "lanes"))
 		run_lanes(argc > 2 ? atoi(argv[2]) : 400);
 	else if (!strcmp(s, "mismatch-count"))

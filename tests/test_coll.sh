@@ -39,6 +39,10 @@ for p in shm "tcp;ofi_rxm"; do
 	SHEMB_FABRIC_REGISTER=1 one "$p" 3 concurrent
 	SHEMB_FABRIC_REGISTER=1 one "$p" 2 alltoallv-big
 done
+# healthy steps waited for past a short timeout: the check for a stuck
+# thread must let them be, with the progress thread and without
+one shm 2 slow-steps --timeout 150
+one shm 3 slow-steps --timeout 150 --caller
 # a thread of rank 0 that never comes back from libfabric (shm's spin
 # locks, as after a peer died holding one): every rank's calls fail, rank
 # 0's with SHEMB_EPEER, and every context is destroyed (before the fix,
@@ -56,6 +60,10 @@ done
 export SHEMB_TEST_WEDGE=0:1000:shemb-steps
 one shm 2 wedge-steps --timeout 2000
 one shm 3 wedge-steps --timeout 2000
+# ... or its progress thread, with steps started: they fail with the
+# transport's own error, and every context is destroyed
+export SHEMB_TEST_WEDGE=0:1000
+one shm 2 wedge-steps --timeout 2000
 unset SHEMB_TEST_WEDGE LD_PRELOAD
 ASAN_OPTIONS=$saved_asan
 # collectives on device buffers of GPU contexts on the emulated device of
