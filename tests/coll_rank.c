@@ -768,15 +768,16 @@ static void run_wedge_steps(shemb_table **tp)
 /*
  * slow-steps: with a short timeout (--timeout), many healthy lookups
  * started back to back, the last waited for (set by set, then whole)
- * well after the timeout: every wait must succeed (a healthy step passes
- * the check for a stuck thread) and every context go.  The time of the
- * wait is printed; the check is that nothing fails.
+ * well after the timeout and the second the check gives a step to end:
+ * every wait must succeed (a healthy step passes the check for a stuck
+ * thread) and every context go.  The time of the wait is printed; the
+ * check is that nothing fails.
  */
 static void run_slow_steps(void)
 {
-	enum { STEPS = 48, BAGS = 4096, LEN = 16, DIM = 64 };
+	enum { STEPS = 200, BAGS = 4096, LEN = 16, DIM = 64 };
 	static int64_t offsets[BAGS + 1], ids[BAGS * LEN];
-	static float out[STEPS][BAGS * DIM];
+	static float out[BAGS * DIM]; /* one after the other */
 	shemb_request *req[STEPS];
 	struct shemb_table_attr ta;
 	struct shemb_bags b;
@@ -800,7 +801,7 @@ static void run_slow_steps(void)
 	b.ids = ids;
 	t0 = now_ms();
 	for (int s = 0; s < STEPS; s++) {
-		float *o = out[s];
+		float *o = out;
 
 		CHECK(shemb_lookup_start(ctx, 1, &b, &o, SHEMB_LOOKUP_NO_GRAD,
 					 &req[s]));
