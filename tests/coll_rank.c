@@ -775,7 +775,7 @@ static void run_wedge_steps(shemb_table **tp)
  */
 static void run_slow_steps(void)
 {
-	enum { STEPS = 200, BAGS = 4096, LEN = 16, DIM = 64 };
+	enum { STEPS = 400, BAGS = 4096, LEN = 16, DIM = 64 };
 	static int64_t offsets[BAGS + 1], ids[BAGS * LEN];
 	static float out[BAGS * DIM]; /* one after the other */
 	shemb_request *req[STEPS];

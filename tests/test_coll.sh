@@ -41,8 +41,8 @@ for p in shm "tcp;ofi_rxm"; do
 done
 # healthy steps waited for past a short timeout: the check for a stuck
 # thread must let them be, with the progress thread and without
-one shm 2 slow-steps --timeout 150
-one shm 3 slow-steps --timeout 150 --caller
+one shm 2 slow-steps --timeout 1000
+one shm 3 slow-steps --timeout 1000 --caller
 # a thread of rank 0 that never comes back from libfabric (shm's spin
 # locks, as after a peer died holding one): every rank's calls fail, rank
 # 0's with SHEMB_EPEER, and every context is destroyed (before the fix,
