@@ -585,6 +585,33 @@ static void run_lanes(int rounds)
 	}
 }
 
+/* A table of rows x dim, and in b nbags bags of len ids each (into the
+ * arrays given), the ids a mix of seed, position and rank. */
+static shemb_table *step_table(int64_t rows, int dim, int nbags, int len,
+			       int64_t *offsets, int64_t *ids, uint64_t seed,
+			       struct shemb_bags *b)
+{
+	struct shemb_table_attr ta;
+	shemb_table *t;
+
+	shemb_table_attr_init(&ta);
+	ta.rows = rows;
+	ta.dim = dim;
+	CHECK(shemb_table_create(ctx, &ta, &t));
+	for (int k = 0; k <= nbags; k++)
+		offsets[k] = (int64_t)k * len;
+	for (int k = 0; k < nbags * len; k++)
+		ids[k] = (int64_t)(mix((uint64_t)k * seed + (uint64_t)rank) %
+				   (uint64_t)rows);
+	shemb_bags_init(b);
+	b->table = t;
+	b->nbags = nbags;
+	b->offsets = offsets;
+	b->nids = (int64_t)nbags * len;
+	b->ids = ids;
+	return t;
+}
+
 /* ---- a provider call that never returns ---- */
 
 /*
@@ -731,27 +758,13 @@ static void run_wedge_steps(shemb_table **tp)
 	enum { BAGS = 64, LEN = 4, DIM = 16 };
 	static int64_t offsets[BAGS + 1], ids[BAGS * LEN];
 	static float out[BAGS * DIM], grad[BAGS * DIM];
-	struct shemb_table_attr ta;
 	struct shemb_bags b;
 	uint64_t t0 = 0;
 	int rc = 0, r;
 
-	shemb_table_attr_init(&ta);
-	ta.rows = 4096;
-	ta.dim = DIM;
-	CHECK(shemb_table_create(ctx, &ta, tp));
-	for (int k = 0; k <= BAGS; k++)
-		offsets[k] = (int64_t)k * LEN;
-	for (int k = 0; k < BAGS * LEN; k++)
-		ids[k] = (int64_t)(mix((uint64_t)k * 7 + (uint64_t)rank) % 4096);
+	*tp = step_table(4096, DIM, BAGS, LEN, offsets, ids, 7, &b);
 	for (int k = 0; k < BAGS * DIM; k++)
 		grad[k] = 0.001f;
-	shemb_bags_init(&b);
-	b.table = *tp;
-	b.nbags = BAGS;
-	b.offsets = offsets;
-	b.nids = BAGS * LEN;
-	b.ids = ids;
 	for (r = 0; r < 1000000 && !rc; r++) {
 		t0 = now_ms();
 		rc = wedge_steps_round(&b, out, grad, r);
@@ -779,26 +792,11 @@ static void run_slow_steps(void)
 	static int64_t offsets[BAGS + 1], ids[BAGS * LEN];
 	static float out[BAGS * DIM]; /* one after the other */
 	shemb_request *req[STEPS];
-	struct shemb_table_attr ta;
 	struct shemb_bags b;
-	shemb_table *t;
+	shemb_table *t = step_table(1 << 18, DIM, BAGS, LEN, offsets, ids, 13,
+				    &b);
 	uint64_t t0;
 
-	shemb_table_attr_init(&ta);
-	ta.rows = 1 << 18;
-	ta.dim = DIM;
-	CHECK(shemb_table_create(ctx, &ta, &t));
-	for (int k = 0; k <= BAGS; k++)
-		offsets[k] = (int64_t)k * LEN;
-	for (int k = 0; k < BAGS * LEN; k++)
-		ids[k] = (int64_t)(mix((uint64_t)k * 13 + (uint64_t)rank) %
-				   (uint64_t)ta.rows);
-	shemb_bags_init(&b);
-	b.table = t;
-	b.nbags = BAGS;
-	b.offsets = offsets;
-	b.nids = BAGS * LEN;
-	b.ids = ids;
 	t0 = now_ms();
 	for (int s = 0; s < STEPS; s++) {
 		float *o = out;
@@ -964,27 +962,11 @@ static void run_kill_steps(void)
 	static int64_t offsets[BAGS + 1], ids[BAGS * LEN];
 	static float out[STEPS][BAGS * DIM];
 	double dense[32] = { 0 }, sum[32];
-	struct shemb_table_attr ta;
 	struct shemb_bags b;
 	shemb_request *req[STEPS + 1] = { NULL };
-	shemb_table *t;
+	shemb_table *t = step_table(4096, DIM, BAGS, LEN, offsets, ids, 31, &b);
 	int st;
 
-	shemb_table_attr_init(&ta);
-	ta.rows = 4096;
-	ta.dim = DIM;
-	CHECK(shemb_table_create(ctx, &ta, &t));
-	for (int k = 0; k <= BAGS; k++)
-		offsets[k] = (int64_t)k * LEN;
-	for (int k = 0; k < BAGS * LEN; k++)
-		ids[k] = (int64_t)(mix((uint64_t)k * 31 + (uint64_t)rank) %
-				   4096);
-	shemb_bags_init(&b);
-	b.table = t;
-	b.nbags = BAGS;
-	b.offsets = offsets;
-	b.nids = BAGS * LEN;
-	b.ids = ids;
 	/* Rank world-1 may leave the barrier before the others have taken
 	 * its last message, and they may learn of its death first: then
 	 * the barrier fails here, and the steps below are started after

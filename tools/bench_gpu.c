@@ -167,6 +167,22 @@ static int failed(shemb_ctx *ctx, const char *what, int rc)
 	return rc == SHEMB_ENODEV ? 77 : 1;
 }
 
+/* Batch r % BATCHES (r = -1: the untimed first call's) as device bags. */
+static struct shemb_bags batch_bags(const struct gpu_opts *o, shemb_table *t,
+				    const struct gpu_batch *b, int r)
+{
+	struct shemb_bags bg;
+
+	shemb_bags_init(&bg);
+	bg.table = t;
+	bg.nbags = o->batch;
+	bg.nids = o->batch * o->pooling;
+	bg.offsets = b[(r + BATCHES) % BATCHES].d_offsets;
+	bg.ids = b[(r + BATCHES) % BATCHES].d_ids;
+	bg.mem = SHEMB_MEM_DEVICE;
+	return bg;
+}
+
 /* Median seconds of one lookup of batch r % BATCHES, over reps. */
 static int time_lookups(const struct gpu_opts *o, shemb_ctx *ctx,
 			shemb_table *t, struct gpu_batch *b, float *d_out,
@@ -178,17 +194,9 @@ static int time_lookups(const struct gpu_opts *o, shemb_ctx *ctx,
 	if (!times)
 		return SHEMB_ENOMEM;
 	for (int r = -1; r < o->reps && !rc; r++) {
-		struct shemb_bags bg = { 0 };
-		double t0;
+		struct shemb_bags bg = batch_bags(o, t, b, r);
+		double t0 = bench_now();
 
-		shemb_bags_init(&bg);
-		bg.table = t;
-		bg.nbags = o->batch;
-		bg.nids = o->batch * o->pooling;
-		bg.offsets = b[(r + BATCHES) % BATCHES].d_offsets;
-		bg.ids = b[(r + BATCHES) % BATCHES].d_ids;
-		bg.mem = SHEMB_MEM_DEVICE;
-		t0 = bench_now();
 		rc = shemb_lookup(ctx, 1, &bg, &d_out, SHEMB_LOOKUP_NO_GRAD);
 		if (r >= 0)
 			times[r] = bench_now() - t0;
@@ -212,17 +220,9 @@ static int time_steps(const struct gpu_opts *o, shemb_ctx *ctx,
 	if (!times)
 		return SHEMB_ENOMEM;
 	for (int r = -1; r < o->reps && !rc; r++) {
-		struct shemb_bags bg = { 0 };
-		double t0;
+		struct shemb_bags bg = batch_bags(o, t, b, r);
+		double t0 = bench_now();
 
-		shemb_bags_init(&bg);
-		bg.table = t;
-		bg.nbags = o->batch;
-		bg.nids = o->batch * o->pooling;
-		bg.offsets = b[(r + BATCHES) % BATCHES].d_offsets;
-		bg.ids = b[(r + BATCHES) % BATCHES].d_ids;
-		bg.mem = SHEMB_MEM_DEVICE;
-		t0 = bench_now();
 		rc = shemb_lookup(ctx, 1, &bg, &d_out, 0);
 		if (!rc)
 			rc = shemb_backward(ctx, 1, &bg, &d_grad);
