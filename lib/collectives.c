@@ -186,13 +186,19 @@ SHEMB_API int shemb_wait_part(shemb_request *r, int i)
 	struct shemb__parts *p;
 	int done = 0, rc = parts_of(r, i, &p);
 
+	if (rc)
+		return rc;
+	rc = shemb__parts_get(p, i, 0, &done);
+	if (done)
+		return part_status(r, rc);
+	rc = shemb__stepq_stuck(r->ctx); /* once known stuck, at once */
 	while (!rc) {
 		rc = shemb__parts_get(p, i, shemb__timeout_ms(r->ctx), &done);
-		if (rc || done)
+		if (done) /* the set's, or the step's status */
 			return part_status(r, rc);
 		rc = shemb__stepq_check(r->ctx, r->job);
 	}
-	return rc;
+	return rc; /* the steps' thread is stuck, recorded */
 }
 
 SHEMB_API int shemb_test_part(shemb_request *r, int i, int *done)

@@ -19,6 +19,8 @@ struct shemb__jobq {
 	struct shemb__job *head, *tail;
 	atomic_int pending;           /* queued or running */
 	bool stop;
+	bool left;                    /* its thread detached, never to be
+				       * joined: the queue stays allocated */
 	const struct shemb__jobq_ops *ops;
 	void *arg;
 };
@@ -234,14 +236,21 @@ bool shemb__jobq_stop_unless(struct shemb__jobq **slot,
 
 	if (!q)
 		return true;
+	if (q->left)
+		return false;
 	ask_stop(q);
-	while (!joined_within(q, ms)) {
+	for (;;) {
+		if (joined_within(q, ms))
+			break;
+		if (!stuck(arg))
+			continue;
 		/* a thread that only waited on the stuck transport fails
 		 * and ends once it sees it stuck: give it that moment */
-		if (stuck(arg) && !joined_within(q, grace_ms)) {
-			pthread_detach(q->thread);
-			return false; /* the thread may still use q */
-		}
+		if (joined_within(q, grace_ms))
+			break;
+		pthread_detach(q->thread);
+		q->left = true;
+		return false; /* the thread may still use q */
 	}
 	jobq_free(q);
 	__atomic_store_n(slot, NULL, __ATOMIC_RELEASE);

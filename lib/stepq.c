@@ -272,6 +272,8 @@ static int check_stuck(shemb_ctx *ctx, struct shemb__jobq *q,
 {
 	char why[256] = "";
 
+	if (shemb__jobq_wait_for(q, busy, arg, 0)) /* ended meanwhile */
+		return 0;
 	if (atomic_load(&ctx->steps_stuck))
 		return steps_stuck(ctx);
 	if (!shemb__comm_stuck(ctx, why, sizeof(why)) ||
@@ -411,12 +413,21 @@ int shemb__stepq_check(shemb_ctx *ctx, struct shemb__step_job *job)
 	return q ? check_stuck(ctx, q, not_done, job) : 0;
 }
 
+static bool known_stuck(void *ctx)
+{
+	(void)ctx;
+	return true;
+}
+
+/* A thread already found stuck by a wait still gets the grace to end. */
 bool shemb__stepq_stop(shemb_ctx *ctx)
 {
-	if (atomic_load(&ctx->steps_stuck))
-		return false;
-	if (shemb__jobq_stop_unless(&ctx->steps, comm_stuck, ctx,
-				    shemb__timeout_ms(ctx), GRACE_MS))
+	bool known = atomic_load(&ctx->steps_stuck);
+
+	if (shemb__jobq_stop_unless(&ctx->steps,
+				    known ? known_stuck : comm_stuck, ctx,
+				    known ? 0 : shemb__timeout_ms(ctx),
+				    GRACE_MS))
 		return true;
 	atomic_store(&ctx->steps_stuck, true);
 	return false;

@@ -36,7 +36,10 @@ int shemb__stepq_submit_coll(shemb_ctx *ctx, const struct shemb__coll *c,
 /* A done collective job's operation (NULL: none, it failed to start). */
 struct shemb__op *shemb__stepq_op(struct shemb__step_job *job);
 /* Until nothing is queued or running (a no-op on the queue's thread):
- * the calls that are not steps but must keep their place among them. */
+ * the calls that are not steps but must keep their place among them.
+ * SHEMB_EPEER (recorded) when the steps' thread is stuck in the
+ * transport: the caller returns it at once, without meeting the other
+ * ranks, which fail by their own timeout. */
 int shemb__stepq_drain(shemb_ctx *ctx);
 /* Whether job is done (and then its status and detail). */
 bool shemb__stepq_done(shemb_ctx *ctx, struct shemb__step_job *job,
