@@ -56,12 +56,13 @@ for n in 2 3; do
 done
 # ... and the thread of rank 0's started steps: its waits fail with
 # SHEMB_EPEER, and its shemb_ctx_destroy returns SHEMB_EPEER, leaving the
-# context to that thread (before, rank 0 waited for good)
+# context to that thread (before, rank 0 waited for good); a rank whose
+# thread spins on a lock the wedged one holds may do the same
 export SHEMB_TEST_WEDGE=0:1000:shemb-steps
 one shm 2 wedge-steps --timeout 2000
 one shm 3 wedge-steps --timeout 2000
-# ... or its progress thread, with steps started: they fail with the
-# transport's own error, and every context is destroyed
+# ... or its progress thread, with steps started: they fail, and every
+# shemb_ctx_destroy returns
 export SHEMB_TEST_WEDGE=0:1000
 one shm 2 wedge-steps --timeout 2000
 unset SHEMB_TEST_WEDGE LD_PRELOAD
