@@ -292,8 +292,9 @@ static int check_grads(struct shemb__step *st, const float *const *grad)
 	return 0;
 }
 
-/* The sets and gradients of the call, checked: device ones through host
- * copies, or with direct where they are. */
+/* The sets of the call, checked, and their gradients unless direct
+ * (read in place: backward_run checks those once paired); device sets
+ * and gradients through host copies. */
 static int begin_backward(struct shemb__step *st, shemb_ctx *ctx, int n,
 			  const struct shemb_bags *bags,
 			  const float *const **grad, bool direct)
@@ -301,10 +302,8 @@ static int begin_backward(struct shemb__step *st, shemb_ctx *ctx, int n,
 	const float **hgrad;
 	int rc;
 
-	if (direct) {
-		rc = shemb__step_begin_direct(st, ctx, n, bags);
-		return rc ? rc : shemb__dplan_check_grads(st, *grad);
-	}
+	if (direct) /* gradients checked once paired (backward_run) */
+		return shemb__step_begin_direct(st, ctx, n, bags);
 	rc = shemb__step_begin(st, ctx, n, bags);
 	if (!rc)
 		rc = shemb__step_host_grads(st, *grad, &hgrad);
@@ -341,6 +340,10 @@ static int backward_run(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	shemb__step_lock(&st, true);
 	for (int g = 0; !rc && g < st.ngroups; g++)
 		rc = check_group(ctx, &st.groups[g], direct);
+	/* on the device, and only once the plans said the sets are read in
+	 * place: a backward sent the staged way checks them there */
+	if (!rc && direct)
+		rc = shemb__dplan_check_grads(&st, grad);
 	for (int g = 0; g < st.ngroups; g++)
 		SHEMB__STAT_ADD(st.groups[g].table, validate_ns,
 				(shemb__now_ns() - t0) / (uint64_t)st.ngroups);

@@ -284,18 +284,18 @@ static int check_stuck(shemb_ctx *ctx, struct shemb__jobq *q,
 			   why);
 }
 
-/* Until busy(arg) is false, or the steps' thread is stuck. */
+/* Until busy(arg) is false, or the steps' thread is stuck (at once
+ * once known). */
 static int wait_steps(shemb_ctx *ctx, bool (*busy)(void *arg), void *arg)
 {
 	struct shemb__jobq *q = shemb__jobq_peek(&ctx->steps);
 	int rc = 0;
 
-	if (!q || shemb__jobq_wait_for(q, busy, arg, 0))
-		return 0;
-	if (atomic_load(&ctx->steps_stuck))
-		return steps_stuck(ctx);
-	while (!rc &&
-	       !shemb__jobq_wait_for(q, busy, arg, shemb__timeout_ms(ctx)))
+	while (q && !rc &&
+	       !shemb__jobq_wait_for(q, busy, arg,
+				     atomic_load(&ctx->steps_stuck)
+					     ? 0
+					     : shemb__timeout_ms(ctx)))
 		rc = check_stuck(ctx, q, busy, arg);
 	return rc;
 }

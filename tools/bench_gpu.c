@@ -183,34 +183,10 @@ static struct shemb_bags batch_bags(const struct gpu_opts *o, shemb_table *t,
 	return bg;
 }
 
-/* Median seconds of one lookup of batch r % BATCHES, over reps. */
-static int time_lookups(const struct gpu_opts *o, shemb_ctx *ctx,
-			shemb_table *t, struct gpu_batch *b, float *d_out,
-			double *med)
-{
-	double *times = calloc((size_t)o->reps, sizeof(double));
-	int rc = 0;
-
-	if (!times)
-		return SHEMB_ENOMEM;
-	for (int r = -1; r < o->reps && !rc; r++) {
-		struct shemb_bags bg = batch_bags(o, t, b, r);
-		double t0 = bench_now();
-
-		rc = shemb_lookup(ctx, 1, &bg, &d_out, SHEMB_LOOKUP_NO_GRAD);
-		if (r >= 0)
-			times[r] = bench_now() - t0;
-	}
-	if (!rc)
-		*med = bench_stat_of(times, o->reps).median;
-	free(times);
-	return rc;
-}
-
-/* Median seconds of one training step of batch r % BATCHES: a lookup
- * that keeps its plan (made on the device), then its backward with
- * d_grad, over reps. */
-static int time_steps(const struct gpu_opts *o, shemb_ctx *ctx,
+/* Median seconds of one call on batch r % BATCHES, over reps: an
+ * inference lookup, or with d_grad a training step (a lookup that keeps
+ * its plan, made on the device, then its backward with d_grad). */
+static int time_calls(const struct gpu_opts *o, shemb_ctx *ctx,
 		      shemb_table *t, struct gpu_batch *b, float *d_out,
 		      const float *d_grad, double *med)
 {
@@ -223,8 +199,9 @@ static int time_steps(const struct gpu_opts *o, shemb_ctx *ctx,
 		struct shemb_bags bg = batch_bags(o, t, b, r);
 		double t0 = bench_now();
 
-		rc = shemb_lookup(ctx, 1, &bg, &d_out, 0);
-		if (!rc)
+		rc = shemb_lookup(ctx, 1, &bg, &d_out,
+				  d_grad ? 0 : SHEMB_LOOKUP_NO_GRAD);
+		if (!rc && d_grad)
 			rc = shemb_backward(ctx, 1, &bg, &d_grad);
 		if (r >= 0)
 			times[r] = bench_now() - t0;
@@ -482,7 +459,7 @@ static int run(const struct gpu_opts *o)
 	       "pooling %d, batch %lld, %d reps\n", shemb_version_string(),
 	       (long long)o->rows, o->dim, bench_dtype_name(o->dtype),
 	       o->pooling, (long long)o->batch, o->reps);
-	rc = time_lookups(o, ctx, t, b, d_out, &lookup_s);
+	rc = time_calls(o, ctx, t, b, d_out, NULL, &lookup_s);
 	if (rc) {
 		rc = failed(ctx, "lookup", rc);
 		goto out;
@@ -498,7 +475,7 @@ static int run(const struct gpu_opts *o)
 	write_csv(o, csv, bytes, lookup_s, copy_s, torch_ms);
 	/* the rows change from here on: after the check above */
 	d_grad = make_grad(o);
-	rc = d_grad ? time_steps(o, ctx, t, b, d_out, d_grad, &step_s)
+	rc = d_grad ? time_calls(o, ctx, t, b, d_out, d_grad, &step_s)
 		    : SHEMB_ENOMEM;
 	if (rc) {
 		rc = failed(ctx, "training step", rc);

@@ -212,4 +212,27 @@ static inline long device_checks(void)
 }
 #endif
 
+/* The GPU context under test and its CPU twin, two threads each: 0, or
+ * the test's exit status (no_context()'s without a device). */
+static inline int twin_contexts(shemb_ctx **cg, shemb_ctx **cc)
+{
+	struct shemb_ctx_attr a;
+	int rc;
+
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 2;
+	a.device = SHEMB_DEVICE_CUDA;
+	rc = shemb_ctx_create(&a, cg);
+	if (rc == SHEMB_ENODEV)
+		return no_context();
+	a.device = SHEMB_DEVICE_CPU;
+	if (rc || shemb_ctx_create(&a, cc)) {
+		printf("FAIL: contexts: %s\n", shemb_ctx_last_error(NULL));
+		if (!rc)
+			shemb_ctx_destroy(*cg);
+		return 1;
+	}
+	return 0;
+}
+
 #endif

@@ -365,16 +365,6 @@ static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 	shemb_table_destroy(tc);
 }
 
-static int make_ctx(int device, shemb_ctx **ctx)
-{
-	struct shemb_ctx_attr a;
-
-	shemb_ctx_attr_init(&a);
-	a.nthreads = 2;
-	a.device = device;
-	return shemb_ctx_create(&a, ctx);
-}
-
 int main(void)
 {
 	static const int dtypes[] = { SHEMB_F32, SHEMB_F16, SHEMB_BF16 };
@@ -383,14 +373,9 @@ int main(void)
 	int rc;
 
 	gpu_test_init();
-	rc = make_ctx(SHEMB_DEVICE_CUDA, &cg);
-
-	if (rc == SHEMB_ENODEV)
-		return no_context();
-	if (rc || make_ctx(SHEMB_DEVICE_CPU, &cc)) {
-		printf("FAIL: contexts: %s\n", shemb_ctx_last_error(NULL));
-		return 1;
-	}
+	rc = twin_contexts(&cg, &cc);
+	if (rc)
+		return rc;
 	rng_state = 12345;
 	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++)
 		for (int opt = SHEMB_OPT_SGD; opt <= SHEMB_OPT_ADAM; opt++)

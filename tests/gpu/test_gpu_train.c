@@ -662,16 +662,6 @@ static void rejections(shemb_ctx *cg, shemb_ctx *cc)
 	free_twins(&tw);
 }
 
-static int make_ctx(int device, shemb_ctx **ctx)
-{
-	struct shemb_ctx_attr a;
-
-	shemb_ctx_attr_init(&a);
-	a.nthreads = 2;
-	a.device = device;
-	return shemb_ctx_create(&a, ctx);
-}
-
 static const int dtypes[] = { SHEMB_F32, SHEMB_F16, SHEMB_BF16 };
 static const int dims[] = { 64, 13, 300 };
 
@@ -717,13 +707,9 @@ int main(void)
 	int rc;
 
 	gpu_test_init();
-	rc = make_ctx(SHEMB_DEVICE_CUDA, &cg);
-	if (rc == SHEMB_ENODEV)
-		return no_context();
-	if (rc || make_ctx(SHEMB_DEVICE_CPU, &cc)) {
-		printf("FAIL: contexts: %s\n", shemb_ctx_last_error(NULL));
-		return 1;
-	}
+	rc = twin_contexts(&cg, &cc);
+	if (rc)
+		return rc;
 	rng_state = 20240611;
 	all_configs(cg, cc);
 	special_configs(cg, cc);
