@@ -77,13 +77,16 @@ static void *room_at(struct shemb__cuda *c, size_t off)
 }
 
 /* Device memory only: the staging area would take as much page-locked
- * host memory beside it, which a plan never uses. */
+ * host memory beside it, which a plan never uses.  It grows by a quarter
+ * again, as the plans' blocks do: each growth frees, and cudaFree waits
+ * for the whole device. */
 static int reserve_room(struct shemb__cuda *c, size_t bytes)
 {
 	cudaError_t e;
 
 	if (bytes <= c->plan_room_cap)
 		return 0;
+	bytes += bytes / 4;
 	cudaFree(c->plan_room);
 	c->plan_room_cap = 0;
 	e = cudaMalloc((void **)&c->plan_room, bytes);

@@ -7,7 +7,9 @@
  * not, resident in device memory or through a small device tier under
  * eviction pressure; outputs and final rows must be bitwise equal.  Then
  * the same with bag sets, outputs and gradients in device memory, and
- * (on the emulated device) ids and gradients of another device refused.
+ * (on the emulated device) ids and gradients of another device refused;
+ * on a GPU, a context on the program's own stream waits for the work
+ * queued there before each call.
  * Without a usable GPU it says why and skips (exit 77).
  */
 #include <stdio.h>
@@ -365,6 +367,127 @@ static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 	shemb_table_destroy(tc);
 }
 
+#ifndef SHEMB_TEST_EMU
+/* Work queued on stream st, ahead of what comes next on it: a large
+ * device-to-device copy, so that a call not ordered after it would find
+ * the bytes copied after it not there yet. */
+static void queue_delay(cudaStream_t st, void *scratch, size_t n)
+{
+	for (int k = 0; k < 4; k++)
+		CHECK(cudaMemcpyAsync(scratch, (char *)scratch + n / 2, n / 2,
+				      cudaMemcpyDeviceToDevice, st) ==
+			      cudaSuccess, "user stream: delay");
+}
+
+static void *pinned_copy(const void *p, size_t n)
+{
+	void *h = NULL;
+
+	if (cudaMallocHost(&h, n ? n : 1) != cudaSuccess)
+		abort();
+	memcpy(h, p, n);
+	return h;
+}
+
+/* A context on the program's stream: a call's work comes after what the
+ * program queued there before it.  The ids and the gradient reach device
+ * memory only through copies queued on that stream behind a long one, so
+ * a call that did not wait for them would read the zeros that were there
+ * before; the outputs and rows must equal the CPU twin's. */
+static void user_stream(shemb_ctx *cc)
+{
+	struct config c = { SHEMB_F32, SHEMB_OPT_ADAM, 64, SHEMB_WD_L2, 0, 1 };
+	struct shemb_ctx_attr a;
+	cudaStream_t st = NULL;
+	shemb_ctx *cu = NULL;
+	shemb_table *tg, *tc;
+	struct shemb_bags bg, bc;
+	struct set s;
+	size_t n, big = (size_t)1 << 30;
+	float *og, *oc, *grad, *hgrad, *rg, *rc, *dout, *dgrad;
+	int64_t *hids;
+	void *delay = dev_alloc(big);
+
+	CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) ==
+		      cudaSuccess, "user stream: cudaStreamCreate");
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 2;
+	a.device = SHEMB_DEVICE_CUDA;
+	a.stream = st;
+	if (shemb_ctx_create(&a, &cu)) {
+		CHECK(0, "user stream: context: %s",
+		      shemb_ctx_last_error(NULL));
+		dev_free(delay);
+		cudaStreamDestroy(st);
+		return;
+	}
+	tg = twin(cu, &c);
+	tc = twin(cc, &c);
+	do {
+		random_set(&s, SHEMB_POOL_SUM);
+		if (s.nbags == 0 || s.nids == 0)
+			free_set(&s);
+	} while (s.nbags == 0 || s.nids == 0);
+	n = (size_t)s.nbags * 64;
+	oc = xmalloc(n * sizeof(float));
+	og = xmalloc(n * sizeof(float));
+	grad = xmalloc(n * sizeof(float));
+	for (size_t k = 0; k < n; k++)
+		grad[k] = rndf(-1.0f, 1.0f);
+	hids = pinned_copy(s.ids, (size_t)s.nids * 8);
+	hgrad = pinned_copy(grad, n * sizeof(float));
+	bc = view(&s, tc);
+	bg = view(&s, tg);
+	bg.mem = SHEMB_MEM_DEVICE;
+	bg.offsets = to_device(s.offsets, ((size_t)s.nbags + 1) * 8);
+	bg.ids = dev_alloc((size_t)s.nids * 8);
+	bg.weights = s.weights ? to_device(s.weights, (size_t)s.nids * 4)
+			       : NULL;
+	dout = dev_alloc(n * sizeof(float));
+	dgrad = dev_alloc(n * sizeof(float));
+	dev_fill((void *)bg.ids, 0, (size_t)s.nids * 8);
+	dev_fill(dgrad, 0, n * sizeof(float));
+	queue_delay(st, delay, big);
+	cudaMemcpyAsync((void *)bg.ids, hids, (size_t)s.nids * 8,
+			cudaMemcpyHostToDevice, st);
+	CHECK(shemb_lookup(cu, 1, &bg, &dout, 0) == 0 &&
+		      shemb_lookup(cc, 1, &bc, &oc, 0) == 0,
+	      "user stream: lookup: %s", shemb_ctx_last_error(cu));
+	dev_get(og, dout, n * sizeof(float));
+	CHECK(same_bits(og, oc, n), "user stream: the lookup did not wait "
+	      "for the ids queued on the program's stream");
+	queue_delay(st, delay, big);
+	cudaMemcpyAsync(dgrad, hgrad, n * sizeof(float),
+			cudaMemcpyHostToDevice, st);
+	CHECK(shemb_backward(cu, 1, &bg, (const float *const *)&dgrad) == 0 &&
+		      shemb_backward(cc, 1, &bc,
+				     (const float *const *)&grad) == 0,
+	      "user stream: backward: %s", shemb_ctx_last_error(cu));
+	rg = read_all(tg, 64, 0xff);
+	rc = read_all(tc, 64, 0xfe);
+	CHECK(same_bits(rg, rc, (size_t)ROWS * 64), "user stream: the "
+	      "backward did not wait for the gradient queued on the stream");
+	dev_free((void *)bg.offsets);
+	dev_free((void *)bg.ids);
+	dev_free((void *)bg.weights);
+	dev_free(dout);
+	dev_free(dgrad);
+	dev_free(delay);
+	cudaFreeHost(hids);
+	cudaFreeHost(hgrad);
+	free(rg);
+	free(rc);
+	free(og);
+	free(oc);
+	free(grad);
+	free_set(&s);
+	shemb_table_destroy(tg);
+	shemb_table_destroy(tc);
+	shemb_ctx_destroy(cu);
+	cudaStreamDestroy(st);
+}
+#endif
+
 int main(void)
 {
 	static const int dtypes[] = { SHEMB_F32, SHEMB_F16, SHEMB_BF16 };
@@ -397,6 +520,9 @@ int main(void)
 		run_config(cg, cc, &c);
 	}
 	device_buffers(cg, cc);
+#ifndef SHEMB_TEST_EMU
+	user_stream(cc);
+#endif
 	shemb_ctx_destroy(cg);
 	check_no_device_leak();
 	shemb_ctx_destroy(cc);
