@@ -235,8 +235,8 @@ size_t shemb__pack_put(struct shemb__pack *b, const void *src, size_t n)
 }
 
 /* Buffers grow by half again so that a slowly growing batch does not
- * reallocate every call; the stream is idle here (every call ends
- * synchronized), so the old ones can go at once. */
+ * reallocate every call; nothing of this context's uses them now (every
+ * call ends synchronized), and cudaFree waits for the device anyway. */
 static int grow(struct shemb__cuda *c, size_t need)
 {
 	size_t cap = need + need / 2 + 4096;

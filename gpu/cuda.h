@@ -2,8 +2,9 @@
  * cuda.h - the device side of the GPU backend, as C functions: the .cu
  * files implement them with the CUDA runtime, gpu/backend.c builds struct
  * shemb_mem_ops on them.  Every call runs on the context's stream and
- * returns when its work is done (it synchronizes that stream, never the
- * device).  Job arrays are host memory unless a job says otherwise.
+ * returns when its work is done (it synchronizes that stream; only the
+ * frees of memory, when buffers grow or go, wait for the whole device, as
+ * cudaFree and cudaFreeHost do).  Job arrays are host memory unless a job says otherwise.
  * Errors: SHEMB_ENOMEM or SHEMB_EINTERNAL, with the CUDA message in
  * shemb__cuda_describe().
  */

@@ -303,13 +303,51 @@ static const char *torch_script(void)
 	return NULL;
 }
 
-/* PyTorch's median milliseconds on batch 0 (of a lookup, or with train
- * of a training step), or a negative value with the reason printed. */
+/* The batches' files for PyTorch in dir, as comma-separated lists of
+ * paths (off, ids); 0, or -1 when one could not be written. */
+static int write_batches(const struct gpu_opts *o, const struct gpu_batch *b,
+			 const char *dir, char *off, char *ids, size_t len)
+{
+	int rc = 0;
+
+	off[0] = ids[0] = '\0';
+	for (int k = 0; k < BATCHES && !rc; k++) {
+		char p[64], q[64];
+
+		snprintf(p, sizeof(p), "%s/offsets%d", dir, k);
+		snprintf(q, sizeof(q), "%s/ids%d", dir, k);
+		rc = write_file(p, b[k].offsets, ((size_t)o->batch + 1) * 8) ||
+		     write_file(q, b[k].ids,
+				(size_t)o->batch * o->pooling * 8);
+		snprintf(off + strlen(off), len - strlen(off), "%s%s",
+			 k ? "," : "", p);
+		snprintf(ids + strlen(ids), len - strlen(ids), "%s%s",
+			 k ? "," : "", q);
+	}
+	return rc ? -1 : 0;
+}
+
+static void remove_batches(const char *dir)
+{
+	for (int k = 0; k < BATCHES; k++) {
+		char p[64];
+
+		snprintf(p, sizeof(p), "%s/offsets%d", dir, k);
+		unlink(p);
+		snprintf(p, sizeof(p), "%s/ids%d", dir, k);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+/* PyTorch's median milliseconds on the same batches, taken in the same
+ * turn (of a lookup, or with train of a training step), or a negative
+ * value with the reason printed. */
 static double time_torch(const struct gpu_opts *o, const struct gpu_batch *b,
 			 bool train)
 {
-	char dir[] = "/tmp/shemb-bench-gpu.XXXXXX", off[64], ids[64];
-	char cmd[1024], line[256];
+	char dir[] = "/tmp/shemb-bench-gpu.XXXXXX", off[256], ids[256];
+	char cmd[1536], line[256];
 	const char *script = torch_script();
 	double ms = -1.0;
 	FILE *p;
@@ -320,10 +358,7 @@ static double time_torch(const struct gpu_opts *o, const struct gpu_batch *b,
 						: "no temporary directory");
 		return -1.0;
 	}
-	snprintf(off, sizeof(off), "%s/offsets", dir);
-	snprintf(ids, sizeof(ids), "%s/ids", dir);
-	if (!write_file(off, b->offsets, ((size_t)o->batch + 1) * 8) &&
-	    !write_file(ids, b->ids, (size_t)o->batch * o->pooling * 8)) {
+	if (!write_batches(o, b, dir, off, ids, sizeof(off))) {
 		snprintf(cmd, sizeof(cmd), "%s '%s' --rows %lld --dim %d "
 			 "--dtype %s --offsets %s --ids %s --reps %d%s "
 			 "--grad %g --lr %g 2>&1",
@@ -337,10 +372,11 @@ static double time_torch(const struct gpu_opts *o, const struct gpu_batch *b,
 				printf("torch: %s", line);
 		if (p)
 			pclose(p);
+	} else {
+		printf("torch: the batches could not be written in %s\n",
+		       dir);
 	}
-	unlink(off);
-	unlink(ids);
-	rmdir(dir);
+	remove_batches(dir);
 	return ms;
 }
 
@@ -481,7 +517,7 @@ static int run(const struct gpu_opts *o)
 		goto out;
 	}
 	copy_s = time_copy(bytes, o->reps);
-	torch_ms = time_torch(o, &b[0], false);
+	torch_ms = time_torch(o, b, false);
 	report(bytes, lookup_s, copy_s, torch_ms);
 	write_csv(o, csv, bytes, lookup_s, copy_s, torch_ms);
 	/* the rows change from here on: after the check above */
@@ -492,7 +528,7 @@ static int run(const struct gpu_opts *o)
 		rc = failed(ctx, "training step", rc);
 		goto out;
 	}
-	report_train(step_s, time_torch(o, &b[0], true));
+	report_train(step_s, time_torch(o, b, true));
 	report_results(lookup_s, copy_s, torch_ms);
 	rc = 0;
 out:

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch's embedding_bag on a CUDA device, for shemb-bench gpu.
 
-Reads the bags shemb-bench wrote (raw little-endian int64 offsets with
-nbags + 1 entries, and ids), builds a table of the same shape and storage
-dtype, runs torch.nn.functional.embedding_bag (mode sum) on them a number
-of times and prints the median time of one call in milliseconds as
-"torch_ms <value>".  With --train, one call is a training step instead:
+Reads the batches of bags shemb-bench wrote (raw little-endian int64
+offsets with nbags + 1 entries, and ids; --offsets and --ids each a
+comma-separated list of files, one per batch), builds a table of the same
+shape and storage dtype, runs torch.nn.functional.embedding_bag (mode sum)
+on the batches in turn, as shemb-bench does, a number of times and prints
+the median time of one call in milliseconds as "torch_ms <value>".  With --train, one call is a training step instead:
 the forward with sparse gradients, the backward of a gradient of --grad
 everywhere, and torch.optim.SGD's step.  Exits 77 without torch or a
 CUDA device.
@@ -40,28 +41,29 @@ def main():
     dev = torch.device("cuda")
     dtype = {"f32": torch.float32, "f16": torch.float16,
              "bf16": torch.bfloat16}[a.dtype]
-    offsets = torch.from_file(a.offsets, dtype=torch.int64,
-                              size=_count(a.offsets)).to(dev)
-    ids = torch.from_file(a.ids, dtype=torch.int64,
-                          size=_count(a.ids)).to(dev)
+    offsets = [_load(torch, p, dev) for p in a.offsets.split(",")]
+    ids = [_load(torch, p, dev) for p in a.ids.split(",")]
+    if len(offsets) != len(ids):
+        print("torch: as many offsets files as ids files are needed")
+        return 2
     weight = torch.empty(a.rows, a.dim, dtype=dtype, device=dev)
     weight.uniform_(-0.01, 0.01)
-    call = _lookup(F, ids, weight, offsets)
-    if a.train:
-        call = _train_step(torch, F, ids, weight, offsets, a)
+    make = _train_step if a.train else _lookup
+    calls = [make(torch, F, i, weight, o, a) for i, o in zip(ids, offsets)]
     times = []
-    for r in range(a.reps + 1):
+    # call -1 (untimed) on the last batch, call r on batch r % batches
+    for r in range(-1, a.reps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        call()
+        calls[r % len(calls)]()
         torch.cuda.synchronize()
-        if r:
+        if r >= 0:
             times.append(time.perf_counter() - t0)
     print("torch_ms %.6f" % (statistics.median(times) * 1e3))
     return 0
 
 
-def _lookup(F, ids, weight, offsets):
+def _lookup(torch, F, ids, weight, offsets, a):
     def call():
         F.embedding_bag(ids, weight, offsets, mode="sum",
                         include_last_offset=True)
@@ -83,10 +85,11 @@ def _train_step(torch, F, ids, weight, offsets, a):
     return call
 
 
-def _count(path):
+def _load(torch, path, dev):
     with open(path, "rb") as f:
         f.seek(0, 2)
-        return f.tell() // 8
+        n = f.tell() // 8
+    return torch.from_file(path, dtype=torch.int64, size=n).to(dev)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@
  * queued there before each call.
  * Without a usable GPU it says why and skips (exit 77).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shemb.h"
 #include "tests/gpu/gputest.h"
@@ -368,15 +370,22 @@ static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 }
 
 #ifndef SHEMB_TEST_EMU
-/* Work queued on stream st, ahead of what comes next on it: a large
- * device-to-device copy, so that a call not ordered after it would find
- * the bytes copied after it not there yet. */
-static void queue_delay(cudaStream_t st, void *scratch, size_t n)
+static void CUDART_CB hold_stream(void *arg)
 {
-	for (int k = 0; k < 4; k++)
-		CHECK(cudaMemcpyAsync(scratch, (char *)scratch + n / 2, n / 2,
-				      cudaMemcpyDeviceToDevice, st) ==
-			      cudaSuccess, "user stream: delay");
+	(void)arg;
+	usleep(200000);
+}
+
+/* Work queued on stream st, then a copy of n bytes to dst behind it: the
+ * copy lands only once the host function has slept, so a call that did
+ * not order its work after st's would find dst as it was. */
+static void queue_late_copy(cudaStream_t st, void *dst, const void *src,
+			    size_t n)
+{
+	CHECK(cudaLaunchHostFunc(st, hold_stream, NULL) == cudaSuccess &&
+		      cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice,
+				      st) == cudaSuccess,
+	      "user stream: queueing the late copy");
 }
 
 static void *pinned_copy(const void *p, size_t n)
@@ -389,90 +398,67 @@ static void *pinned_copy(const void *p, size_t n)
 	return h;
 }
 
-/* A context on the program's stream: a call's work comes after what the
- * program queued there before it.  The ids and the gradient reach device
- * memory only through copies queued on that stream behind a long one, so
- * a call that did not wait for them would read the zeros that were there
- * before; the outputs and rows must equal the CPU twin's. */
-static void user_stream(shemb_ctx *cc)
+/* A non-empty set of SUM bags. */
+static void busy_set(struct set *s)
 {
-	struct config c = { SHEMB_F32, SHEMB_OPT_ADAM, 64, SHEMB_WD_L2, 0, 1 };
-	struct shemb_ctx_attr a;
-	cudaStream_t st = NULL;
-	shemb_ctx *cu = NULL;
-	shemb_table *tg, *tc;
-	struct shemb_bags bg, bc;
-	struct set s;
-	size_t n, big = (size_t)1 << 30;
-	float *og, *oc, *grad, *hgrad, *rg, *rc, *dout, *dgrad;
-	int64_t *hids;
-	void *delay = dev_alloc(big);
-
-	CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) ==
-		      cudaSuccess, "user stream: cudaStreamCreate");
-	shemb_ctx_attr_init(&a);
-	a.nthreads = 2;
-	a.device = SHEMB_DEVICE_CUDA;
-	a.stream = st;
-	if (shemb_ctx_create(&a, &cu)) {
-		CHECK(0, "user stream: context: %s",
-		      shemb_ctx_last_error(NULL));
-		dev_free(delay);
-		cudaStreamDestroy(st);
-		return;
-	}
-	tg = twin(cu, &c);
-	tc = twin(cc, &c);
 	do {
-		random_set(&s, SHEMB_POOL_SUM);
-		if (s.nbags == 0 || s.nids == 0)
-			free_set(&s);
-	} while (s.nbags == 0 || s.nids == 0);
-	n = (size_t)s.nbags * 64;
-	oc = xmalloc(n * sizeof(float));
-	og = xmalloc(n * sizeof(float));
-	grad = xmalloc(n * sizeof(float));
+		random_set(s, SHEMB_POOL_SUM);
+		if (s->nbags == 0 || s->nids == 0)
+			free_set(s);
+	} while (s->nbags == 0 || s->nids == 0);
+}
+
+/* One lookup and backward of the set on both twins, the GPU one with the
+ * ids and the gradient copied in late on the program's stream st (over
+ * zeros); outputs and rows compared. */
+static void late_step(cudaStream_t st, shemb_ctx *cu, shemb_table *tg,
+		      shemb_ctx *cc, shemb_table *tc, const struct set *s,
+		      bool late, const char *what)
+{
+	size_t n = (size_t)s->nbags * 64, idb = (size_t)s->nids * 8;
+	float *og = xmalloc(n * 4), *oc = xmalloc(n * 4), *grad, *hgrad;
+	float *dout = dev_alloc(n * 4), *dgrad = dev_alloc(n * 4), *rg, *rc;
+	struct shemb_bags bg = view(s, tg), bc = view(s, tc);
+	int64_t *hids = pinned_copy(s->ids, idb);
+
+	grad = xmalloc(n * 4);
 	for (size_t k = 0; k < n; k++)
 		grad[k] = rndf(-1.0f, 1.0f);
-	hids = pinned_copy(s.ids, (size_t)s.nids * 8);
-	hgrad = pinned_copy(grad, n * sizeof(float));
-	bc = view(&s, tc);
-	bg = view(&s, tg);
+	hgrad = pinned_copy(grad, n * 4);
 	bg.mem = SHEMB_MEM_DEVICE;
-	bg.offsets = to_device(s.offsets, ((size_t)s.nbags + 1) * 8);
-	bg.ids = dev_alloc((size_t)s.nids * 8);
-	bg.weights = s.weights ? to_device(s.weights, (size_t)s.nids * 4)
-			       : NULL;
-	dout = dev_alloc(n * sizeof(float));
-	dgrad = dev_alloc(n * sizeof(float));
-	dev_fill((void *)bg.ids, 0, (size_t)s.nids * 8);
-	dev_fill(dgrad, 0, n * sizeof(float));
-	queue_delay(st, delay, big);
-	cudaMemcpyAsync((void *)bg.ids, hids, (size_t)s.nids * 8,
-			cudaMemcpyHostToDevice, st);
+	bg.offsets = to_device(s->offsets, ((size_t)s->nbags + 1) * 8);
+	bg.ids = dev_alloc(idb);
+	bg.weights = s->weights ? to_device(s->weights, (size_t)s->nids * 4)
+				: NULL;
+	dev_fill((void *)bg.ids, 0, idb);
+	dev_fill(dgrad, 0, n * 4);
+	if (late)
+		queue_late_copy(st, (void *)bg.ids, hids, idb);
+	else
+		dev_put((void *)bg.ids, hids, idb);
 	CHECK(shemb_lookup(cu, 1, &bg, &dout, 0) == 0 &&
 		      shemb_lookup(cc, 1, &bc, &oc, 0) == 0,
-	      "user stream: lookup: %s", shemb_ctx_last_error(cu));
-	dev_get(og, dout, n * sizeof(float));
-	CHECK(same_bits(og, oc, n), "user stream: the lookup did not wait "
-	      "for the ids queued on the program's stream");
-	queue_delay(st, delay, big);
-	cudaMemcpyAsync(dgrad, hgrad, n * sizeof(float),
-			cudaMemcpyHostToDevice, st);
+	      "%s: lookup: %s", what, shemb_ctx_last_error(cu));
+	dev_get(og, dout, n * 4);
+	CHECK(same_bits(og, oc, n), "%s: the lookup did not wait for the "
+	      "ids queued on the program's stream", what);
+	if (late)
+		queue_late_copy(st, dgrad, hgrad, n * 4);
+	else
+		dev_put(dgrad, hgrad, n * 4);
 	CHECK(shemb_backward(cu, 1, &bg, (const float *const *)&dgrad) == 0 &&
 		      shemb_backward(cc, 1, &bc,
 				     (const float *const *)&grad) == 0,
-	      "user stream: backward: %s", shemb_ctx_last_error(cu));
+	      "%s: backward: %s", what, shemb_ctx_last_error(cu));
 	rg = read_all(tg, 64, 0xff);
 	rc = read_all(tc, 64, 0xfe);
-	CHECK(same_bits(rg, rc, (size_t)ROWS * 64), "user stream: the "
-	      "backward did not wait for the gradient queued on the stream");
+	CHECK(same_bits(rg, rc, (size_t)ROWS * 64), "%s: the backward did "
+	      "not wait for the gradient queued on the stream", what);
 	dev_free((void *)bg.offsets);
 	dev_free((void *)bg.ids);
 	dev_free((void *)bg.weights);
 	dev_free(dout);
 	dev_free(dgrad);
-	dev_free(delay);
 	cudaFreeHost(hids);
 	cudaFreeHost(hgrad);
 	free(rg);
@@ -480,9 +466,48 @@ static void user_stream(shemb_ctx *cc)
 	free(og);
 	free(oc);
 	free(grad);
-	free_set(&s);
-	shemb_table_destroy(tg);
-	shemb_table_destroy(tc);
+}
+
+/* A context on the program's stream: a call's work comes after what the
+ * program queued there before it, with the tables in device memory (sets
+ * read in place) and through a device tier (sets staged).  A first step
+ * with nothing late grows the context's buffers, so that the late one
+ * finds them made. */
+static void user_stream(shemb_ctx *cc)
+{
+	struct shemb_ctx_attr a;
+	cudaStream_t st = NULL;
+	shemb_ctx *cu = NULL;
+
+	if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) !=
+	    cudaSuccess) {
+		CHECK(0, "user stream: cudaStreamCreate");
+		return;
+	}
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 2;
+	a.device = SHEMB_DEVICE_CUDA;
+	a.stream = st;
+	if (shemb_ctx_create(&a, &cu)) {
+		CHECK(0, "user stream: context: %s",
+		      shemb_ctx_last_error(NULL));
+		cudaStreamDestroy(st);
+		return;
+	}
+	for (int tier = 0; tier < 2; tier++) {
+		struct config c = { SHEMB_F32, SHEMB_OPT_ADAM, 64, SHEMB_WD_L2,
+				    tier ? 64 : 0, 1 };
+		shemb_table *tg = twin(cu, &c), *tc = twin(cc, &c);
+		struct set s;
+
+		busy_set(&s);
+		late_step(st, cu, tg, cc, tc, &s, false, "user stream");
+		late_step(st, cu, tg, cc, tc, &s, true, tier ?
+			  "user stream, device tier" : "user stream");
+		free_set(&s);
+		shemb_table_destroy(tg);
+		shemb_table_destroy(tc);
+	}
 	shemb_ctx_destroy(cu);
 	cudaStreamDestroy(st);
 }
