@@ -185,6 +185,8 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 	if (!rc && !f->max_chunks)
 		f->max_chunks = default_chunks_in_flight(f->provider);
 	if (!rc)
+		f->pairwise = is_shm(f->provider);
+	if (!rc)
 		rc = exchange_names(f, cfg, err, errlen);
 	return rc;
 }

@@ -84,6 +84,7 @@ void shemb__fab_free_op(struct op *op)
 	free(op->counts);
 	free(op->landed);
 	free(op->next_rx);
+	free(op->rx_round);
 	if (op->scratch)
 		keep_spare(op->f, op->scratch, op->scratch_len);
 	free(op);

@@ -150,8 +150,9 @@ struct op {
 				      * recvcounts, rdispls */
 	size_t *landed;              /* alltoallv: per peer, the bytes of its
 				      * piece landed as one prefix */
-	int *next_rx;                /* ... and the index in round 0 of the
-				      * receive that extends it, or -1 */
+	int *next_rx;                /* ... and the index in its round of
+				      * the receive that extends it, or -1 */
+	int *rx_round;               /* ... and that round */
 	void *scratch;               /* allreduce: incoming data */
 	size_t scratch_len;
 	char why[256];               /* the failure, for the caller */
@@ -173,6 +174,8 @@ struct fab {
 	bool mr_local;               /* provider wants registered buffers */
 
 	size_t chunk;
+	bool pairwise;               /* bulk alltoallv of 3 or more ranks in
+				      * pairwise rounds (coll.c) */
 	int max_chunks;              /* data sends of an op in flight, at
 				      * most */
 	int timeout_ms;
