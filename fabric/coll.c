@@ -141,32 +141,31 @@ static void gate(struct op *op, int r, int hdr, int lo)
 	rd->x[hdr].gate_hi = rd->nx;
 }
 
-/* len bytes from peer into buf in round r, which wait for the peer's
- * header, transfer hdr of the round (see engine.h). */
-static int receive_gated(struct op *op, int r, int peer, int hdr, void *buf,
-			 size_t len)
+/*
+ * Headers both ways with peer in round r, then rlen bytes from peer into
+ * rbuf, which wait for the peer's header (so that no data lands in a
+ * buffer sized for another call, see engine.h), and slen bytes of sbuf to
+ * it, which go at once: the peer is in the same round, the only one of
+ * the call.  (Gating them too, as the rounds of a ring and pairwise rounds
+ * gate theirs, cost a third of the throughput of 2 ranks at 16 MiB.)
+ */
+static int exchange_pieces(struct op *op, int r, int peer, void *rbuf,
+			   size_t rlen, const void *sbuf, size_t slen)
 {
 	struct round *rd = &op->rounds[r];
-	int lo = rd->nx, rc = add_chunks(op, r, false, peer, buf, len);
+	int hdr = rd->nx, lo, rc;
 
-	if (rc)
-		return rc;
-	if (op->next_rx && rd->nx > lo) {
+	rc = exchange_headers(op, r, peer, slen, rlen);
+	lo = rd->nx;
+	if (!rc)
+		rc = add_chunks(op, r, false, peer, rbuf, rlen);
+	if (!rc && op->next_rx && rd->nx > lo) {
 		op->next_rx[peer] = lo;
 		op->rx_round[peer] = r;
 	}
-	gate(op, r, hdr, lo);
-	return 0;
-}
-
-/* Headers both ways with peer, then len bytes from peer into buf. */
-static int headers_and_receive(struct op *op, int r, int peer, uint64_t bytes,
-			       uint64_t expect, void *buf, size_t len)
-{
-	int hdr = op->rounds[r].nx;
-	int rc = exchange_headers(op, r, peer, bytes, expect);
-
-	return rc ? rc : receive_gated(op, r, peer, hdr, buf, len);
+	if (!rc)
+		gate(op, r, hdr, lo);
+	return rc ? rc : add_chunks(op, r, true, peer, (void *)sbuf, slen);
 }
 
 static int alloc_rounds(struct op *op, int n)
@@ -280,11 +279,8 @@ static int one_round(struct op *op, const char *sb, char *rb)
 	for (int i = 1; !rc && i < f->world; i++) {
 		int p = first_peers_differ(f, i);
 
-		rc = headers_and_receive(op, 0, p, SC(op)[p], RC(op)[p],
-					 rb + RD(op)[p], RC(op)[p]);
-		if (!rc)
-			rc = add_chunks(op, 0, true, p,
-					(void *)(sb + SD(op)[p]), SC(op)[p]);
+		rc = exchange_pieces(op, 0, p, rb + RD(op)[p], RC(op)[p],
+				     sb + SD(op)[p], SC(op)[p]);
 	}
 	return rc;
 }
@@ -334,11 +330,8 @@ static int build_allgatherv(struct op *op)
 	for (int i = 1; !rc && i < f->world; i++) {
 		int p = first_peers_differ(f, i);
 
-		rc = headers_and_receive(op, 0, p, mine, RC(op)[p],
-					 rb + RD(op)[p], RC(op)[p]);
-		if (!rc)
-			rc = add_chunks(op, 0, true, p, (void *)op->c.sendbuf,
-					mine);
+		rc = exchange_pieces(op, 0, p, rb + RD(op)[p], RC(op)[p],
+				     op->c.sendbuf, mine);
 	}
 	return rc;
 }
@@ -431,11 +424,9 @@ static int build_allreduce_small(struct op *op)
 	for (int i = 1; !rc && i < f->world; i++) {
 		int p = first_peers_differ(f, i);
 
-		rc = headers_and_receive(op, 0, p, bytes, bytes,
-					 slots + (size_t)p * bytes, bytes);
-		if (!rc)
-			rc = add_chunks(op, 0, true, p,
-					slots + (size_t)f->rank * bytes, bytes);
+		rc = exchange_pieces(op, 0, p, slots + (size_t)p * bytes,
+				     bytes, slots + (size_t)f->rank * bytes,
+				     bytes);
 	}
 	return rc;
 }
@@ -473,7 +464,17 @@ static int ring_add_chunk(struct op *op, const struct xfer *x)
 	return 0;
 }
 
-static int ring_round(struct op *op, int r, int left_hdr)
+/*
+ * Round r of the ring: a segment from left, one to right.  The segment
+ * to right waits for right's header of the round, sent as right enters
+ * it: a rank runs a round ahead of its right neighbour at times, and a
+ * segment no receive matches yet would hold back the completion of the
+ * lane's later sends (see pairwise_round), the ones that neighbour waits
+ * for among them.  Round 0's headers are the call's (exchanged by
+ * build_allreduce_ring); later rounds send the same header again, to
+ * left.  The first data from left waits for left's header.
+ */
+static int ring_round(struct op *op, int r, int left_hdr, int right_hdr)
 {
 	struct fab *f = op->f;
 	int n = f->world, right = (f->rank + 1) % n, left = mod(f->rank - 1, n);
@@ -485,23 +486,28 @@ static int ring_round(struct op *op, int r, int left_hdr)
 	/* round 0 sends this rank's own data: no copy into recvbuf first */
 	char *from = r == 0 ? (char *)op->c.sendbuf : acc;
 	size_t ss, sl, rs, rl, e = elem(op);
-	int rc;
+	int rc = 0, lo;
 
 	ring_segment(op, send_seg, &ss, &sl);
 	ring_segment(op, recv_seg, &rs, &rl);
-	rc = add_chunks(op, r, false, left,
-			scatter ? op->scratch : acc + rs * e, rl * e);
-	if (!rc && r == 0) { /* the first data from left waits for its
-			      * header */
-		struct round *rd = &op->rounds[0];
-
-		for (int i = left_hdr + 2; i < rd->nx; i++)
-			rd->x[i].gated = true;
-		rd->x[left_hdr].gate_lo = left_hdr + 2;
-		rd->x[left_hdr].gate_hi = rd->nx;
+	if (r > 0) {
+		right_hdr = op->rounds[r].nx;
+		rc = add_header(op, r, right, false);
+		if (!rc)
+			rc = add_header(op, r, left, true);
+	}
+	lo = op->rounds[r].nx;
+	if (!rc)
+		rc = add_chunks(op, r, false, left,
+				scatter ? op->scratch : acc + rs * e, rl * e);
+	if (!rc && r == 0 && left != right) {
+		gate(op, 0, left_hdr, lo);
+		lo = op->rounds[0].nx;
 	}
 	if (!rc)
 		rc = add_chunks(op, r, true, right, from + ss * e, sl * e);
+	if (!rc)
+		gate(op, r, right_hdr, lo);
 	if (scatter)
 		op->rounds[r].on_chunk = ring_add_chunk;
 	return rc;
@@ -512,7 +518,7 @@ static int build_allreduce_ring(struct op *op)
 	struct fab *f = op->f;
 	int n = f->world, right = (f->rank + 1) % n, left = mod(f->rank - 1, n);
 	size_t bytes = op->c.count * elem(op), first, most;
-	int rc = alloc_rounds(op, 2 * (n - 1)), left_hdr;
+	int rc = alloc_rounds(op, 2 * (n - 1)), left_hdr, right_hdr = 0;
 
 	ring_segment(op, 0, &first, &most);
 	if (rc || !shemb__fab_scratch(op, most * elem(op)))
@@ -520,10 +526,12 @@ static int build_allreduce_ring(struct op *op)
 	if (!rc && left != right)
 		rc = exchange_headers(op, 0, right, bytes, bytes);
 	left_hdr = op->rounds[0].nx; /* then left's: receive, send */
+	if (left == right)
+		right_hdr = left_hdr;
 	if (!rc)
 		rc = exchange_headers(op, 0, left, bytes, bytes);
 	for (int r = 0; !rc && r < 2 * (n - 1); r++)
-		rc = ring_round(op, r, left_hdr);
+		rc = ring_round(op, r, left_hdr, right_hdr);
 	return rc;
 }
 

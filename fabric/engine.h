@@ -26,7 +26,11 @@
  * The data receives from a peer wait for that peer's header: when calls
  * disagree, no data lands in a buffer sized for something else (and no
  * receive is truncated, which some providers answer by dropping the
- * connection).
+ * connection).  In collectives of several rounds with data (a ring,
+ * pairwise alltoallv), the data sends to a peer wait for its header of
+ * the round too: shm completes a lane's sends in the order they were
+ * posted, so a send to a peer not yet in the round would hold back the
+ * completion of the sends that peer waits for (coll.c).
  */
 #ifndef SHEMB_ENGINE_H
 #define SHEMB_ENGINE_H
@@ -103,9 +107,9 @@ struct xfer {
 	bool send, posted, is_hdr, is_ctrl;
 	bool landed;                 /* a receive that completed and checked
 				      * out */
-	bool gated;                  /* a receive posted only once the
-				      * peer's header checked out */
-	int gate_lo, gate_hi;        /* header receive: the receives it
+	bool gated;                  /* posted only once the peer's
+				      * header checked out */
+	int gate_lo, gate_hi;        /* header receive: the transfers it
 				      * gates, indices in its round */
 	struct mr_slot *mr;          /* registration, when the provider
 				      * wants one */
@@ -324,7 +328,7 @@ int shemb__coll_build(struct fab *f, struct op *op);
 int shemb__coll_check_header(struct op *op, int peer);
 /* alltoallv: bytes from peer landed as one prefix of its piece */
 size_t shemb__coll_landed(const struct op *op, int peer);
-/* alltoallv: receive x of round 0 landed; extends its peer's prefix */
+/* alltoallv: receive x landed; extends its peer's prefix */
 void shemb__coll_on_landed(struct op *op, const struct xfer *x);
 
 /* ep.c */

@@ -10,7 +10,9 @@
  *
  * Scenarios: alltoallv, alltoallv-big (one 64 MiB pair), allgatherv,
  * allreduce, barrier, concurrent, priorities (40 collectives of random
- * priorities in flight), lanes [ROUNDS] (small bulk allreduces each
+ * priorities in flight), staggered (rings, pairwise alltoallv and
+ * allgatherv several megabytes deep in flight, waited for in orders that
+ * differ between ranks), lanes [ROUNDS] (small bulk allreduces each
  * beside an urgent alltoallv), stall (the last rank makes no call for twice
  * the timeout), mismatch-count, mismatch-order, mismatch-prio,
  * kill-one (rank world-1 dies in the middle of a large alltoallv; the
@@ -522,6 +524,71 @@ static void prio_check(struct prio_op *o, int i)
 	}
 	free(o->red);
 	free(o->mine);
+}
+
+/* ---- rounds of different collectives, waited for in different orders ---- */
+
+#define STAG_RED 1000000 /* floats: a ring */
+#define STAG_GATHER 20000 /* floats per rank */
+
+/* Ranks finish the alltoallv and enter the allgatherv at different times,
+ * and each waits for the allreduce and the allgatherv in an order of its
+ * own: a send posted to a rank that has not reached its receive must not
+ * hold back the sends that rank waits for (see fabric/coll.c). */
+static void staggered_one(int it)
+{
+	float *red = malloc(STAG_RED * sizeof(float));
+	float *mine = malloc(STAG_GATHER * sizeof(float));
+	float *all = malloc((size_t)world * STAG_GATHER * sizeof(float));
+	size_t rc[64], rd[64];
+	shemb_request *rr, *gr;
+	struct a2a a;
+
+	if (!red || !mine || !all)
+		FAIL("no memory");
+	for (size_t k = 0; k < STAG_RED; k++)
+		red[k] = (float)(rank + it + (int)(k % 5));
+	for (size_t k = 0; k < STAG_GATHER; k++)
+		mine[k] = (float)(rank * 3 + it);
+	for (int r = 0; r < world; r++) {
+		rc[r] = STAG_GATHER * sizeof(float);
+		rd[r] = (size_t)r * STAG_GATHER * sizeof(float);
+	}
+	CHECK(shemb_allreduce(ctx, red, red, STAG_RED, SHEMB_F32,
+			      SHEMB_REDUCE_SUM, &rr));
+	a2a_prepare(&a, 9000 + (uint64_t)it, (size_t)3 << 20);
+	CHECK(shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc, a.rd, NULL));
+	a2a_check(&a, 9000 + (uint64_t)it);
+	CHECK(shemb_allgatherv(ctx, mine, STAG_GATHER * sizeof(float), all, rc,
+			       rd, &gr));
+	if ((rank + it) % 2) {
+		CHECK(shemb_wait(gr));
+		CHECK(shemb_wait(rr));
+	} else {
+		CHECK(shemb_wait(rr));
+		CHECK(shemb_wait(gr));
+	}
+	for (size_t k = 0; k < STAG_RED; k++) {
+		float want = 0;
+
+		for (int r = 0; r < world; r++)
+			want += (float)(r + it + (int)(k % 5));
+		if (red[k] != want)
+			FAIL("staggered %d: sum %zu is %g, want %g", it, k,
+			     red[k], want);
+	}
+	for (size_t k = 0; k < (size_t)world * STAG_GATHER; k++)
+		if (all[k] != (float)((int)(k / STAG_GATHER) * 3 + it))
+			FAIL("staggered %d: gathered value %zu wrong", it, k);
+	free(red);
+	free(mine);
+	free(all);
+}
+
+static void run_staggered(void)
+{
+	for (int it = 0; it < 12; it++)
+		staggered_one(it);
 }
 
 static void run_priorities(void)
@@ -1184,6 +1251,8 @@ int main(int argc, char **argv)
 		run_concurrent();
 	else if (!strcmp(s, "priorities"))
 		run_priorities();
+	else if (!strcmp(s, "staggered"))
+		run_staggered();
 	else if (!strcmp(s, "stall"))
 		run_stall();
 	else if (!strcmp(s, "wedge"))

@@ -17,8 +17,8 @@ one() { # provider ranks scenario [options...]
 for p in shm "tcp;ofi_rxm"; do
 	for n in 2 3 4; do
 		for s in alltoallv allgatherv allreduce barrier concurrent \
-			priorities lanes mismatch-count mismatch-order \
-			mismatch-prio; do
+			priorities staggered lanes mismatch-count \
+			mismatch-order mismatch-prio; do
 			one "$p" "$n" "$s"
 		done
 		one "$p" "$n" alltoallv-big
