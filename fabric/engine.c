@@ -635,9 +635,11 @@ static void check_timeouts(struct fab *f, uint64_t now)
 		if (x && n > 0 && (size_t)n < sizeof(f->fail_why))
 			snprintf(f->fail_why + n,
 				 sizeof(f->fail_why) - (size_t)n,
-				 " (still waiting for %s from rank %d)",
+				 " (still waiting for %s from rank %d%s)",
 				 x->is_hdr ? "the call's header" : "data",
-				 x->peer);
+				 x->peer, op->nrounds > 1 && f->world > 2
+						  ? ", or a rank it waits for"
+						  : "");
 		fail_all(f, SHEMB_ETIMEDOUT);
 		return;
 	}

@@ -39,6 +39,14 @@ for p in shm "tcp;ofi_rxm"; do
 	SHEMB_FABRIC_REGISTER=1 one "$p" 3 concurrent
 	SHEMB_FABRIC_REGISTER=1 one "$p" 2 alltoallv-big
 done
+# pairwise rounds of alltoallv over shm with more ranks than the loops
+# above: an odd count (no round pairs a rank with one peer both ways) and
+# an even one (the middle round does)
+for n in 5 6; do
+	for s in alltoallv staggered priorities mismatch-count mismatch-prio; do
+		one shm "$n" "$s"
+	done
+done
 # healthy steps waited for past a short timeout: the check for a stuck
 # thread must let them be, with the progress thread and without
 one shm 2 slow-steps --timeout 1000
