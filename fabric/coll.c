@@ -141,6 +141,16 @@ static void gate(struct op *op, int r, int hdr, int lo)
 	rd->x[hdr].gate_hi = rd->nx;
 }
 
+/* The receives from peer that start at lo in round r, for the landed
+ * prefix of an alltoallv (shemb__coll_on_landed). */
+static void track_receives(struct op *op, int r, int peer, int lo)
+{
+	if (op->next_rx && op->rounds[r].nx > lo) {
+		op->next_rx[peer] = lo;
+		op->rx_round[peer] = r;
+	}
+}
+
 /*
  * Headers both ways with peer in round r, then rlen bytes from peer into
  * rbuf, which wait for the peer's header (so that no data lands in a
@@ -159,13 +169,11 @@ static int exchange_pieces(struct op *op, int r, int peer, void *rbuf,
 	lo = rd->nx;
 	if (!rc)
 		rc = add_chunks(op, r, false, peer, rbuf, rlen);
-	if (!rc && op->next_rx && rd->nx > lo) {
-		op->next_rx[peer] = lo;
-		op->rx_round[peer] = r;
-	}
-	if (!rc)
-		gate(op, r, hdr, lo);
-	return rc ? rc : add_chunks(op, r, true, peer, (void *)sbuf, slen);
+	if (rc)
+		return rc;
+	track_receives(op, r, peer, lo);
+	gate(op, r, hdr, lo);
+	return add_chunks(op, r, true, peer, (void *)sbuf, slen);
 }
 
 static int alloc_rounds(struct op *op, int n)
@@ -236,20 +244,17 @@ static int pairwise_round(struct op *op, int i, const char *sb, char *rb)
 	hdr_from = op->rounds[r].nx;
 	rc = exchange_headers(op, r, from, SC(op)[from], RC(op)[from]);
 	hdr_to = op->rounds[r].nx;
-	if (!rc && to != from)
-		rc = exchange_headers(op, r, to, SC(op)[to], RC(op)[to]);
-	else
+	if (to == from)
 		hdr_to = hdr_from;
+	else if (!rc)
+		rc = exchange_headers(op, r, to, SC(op)[to], RC(op)[to]);
 	lo = op->rounds[r].nx;
 	if (!rc)
 		rc = add_chunks(op, r, false, from, rb + RD(op)[from],
 				RC(op)[from]);
 	if (rc)
 		return rc;
-	if (op->rounds[r].nx > lo) {
-		op->next_rx[from] = lo;
-		op->rx_round[from] = r;
-	}
+	track_receives(op, r, from, lo);
 	if (to != from) {
 		gate(op, r, hdr_from, lo);
 		lo = op->rounds[r].nx;
