@@ -533,8 +533,9 @@ static void prio_check(struct prio_op *o, int i)
 
 /* Ranks finish the alltoallv and enter the allgatherv at different times,
  * and each waits for the allreduce and the allgatherv in an order of its
- * own: a send posted to a rank that has not reached its receive must not
- * hold back the sends that rank waits for (see fabric/coll.c). */
+ * own; every result is checked.  Whether a round's sends wait for their
+ * receiver (fabric/coll.c) only shows here when the ranks' timing makes a
+ * job without it hang: tests/test_coll_build.c checks that directly. */
 static void staggered_one(int it)
 {
 	float *red = malloc(STAG_RED * sizeof(float));
@@ -1203,7 +1204,6 @@ static void open_ctx(int argc, char **argv)
 		printf("%d ranks over %s\n", world, a.provider);
 }
 
-/* After wedge-steps, rank 0's context stays with its stuck thread. */
 /*
  * After wedge-steps, rank 0's context stays with its stuck thread of
  * steps.  The thread wedged may hold a real lock of the shm provider's

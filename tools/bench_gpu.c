@@ -303,6 +303,12 @@ static const char *torch_script(void)
 	return NULL;
 }
 
+/* Where batch k's offsets (ids false) or ids go for PyTorch, in dir. */
+static void batch_file(char *p, size_t len, const char *dir, bool ids, int k)
+{
+	snprintf(p, len, "%s/%s%d", dir, ids ? "ids" : "offsets", k);
+}
+
 /* The batches' files for PyTorch in dir, as comma-separated lists of
  * paths (off, ids); 0, or -1 when one could not be written. */
 static int write_batches(const struct gpu_opts *o, const struct gpu_batch *b,
@@ -314,8 +320,8 @@ static int write_batches(const struct gpu_opts *o, const struct gpu_batch *b,
 	for (int k = 0; k < BATCHES && !rc; k++) {
 		char p[64], q[64];
 
-		snprintf(p, sizeof(p), "%s/offsets%d", dir, k);
-		snprintf(q, sizeof(q), "%s/ids%d", dir, k);
+		batch_file(p, sizeof(p), dir, false, k);
+		batch_file(q, sizeof(q), dir, true, k);
 		rc = write_file(p, b[k].offsets, ((size_t)o->batch + 1) * 8) ||
 		     write_file(q, b[k].ids,
 				(size_t)o->batch * o->pooling * 8);
@@ -329,12 +335,10 @@ static int write_batches(const struct gpu_opts *o, const struct gpu_batch *b,
 
 static void remove_batches(const char *dir)
 {
-	for (int k = 0; k < BATCHES; k++) {
+	for (int k = 0; k < 2 * BATCHES; k++) {
 		char p[64];
 
-		snprintf(p, sizeof(p), "%s/offsets%d", dir, k);
-		unlink(p);
-		snprintf(p, sizeof(p), "%s/ids%d", dir, k);
+		batch_file(p, sizeof(p), dir, k % 2, k / 2);
 		unlink(p);
 	}
 	rmdir(dir);
