@@ -423,7 +423,8 @@ static int progress_while_moving(struct fab *f, struct op *op, char *why,
 	int rc = 0;
 
 	f->waiters_progressing += bulk;
-	f->urgent_waiters += !bulk;
+	if (!bulk)
+		shemb__fab_urgent_wait_begin(f);
 	while (!op->done) {
 		uint64_t now;
 
@@ -442,7 +443,8 @@ static int progress_while_moving(struct fab *f, struct op *op, char *why,
 			return rc;
 	}
 	f->waiters_progressing -= bulk;
-	f->urgent_waiters -= !bulk;
+	if (!bulk)
+		shemb__fab_urgent_wait_end(f);
 	return 0;
 }
 

@@ -204,8 +204,12 @@ struct fab {
 				      * back meanwhile */
 	unsigned urgent_batches;     /* batches read from the urgent lane */
 	int urgent_waiters;          /* callers driving the urgent lane only:
-				      * the thread stands back unless bulk
-				      * ops are active */
+				      * the thread stands back while no bulk
+				      * op is active, or while the bulk lane
+				      * is held (progress.c) */
+	uint64_t bulk_hold_until;    /* the thread leaves the bulk lane alone
+				      * until then while urgent waiters
+				      * wait */
 	bool bulk_reader;            /* a thread reads the bulk lane's
 				      * completions (without the lock) */
 	uint64_t bulk_read_ns;       /* ... since then */
@@ -303,6 +307,10 @@ static inline bool shemb__fab_callers_waiting(struct fab *f)
 }
 /* progress.c */
 int shemb__fab_start_thread(struct fab *f);
+/* A caller starts or stops waiting for an urgent collective (with the
+ * lock); the first one holds the bulk lane back (progress.c). */
+void shemb__fab_urgent_wait_begin(struct fab *f);
+void shemb__fab_urgent_wait_end(struct fab *f);
 /* false: the thread did not end (see shemb__fab_join) */
 bool shemb__fab_stop_thread(struct fab *f);
 void shemb__fab_free_op(struct op *op);

@@ -13,7 +13,8 @@
  * priorities in flight), staggered (rings, pairwise alltoallv and
  * allgatherv several megabytes deep in flight, waited for in orders that
  * differ between ranks), lanes [ROUNDS] (small bulk allreduces each
- * beside an urgent alltoallv), stall (the last rank makes no call for twice
+ * beside an urgent alltoallv), hold (rank 0 waits for an urgent alltoallv
+ * while the others wait for the bulk allreduce before it), stall (the last rank makes no call for twice
  * the timeout), mismatch-count, mismatch-order, mismatch-prio,
  * kill-one (rank world-1 dies in the middle of a large alltoallv; the
  * others must fail with SHEMB_EPEER or SHEMB_ETIMEDOUT, and a later call
@@ -653,6 +654,54 @@ static void run_lanes(int rounds)
 	}
 }
 
+/*
+ * hold: every rank starts a bulk allreduce of 16 MiB and then an urgent
+ * alltoallv; rank 0 waits for the alltoallv first, the others for the
+ * allreduce, which needs rank 0's progress thread to move the bulk lane
+ * while rank 0's caller waits for an urgent collective.  That thread
+ * keeps off the bulk lane only for a while then (fabric/progress.c): a
+ * hold for as long as an urgent collective is unfinished would leave
+ * every rank waiting until the timeout.
+ */
+static void run_hold(void)
+{
+	enum { COUNT = 4 << 20 };
+	float *red = malloc(COUNT * sizeof(float));
+
+	if (!red)
+		FAIL("no memory");
+	for (int i = 0; i < 4; i++) {
+		shemb_request *ar, *aa;
+		struct a2a a;
+
+		for (size_t k = 0; k < COUNT; k++)
+			red[k] = (float)(rank + i + (int)(k % 7));
+		a2a_prepare(&a, 9500 + (uint64_t)i, 0);
+		CHECK(shemb_allreduce(ctx, red, red, COUNT, SHEMB_F32,
+				      SHEMB_REDUCE_SUM, &ar));
+		if (rank)
+			CHECK(shemb_wait(ar));
+		CHECK(shemb_alltoallv_prio(ctx, a.sb, a.sc, a.sd, a.rb, a.rc,
+					   a.rd, SHEMB_PRIO_LOOKUP, &aa));
+		CHECK(shemb_wait(aa));
+		if (!rank)
+			CHECK(shemb_wait(ar));
+		shemb_request_free(aa);
+		shemb_request_free(ar);
+		a2a_check(&a, 9500 + (uint64_t)i);
+		for (size_t k = 0; k < COUNT; k++) {
+			float want = 0;
+
+			for (int r = 0; r < world; r++)
+				want += (float)(r + i + (int)(k % 7));
+			if (red[k] != want)
+				FAIL("hold %d: sum %zu is %g, want %g", i, k,
+				     red[k], want);
+		}
+	}
+	free(red);
+}
+
 /* A table of rows x dim, and in b nbags bags of len ids each (into the
  * arrays given), the ids a mix of seed, position and rank. */
 static shemb_table *step_table(int64_t rows, int dim, int nbags, int len,
@@ -1261,6 +1310,8 @@ int main(int argc, char **argv)
 		run_wedge_steps(&wedged_table);
 	else if (!strcmp(s, "slow-steps"))
 		run_slow_steps();
+	else if (!strcmp(s, "hold"))
+		run_hold();
 	else if (!strcmp(s, "lanes"))
 		run_lanes(argc > 2 ? atoi(argv[2]) : 400);
 	else if (!strcmp(s, "mismatch-count"))

@@ -24,6 +24,9 @@ for p in shm "tcp;ofi_rxm"; do
 		one "$p" "$n" alltoallv-big
 	done
 	one "$p" 3 concurrent --caller
+	# an urgent wait on rank 0 while the others need its bulk lane: a
+	# hang would last until the timeout
+	one "$p" 3 hold --timeout 10000
 	# a rank that makes no call: the other times out, naming it (with
 	# more ranks, the first to time out would leave, and the others
 	# could see that instead)
