@@ -139,7 +139,10 @@ struct op {
 	struct round *rounds;
 	int pending;                 /* transfers of this round not done */
 	int posted;                  /* transfers handed to libfabric */
-	int chunks_posted;           /* data sends among them */
+	int chunks_queued;           /* data sends queued or posted: at most
+				      * max_chunks */
+	struct xfer *defer_head, *defer_tail; /* data sends beyond that,
+				      * queued as earlier ones complete */
 	uint64_t last_ns;            /* last completion, for the timeout */
 	struct shemb__hdr *hdr_out;  /* per peer */
 	struct shemb__hdr *hdr_in;
