@@ -43,6 +43,7 @@ const char bench_comm_usage[] =
 "  --passes N          sweeps, libshemb and OpenMPI in alternating order;\n"
 "                      repetitions of all passes are pooled (default 2)\n"
 "  --chunk BYTES       libshemb's chunk_bytes (default: the library's)\n"
+"  --in-flight N       libshemb's chunks_in_flight (default: the library's)\n"
 "  --progress MODE     libshemb's progress: thread or caller\n"
 "  --split             also time the start of each libshemb alltoallv\n"
 "  --raw-msg BYTES     raw stream message size (default 1M)\n"
@@ -62,7 +63,7 @@ const char bench_comm_usage[] =
 enum {
 	C_RANKS = 256, C_SIZES, C_PROVIDER, C_REPS, C_PASSES, C_CHUNK,
 	C_PROGRESS, C_SPLIT, C_RAW_MSG, C_RAW_TOTAL, C_RAW_ITERS, C_NO_MPI,
-	C_SHEMB_RUN, C_MPI_BENCH, C_MPIRUN, C_TIMEOUT, C_CSV
+	C_SHEMB_RUN, C_MPI_BENCH, C_MPIRUN, C_TIMEOUT, C_CSV, C_IN_FLIGHT
 };
 
 static const struct option comm_long[] = {
@@ -72,6 +73,7 @@ static const struct option comm_long[] = {
 	{ "reps", required_argument, NULL, C_REPS },
 	{ "passes", required_argument, NULL, C_PASSES },
 	{ "chunk", required_argument, NULL, C_CHUNK },
+	{ "in-flight", required_argument, NULL, C_IN_FLIGHT },
 	{ "progress", required_argument, NULL, C_PROGRESS },
 	{ "split", no_argument, NULL, C_SPLIT },
 	{ "raw-msg", required_argument, NULL, C_RAW_MSG },
@@ -136,6 +138,8 @@ static int comm_opt(struct comm_opts *o, int c, const char *arg)
 		return comm_parse_count(arg, 1, 100, &o->passes);
 	case C_CHUNK:
 		return comm_parse_count(arg, 1, big, &o->chunk);
+	case C_IN_FLIGHT:
+		return comm_parse_count(arg, 1, 256, &o->in_flight);
 	case C_PROGRESS:
 		o->progress = arg;
 		return strcmp(arg, "thread") && strcmp(arg, "caller") ? -1 : 0;
@@ -319,6 +323,8 @@ static void read_info(struct comm_prov *p, const char *rest, int who)
 		snprintf(p->seen[who], sizeof(p->seen[who]), "%s", val);
 	else if (!strcmp(key, "chunk_bytes"))
 		p->chunk_seen = atoll(val);
+	else if (!strcmp(key, "chunks_in_flight"))
+		p->in_flight_seen = atoll(val);
 	else if (!strcmp(key, "progress"))
 		snprintf(p->progress_seen, sizeof(p->progress_seen), "%.15s",
 			 val);
@@ -430,6 +436,10 @@ static void job_shemb(const struct comm_opts *o, struct comm_prov *p,
 	if (o->chunk) {
 		arg(&a, "--chunk");
 		arg_num(&a, o->chunk);
+	}
+	if (o->in_flight) {
+		arg(&a, "--in-flight");
+		arg_num(&a, o->in_flight);
 	}
 	if (o->progress) {
 		arg(&a, "--progress");

@@ -111,7 +111,9 @@ struct comm_prov {
 	struct comm_samples raw;
 	char seen[3][64];        /* provider reported: libshemb, raw, MPI */
 	char note[3][320];       /* why a series is missing: same order */
-	long long chunk_seen;    /* libshemb's chunk_bytes and progress */
+	long long chunk_seen;    /* libshemb's chunk_bytes, chunks_in_flight
+				  * and progress */
+	long long in_flight_seen;
 	char progress_seen[16];
 	struct comm_samples cell[COMM_MAX_RANKS][COMM_MAX_SIZES][NSERIES];
 };
@@ -130,6 +132,7 @@ struct comm_opts {
 	FILE *csv_file;          /* open from the start: a bad file stops
 				  * the run before it begins */
 	int64_t chunk;           /* 0: the library's default */
+	int64_t in_flight;       /* chunks_in_flight; 0: the default */
 	const char *progress;    /* NULL: the library's default */
 	int64_t raw_msg, raw_total, raw_iters;
 	bool no_mpi, split;

@@ -31,6 +31,7 @@ struct rank_opts {
 	int reps;            /* 0: comm_auto_reps() */
 	int warmup;
 	int64_t chunk;       /* 0: the library's default */
+	int64_t in_flight;   /* chunks_in_flight; 0: the default */
 	int progress;        /* enum shemb_progress */
 	bool allreduce;
 	bool split;          /* also time the start of each call alone */
@@ -258,13 +259,14 @@ static int run_size(struct rank_state *s, int64_t bytes)
 /* ---- options and setup ---- */
 
 enum { R_SIZES = 256, R_REPS, R_WARMUP, R_CHUNK, R_PROGRESS, R_NO_AR,
-       R_SPLIT };
+       R_SPLIT, R_IN_FLIGHT };
 
 static const struct option rank_long[] = {
 	{ "sizes", required_argument, NULL, R_SIZES },
 	{ "reps", required_argument, NULL, R_REPS },
 	{ "warmup", required_argument, NULL, R_WARMUP },
 	{ "chunk", required_argument, NULL, R_CHUNK },
+	{ "in-flight", required_argument, NULL, R_IN_FLIGHT },
 	{ "progress", required_argument, NULL, R_PROGRESS },
 	{ "no-allreduce", no_argument, NULL, R_NO_AR },
 	{ "split", no_argument, NULL, R_SPLIT },
@@ -288,6 +290,8 @@ static int rank_opt(struct rank_opts *o, int c, const char *arg)
 		return 0;
 	case R_CHUNK:
 		return comm_parse_count(arg, 0, (int64_t)1 << 40, &o->chunk);
+	case R_IN_FLIGHT:
+		return comm_parse_count(arg, 0, 256, &o->in_flight);
 	case R_PROGRESS:
 		o->progress = !strcmp(arg, "caller") ? SHEMB_PROGRESS_CALLER
 						     : SHEMB_PROGRESS_THREAD;
@@ -334,6 +338,7 @@ static void print_info(struct rank_state *s)
 	printf(COMM_TAG " info ranks %d\n", a.world_size);
 	printf(COMM_TAG " info provider %s\n", a.provider ? a.provider : "?");
 	printf(COMM_TAG " info chunk_bytes %zu\n", a.chunk_bytes);
+	printf(COMM_TAG " info chunks_in_flight %d\n", a.chunks_in_flight);
 	printf(COMM_TAG " info progress %s\n",
 	       a.progress == SHEMB_PROGRESS_CALLER ? "caller" : "thread");
 	fflush(stdout);
@@ -347,6 +352,7 @@ static int open_ctx(struct rank_state *s)
 	shemb_ctx_attr_init(&a);
 	a.progress = s->o->progress;
 	a.chunk_bytes = (size_t)s->o->chunk;
+	a.chunks_in_flight = (int)s->o->in_flight;
 	rc = shemb_ctx_create(&a, &s->ctx);
 	if (rc)
 		return fail(s, "shemb_ctx_create", rc);

@@ -109,9 +109,11 @@ static void print_head(const struct comm_opts *o, const struct comm_prov *p)
 	char msg[32], total[32];
 
 	printf("\n== provider %s\n", p->name);
-	printf("   libshemb: libfabric %s, chunk_bytes %lld, progress %s\n",
+	printf("   libshemb: libfabric %s, chunk_bytes %lld, chunks_in_flight "
+	       "%lld,\n             progress %s\n",
 	       p->seen[SEEN_SHEMB][0] ? p->seen[SEEN_SHEMB] : "?",
-	       p->chunk_seen, p->progress_seen[0] ? p->progress_seen : "?");
+	       p->chunk_seen, p->in_flight_seen,
+	       p->progress_seen[0] ? p->progress_seen : "?");
 	printf("   raw:      libfabric %s, one process to another, %s "
 	       "messages,\n             %s per iteration, up to %d in "
 	       "flight\n",
