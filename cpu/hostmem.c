@@ -39,6 +39,19 @@ static void advise_huge(void *p, size_t bytes)
 
 #ifdef HAVE_JEMALLOC
 
+/*
+ * The library's own copy of jemalloc (linked in, its symbols local) also
+ * serves the library's malloc() calls.  By default jemalloc puts blocks
+ * of 8 MiB and more in an arena that returns their pages to the kernel
+ * the moment they are freed, and a distributed step allocates and frees
+ * its exchange buffers (rows of 32768 ids of 64 floats are 8 MiB) every
+ * step: every page of them faulted in again, a third of the CPU time of
+ * a step at 4 ranks (shemb-bench sched).  Large blocks share the usual
+ * arenas instead, whose freed pages are reused and decay in seconds.
+ * The host program's malloc is not this one and is not affected.
+ */
+const char *malloc_conf = "oversize_threshold:0";
+
 int shemb__hostmem_create(struct shemb__hostmem **out)
 {
 	struct shemb__hostmem *hm = calloc(1, sizeof(*hm));
