@@ -41,16 +41,30 @@ static void advise_huge(void *p, size_t bytes)
 
 /*
  * The library's own copy of jemalloc (linked in, its symbols local) also
- * serves the library's malloc() calls.  By default jemalloc puts blocks
- * of 8 MiB and more in an arena that returns their pages to the kernel
- * the moment they are freed, and a distributed step allocates and frees
- * its exchange buffers (rows of 32768 ids of 64 floats are 8 MiB) every
- * step: every page of them faulted in again, a third of the CPU time of
- * a step at 4 ranks (shemb-bench sched).  Large blocks share the usual
- * arenas instead, whose freed pages are reused and decay in seconds.
- * The host program's malloc is not this one and is not affected.
+ * serves the library's malloc() calls, and a distributed step allocates
+ * and frees its exchange buffers (rows of 32768 ids of 64 floats are
+ * 8 MiB) every step.  By default jemalloc returns blocks of 8 MiB and
+ * more to the kernel the moment they are freed, and lets smaller freed
+ * pages decay back to it over seconds whether or not they are reused:
+ * either way every page of a step's buffers was faulted in again, more
+ * than half of the CPU time of a step at 4 ranks (shemb-bench sched).
+ * So freed pages stay with the library for its next step, and go back
+ * to the kernel when a context is destroyed (purge_unused).  The host
+ * program's malloc is not this one and is not affected.
  */
-const char *malloc_conf = "oversize_threshold:0";
+const char *malloc_conf = "oversize_threshold:0,dirty_decay_ms:-1,"
+			  "muzzy_decay_ms:-1";
+
+/* Every arena's freed pages back to the kernel, those of the library's
+ * malloc() calls included. */
+static void purge_unused(void)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "arena.%u.purge",
+		 (unsigned)MALLCTL_ARENAS_ALL);
+	mallctl(name, NULL, NULL, NULL, 0);
+}
 
 int shemb__hostmem_create(struct shemb__hostmem **out)
 {
@@ -77,6 +91,7 @@ void shemb__hostmem_destroy(struct shemb__hostmem *hm)
 	snprintf(name, sizeof(name), "arena.%u.destroy", hm->arena);
 	mallctl(name, NULL, NULL, NULL, 0);
 	free(hm);
+	purge_unused();
 }
 
 static int arena_flags(const struct shemb__hostmem *hm, size_t bytes)
