@@ -88,6 +88,7 @@ static void store_free(void *p, struct shemb__store *s)
 
 	shemb__hostmem_free(be->hm, s->base, s->bytes);
 	s->base = NULL;
+	shemb__hostmem_trim(be->hm); /* a table's rows: often gigabytes */
 }
 
 /* Zero the padding of a record and set its optimizer state, so a record's

@@ -44,26 +44,37 @@ static void advise_huge(void *p, size_t bytes)
  * serves the library's malloc() calls, and a distributed step allocates
  * and frees its exchange buffers (rows of 32768 ids of 64 floats are
  * 8 MiB) every step.  By default jemalloc returns blocks of 8 MiB and
- * more to the kernel the moment they are freed, and lets smaller freed
- * pages decay back to it over seconds whether or not they are reused:
- * either way every page of a step's buffers was faulted in again, more
- * than half of the CPU time of a step at 4 ranks (shemb-bench sched).
- * So freed pages stay with the library for its next step, and go back
- * to the kernel when a context is destroyed (purge_unused).  The host
- * program's malloc is not this one and is not affected.
+ * more to the kernel the moment they are freed, and lets freed pages
+ * decay back to it over seconds even when the next step would take them
+ * again: either way the pages of a step's buffers were faulted in anew,
+ * more than half of the CPU time of a step at 4 ranks (shemb-bench
+ * sched).  So freed pages stay with the library for its next step; a
+ * table's rows go back to the kernel when the table is destroyed
+ * (shemb__hostmem_trim), everything else when a context is
+ * (shemb__hostmem_release_all).  The host program's malloc is not this
+ * one and is not affected.
  */
 const char *malloc_conf = "oversize_threshold:0,dirty_decay_ms:-1,"
 			  "muzzy_decay_ms:-1";
 
-/* Every arena's freed pages back to the kernel, those of the library's
- * malloc() calls included. */
-static void purge_unused(void)
+static void purge_arena(unsigned arena)
 {
 	char name[64];
 
-	snprintf(name, sizeof(name), "arena.%u.purge",
-		 (unsigned)MALLCTL_ARENAS_ALL);
+	snprintf(name, sizeof(name), "arena.%u.purge", arena);
 	mallctl(name, NULL, NULL, NULL, 0);
+}
+
+void shemb__hostmem_trim(struct shemb__hostmem *hm)
+{
+	purge_arena(hm->arena);
+}
+
+void shemb__hostmem_release_all(void)
+{
+	/* this thread's cache of small blocks first, then every arena */
+	mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
+	purge_arena(MALLCTL_ARENAS_ALL);
 }
 
 int shemb__hostmem_create(struct shemb__hostmem **out)
@@ -91,7 +102,6 @@ void shemb__hostmem_destroy(struct shemb__hostmem *hm)
 	snprintf(name, sizeof(name), "arena.%u.destroy", hm->arena);
 	mallctl(name, NULL, NULL, NULL, 0);
 	free(hm);
-	purge_unused();
 }
 
 static int arena_flags(const struct shemb__hostmem *hm, size_t bytes)
@@ -163,6 +173,16 @@ void shemb__hostmem_free(struct shemb__hostmem *hm, void *p, size_t bytes)
 {
 	if (p)
 		munmap(p, map_size(bytes ? bytes : 1));
+}
+
+/* Blocks are unmapped as they are freed: nothing is kept to return. */
+void shemb__hostmem_trim(struct shemb__hostmem *hm)
+{
+	(void)hm;
+}
+
+void shemb__hostmem_release_all(void)
+{
 }
 
 #endif

@@ -17,6 +17,14 @@ void shemb__hostmem_destroy(struct shemb__hostmem *hm);
 void *shemb__hostmem_alloc(struct shemb__hostmem *hm, size_t bytes);
 void shemb__hostmem_free(struct shemb__hostmem *hm, void *p, size_t bytes);
 
+/* The pages of hm's blocks freed so far back to the kernel (a table's
+ * rows, once freed). */
+void shemb__hostmem_trim(struct shemb__hostmem *hm);
+
+/* The pages that the library's allocations have freed, in every arena,
+ * back to the kernel: when a context is gone. */
+void shemb__hostmem_release_all(void);
+
 /* "jemalloc arena N" or "mmap" */
 const char *shemb__hostmem_describe(const struct shemb__hostmem *hm);
 

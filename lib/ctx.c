@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu/hostmem.h"
 #include "cpu/threadpool.h"
 #include "lib/comm.h"
 #include "lib/backend.h"
@@ -172,6 +173,7 @@ SHEMB_API int shemb_ctx_destroy(shemb_ctx *ctx)
 	free(ctx->rank_bytes);
 	free(ctx->rank_budget);
 	free(ctx);
+	shemb__hostmem_release_all();
 	return 0;
 }
 
