@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ struct host_id {
 	char host[128];
 	char boot_id[48];
 	char provider[64]; /* the one this rank asks for, "" = by host */
+	cpu_set_t cpus;    /* the processors this rank may run on */
 };
 
 static int allgather(struct fab *f, const struct shemb__fabric_cfg *cfg,
@@ -64,6 +66,58 @@ static const char *asked_provider(const struct shemb__fabric_cfg *cfg)
 	return p && *p ? p : "";
 }
 
+static void usable_cpus(cpu_set_t *set)
+{
+	long n;
+
+	if (sched_getaffinity(0, sizeof(*set), set) == 0 && CPU_COUNT(set))
+		return;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	CPU_ZERO(set);
+	for (long c = 0; c < (n > 0 ? n : 1) && c < CPU_SETSIZE; c++)
+		CPU_SET((int)c, set);
+}
+
+static bool same_host(const struct host_id *a, const struct host_id *b)
+{
+	return !strcmp(a->host, b->host) && !strcmp(a->boot_id, b->boot_id);
+}
+
+static int by_host(const void *a, const void *b)
+{
+	const struct host_id *x = a, *y = b;
+	int c = strcmp(x->host, y->host);
+
+	return c ? c : strcmp(x->boot_id, y->boot_id);
+}
+
+/*
+ * Whether some host runs more ranks than the processors they may use
+ * between them (ranks pinned to a processor each are not crowded).
+ * Every rank reaches the same answer from the same table, which this
+ * sorts by host.
+ */
+static bool some_host_crowded(struct host_id *all, int world)
+{
+	cpu_set_t cpus;
+	int run = 0;
+
+	qsort(all, (size_t)world, sizeof(*all), by_host);
+	for (int r = 0; r < world; r++) {
+		if (run && same_host(&all[r], &all[r - 1])) {
+			run++;
+			CPU_OR(&cpus, &cpus, &all[r].cpus);
+		} else {
+			run = 1;
+			cpus = all[r].cpus;
+		}
+		if ((r + 1 == world || !same_host(&all[r + 1], &all[r])) &&
+		    run > CPU_COUNT(&cpus))
+			return true;
+	}
+	return false;
+}
+
 /* Every rank must end with the same provider. */
 static int choose_provider(struct fab *f, const struct shemb__fabric_cfg *cfg,
 			   char *out, size_t outlen, char *err, size_t errlen)
@@ -78,10 +132,10 @@ static int choose_provider(struct fab *f, const struct shemb__fabric_cfg *cfg,
 	gethostname(me.host, sizeof(me.host) - 1);
 	read_boot_id(me.boot_id, sizeof(me.boot_id));
 	snprintf(me.provider, sizeof(me.provider), "%s", asked_provider(cfg));
+	usable_cpus(&me.cpus);
 	rc = allgather(f, cfg, &me, all, sizeof(me), err, errlen);
 	for (int r = 0; !rc && r < f->world; r++) {
-		one_host &= !strcmp(all[r].host, me.host) &&
-			    !strcmp(all[r].boot_id, me.boot_id);
+		one_host &= same_host(&all[r], &me);
 		if (strcmp(all[r].provider, me.provider)) {
 			snprintf(err, errlen, "rank %d asks for provider '%s', "
 				 "this rank for '%s'", r, all[r].provider,
@@ -89,6 +143,8 @@ static int choose_provider(struct fab *f, const struct shemb__fabric_cfg *cfg,
 			rc = SHEMB_EINVAL;
 		}
 	}
+	if (!rc)
+		f->crowded = some_host_crowded(all, f->world);
 	free(all);
 	if (!rc)
 		snprintf(out, outlen, "%s", *me.provider ? me.provider
@@ -134,22 +190,51 @@ static bool is_shm(const char *provider)
  * Measured (shemb-bench comm, 2 and 4 ranks, 1 to 64 MiB): on shm, where a
  * large message is one copy between processes, 4 MiB chunks beat 1 MiB by
  * 20-30%; over tcp;ofi_rxm, 1 MiB chunks beat 4 MiB by about 20%.
+ *
+ * Unless ranks outnumber the processors of their host: a rank's progress
+ * then copies every bulk chunk handed over and arrived in one go, on a
+ * processor that the ranks an urgent collective waits for need.
+ * Measured (shemb-bench sched -n 4, 2 CPUs): a 4 KiB alltoallv behind a
+ * 64 MiB allreduce took 7.5-11 times as long as alone with 4 MiB x 16,
+ * 7.8 with 1 MiB x 4, 2.9-5.9 with 512 KiB x 4, 4.3-4.5 with 256 KiB x 8
+ * and 1.2-1.5 with 128 KiB x 4, while four ranks' bulk throughput was
+ * the same within the noise.  The urgent lane keeps the large chunks:
+ * in small ones, the embedding step of that benchmark took 15% longer.
+ * With as many CPUs as ranks (-n 2), the urgent exchange took 0.3-0.8
+ * times as long as alone with the large chunks.
  */
-static size_t default_chunk(const char *provider)
+static size_t default_chunk(const struct fab *f, int lane)
 {
-	return is_shm(provider) ? (size_t)4 << 20 : (size_t)1 << 20;
+	if (!is_shm(f->provider))
+		return (size_t)1 << 20;
+	if (f->crowded && lane == LANE_BULK)
+		return (size_t)128 << 10;
+	return (size_t)4 << 20;
 }
 
 /*
  * Measured (shemb-bench comm, 64 MiB alltoallv): on shm, 2 ranks move
  * about 3.9 GB/s each with 16 or 32 chunks in flight, 2.1-2.9 with 4 and
  * 3.0 with 8 (4 ranks: no difference); over tcp;ofi_rxm, 32 beat 8 and
- * 16 by about 20% at 2 ranks.  Fewer did not make an urgent collective
- * overtake sooner on shm (shemb-bench sched), so they buy nothing there.
+ * 16 by about 20% at 2 ranks.  On crowded hosts, see default_chunk().
  */
-static int default_chunks_in_flight(const char *provider)
+static int default_chunks_in_flight(const struct fab *f, int lane)
 {
-	return is_shm(provider) ? 16 : 32;
+	if (!is_shm(f->provider))
+		return 32;
+	return f->crowded && lane == LANE_BULK ? 4 : 16;
+}
+
+/* What the attrs asked for on both lanes, else each lane's default. */
+static void set_chunking(struct fab *f, const struct shemb__fabric_cfg *cfg)
+{
+	for (int lane = 0; lane < NLANES; lane++) {
+		f->chunk[lane] = cfg->chunk_bytes ? cfg->chunk_bytes
+						  : default_chunk(f, lane);
+		f->max_chunks[lane] = cfg->chunks_in_flight
+				      ? cfg->chunks_in_flight
+				      : default_chunks_in_flight(f, lane);
+	}
 }
 
 static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
@@ -180,10 +265,8 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 		node = ip;
 	if (!rc)
 		rc = shemb__ep_open(f, provider, node, err, errlen);
-	if (!rc && !f->chunk)
-		f->chunk = default_chunk(f->provider);
-	if (!rc && !f->max_chunks)
-		f->max_chunks = default_chunks_in_flight(f->provider);
+	if (!rc)
+		set_chunking(f, cfg);
 	if (!rc)
 		f->pairwise = is_shm(f->provider);
 	if (!rc)
@@ -240,8 +323,6 @@ int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 	f->rank = cfg->rank;
 	f->world = cfg->world_size;
 	f->timeout_ms = cfg->timeout_ms;
-	f->chunk = cfg->chunk_bytes; /* 0: by provider, once it is known */
-	f->max_chunks = cfg->chunks_in_flight;
 	f->progress_mode = cfg->progress;
 	init_sync(f);
 	rc = connect_ranks(f, cfg, err, errlen);
@@ -265,12 +346,12 @@ const char *shemb__fabric_provider(void *comm)
 
 size_t shemb__fabric_chunk(void *comm)
 {
-	return ((struct fab *)comm)->chunk;
+	return ((struct fab *)comm)->chunk[LANE_BULK];
 }
 
 int shemb__fabric_chunks_in_flight(void *comm)
 {
-	return ((struct fab *)comm)->max_chunks;
+	return ((struct fab *)comm)->max_chunks[LANE_BULK];
 }
 
 /* ---- ops ---- */

@@ -181,7 +181,7 @@ static bool defer(struct fab *f, struct xfer *x)
 
 	if (!is_chunk(x))
 		return false;
-	if (op->chunks_queued < f->max_chunks) {
+	if (op->chunks_queued < f->max_chunks[op->lane]) {
 		op->chunks_queued++;
 		return false;
 	}

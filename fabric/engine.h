@@ -30,7 +30,10 @@
  * pairwise alltoallv), the data sends to a peer wait for its header of
  * the round too: shm completes a lane's sends in the order they were
  * posted, so a send to a peer not yet in the round would hold back the
- * completion of the sends that peer waits for (coll.c).
+ * completion of the sends that peer waits for (coll.c).  Over shm, so
+ * do the sends of one-round collectives that shm does not inject: the
+ * peer may not have started the call, and may wait for another
+ * collective first.
  */
 #ifndef SHEMB_ENGINE_H
 #define SHEMB_ENGINE_H
@@ -180,11 +183,19 @@ struct fab {
 	fi_addr_t *peers;            /* lane by lane, world each */
 	bool mr_local;               /* provider wants registered buffers */
 
-	size_t chunk;
+	size_t chunk[NLANES];        /* messages are cut in these, lane by
+				      * lane */
+	bool crowded;                /* a host runs more ranks than CPUs */
+	/* shm completes a lane's sends in the order they were posted, and a
+	 * send of more than it injects completes once its receiver takes it:
+	 * such a send to a peer not yet in the call would hold back the
+	 * completion of every later one (coll.c, exchange_pieces) */
+	bool sends_in_order;
+	size_t inject_size;
 	bool pairwise;               /* bulk alltoallv of 3 or more ranks in
 				      * pairwise rounds (coll.c) */
-	int max_chunks;              /* data sends of an op in flight, at
-				      * most */
+	int max_chunks[NLANES];      /* data sends of an op in flight, at
+				      * most, lane by lane */
 	int timeout_ms;
 	int progress_mode;
 

@@ -137,7 +137,11 @@ struct shemb_ctx_attr {
 	shemb_oob_allgather_fn oob_allgather; /* NULL: TCP rendezvous */
 	void *oob_arg;
 	size_t chunk_bytes;      /* messages are cut in chunks of this;
-				  * 0: 4 MiB on shm, 1 MiB otherwise */
+				  * 0: 4 MiB on shm (128 KiB for the
+				  * collectives at or below
+				  * SHEMB_PRIO_DENSE where a host runs
+				  * more ranks than their CPUs), 1 MiB
+				  * otherwise */
 	int deterministic;       /* 1: gradients of a row are summed in the
 				  * order of a single process given every
 				  * rank's bag sets in rank order, so any
@@ -175,8 +179,11 @@ struct shemb_ctx_attr {
 				  * streaming, fewer let a collective of
 				  * a higher priority on the same lane
 				  * (see enum shemb_priority) overtake
-				  * sooner; 0 (default): 16 on shm, 32
-				  * otherwise; at most 256 */
+				  * sooner; 0 (default): 16 on shm (4 for
+				  * those at or below SHEMB_PRIO_DENSE
+				  * where a host runs more ranks than
+				  * their CPUs), 32 otherwise; at most
+				  * 256 */
 };
 
 /* Where a context's kernels run. */

@@ -3,7 +3,10 @@
  * shemb-run (tests/test_coll.sh) or by tests/test_coll_fail.c.
  *
  * Usage: coll_rank SCENARIO [--caller] [--chunk BYTES] [--timeout MS]
- *                 [--in-flight CHUNKS] [--device]
+ *                 [--in-flight CHUNKS] [--device] [--pin]
+ * --pin puts each rank on one CPU of those it was given.  Every rank
+ * checks the chunking in use: the one asked for or the default, which
+ * depends on whether ranks outnumber their CPUs.
  * Every input is a function of (seed, rank, peer, index), so each rank
  * knows what every other rank sends and checks what it receives against a
  * plain loop.  Exit 0 when every check passed; a message and 1 otherwise.
@@ -12,7 +15,9 @@
  * allreduce, barrier, concurrent, priorities (40 collectives of random
  * priorities in flight), staggered (rings, pairwise alltoallv and
  * allgatherv several megabytes deep in flight, waited for in orders that
- * differ between ranks), lanes [ROUNDS] (small bulk allreduces each
+ * differ between ranks), late-start (an allreduce and an allgatherv,
+ * the allgatherv started by half the ranks only once the allreduce is
+ * done), lanes [ROUNDS] (small bulk allreduces each
  * beside an urgent alltoallv), hold (rank 0 waits for an urgent alltoallv
  * while the others wait for the bulk allreduce before it), stall (the last rank makes no call for twice
  * the timeout), mismatch-count, mismatch-order, mismatch-prio,
@@ -37,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -532,6 +538,62 @@ static void prio_check(struct prio_op *o, int i)
 #define STAG_RED 1000000 /* floats: a ring */
 #define STAG_GATHER 20000 /* floats per rank */
 
+/* An allreduce and an allgatherv of one round, their inputs a function
+ * of (rank, it). */
+struct stag {
+	float *red, *mine, *all;
+	size_t rc[64], rd[64];
+};
+
+static void stag_make(struct stag *g, int it)
+{
+	g->red = malloc(STAG_RED * sizeof(float));
+	g->mine = malloc(STAG_GATHER * sizeof(float));
+	g->all = malloc((size_t)world * STAG_GATHER * sizeof(float));
+	if (!g->red || !g->mine || !g->all)
+		FAIL("no memory");
+	for (size_t k = 0; k < STAG_RED; k++)
+		g->red[k] = (float)(rank + it + (int)(k % 5));
+	for (size_t k = 0; k < STAG_GATHER; k++)
+		g->mine[k] = (float)(rank * 3 + it);
+	for (int r = 0; r < world; r++) {
+		g->rc[r] = STAG_GATHER * sizeof(float);
+		g->rd[r] = (size_t)r * STAG_GATHER * sizeof(float);
+	}
+}
+
+static void stag_start_allreduce(struct stag *g, shemb_request **rr)
+{
+	CHECK(shemb_allreduce(ctx, g->red, g->red, STAG_RED, SHEMB_F32,
+			      SHEMB_REDUCE_SUM, rr));
+}
+
+static void stag_start_allgatherv(struct stag *g, shemb_request **gr)
+{
+	CHECK(shemb_allgatherv(ctx, g->mine, STAG_GATHER * sizeof(float),
+			       g->all, g->rc, g->rd, gr));
+}
+
+/* Against plain loops over every rank's inputs; frees g. */
+static void stag_check(struct stag *g, int it)
+{
+	for (size_t k = 0; k < STAG_RED; k++) {
+		float want = 0;
+
+		for (int r = 0; r < world; r++)
+			want += (float)(r + it + (int)(k % 5));
+		if (g->red[k] != want)
+			FAIL("round %d: sum %zu is %g, want %g", it, k,
+			     g->red[k], want);
+	}
+	for (size_t k = 0; k < (size_t)world * STAG_GATHER; k++)
+		if (g->all[k] != (float)((int)(k / STAG_GATHER) * 3 + it))
+			FAIL("round %d: gathered value %zu wrong", it, k);
+	free(g->red);
+	free(g->mine);
+	free(g->all);
+}
+
 /* Ranks finish the alltoallv and enter the allgatherv at different times,
  * and each waits for the allreduce and the allgatherv in an order of its
  * own; every result is checked.  Whether a round's sends wait for their
@@ -539,30 +601,16 @@ static void prio_check(struct prio_op *o, int i)
  * job without it hang: tests/test_coll_build.c checks that directly. */
 static void staggered_one(int it)
 {
-	float *red = malloc(STAG_RED * sizeof(float));
-	float *mine = malloc(STAG_GATHER * sizeof(float));
-	float *all = malloc((size_t)world * STAG_GATHER * sizeof(float));
-	size_t rc[64], rd[64];
 	shemb_request *rr, *gr;
+	struct stag g;
 	struct a2a a;
 
-	if (!red || !mine || !all)
-		FAIL("no memory");
-	for (size_t k = 0; k < STAG_RED; k++)
-		red[k] = (float)(rank + it + (int)(k % 5));
-	for (size_t k = 0; k < STAG_GATHER; k++)
-		mine[k] = (float)(rank * 3 + it);
-	for (int r = 0; r < world; r++) {
-		rc[r] = STAG_GATHER * sizeof(float);
-		rd[r] = (size_t)r * STAG_GATHER * sizeof(float);
-	}
-	CHECK(shemb_allreduce(ctx, red, red, STAG_RED, SHEMB_F32,
-			      SHEMB_REDUCE_SUM, &rr));
+	stag_make(&g, it);
+	stag_start_allreduce(&g, &rr);
 	a2a_prepare(&a, 9000 + (uint64_t)it, (size_t)3 << 20);
 	CHECK(shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc, a.rd, NULL));
 	a2a_check(&a, 9000 + (uint64_t)it);
-	CHECK(shemb_allgatherv(ctx, mine, STAG_GATHER * sizeof(float), all, rc,
-			       rd, &gr));
+	stag_start_allgatherv(&g, &gr);
 	if ((rank + it) % 2) {
 		CHECK(shemb_wait(gr));
 		CHECK(shemb_wait(rr));
@@ -570,27 +618,51 @@ static void staggered_one(int it)
 		CHECK(shemb_wait(rr));
 		CHECK(shemb_wait(gr));
 	}
-	for (size_t k = 0; k < STAG_RED; k++) {
-		float want = 0;
-
-		for (int r = 0; r < world; r++)
-			want += (float)(r + it + (int)(k % 5));
-		if (red[k] != want)
-			FAIL("staggered %d: sum %zu is %g, want %g", it, k,
-			     red[k], want);
-	}
-	for (size_t k = 0; k < (size_t)world * STAG_GATHER; k++)
-		if (all[k] != (float)((int)(k / STAG_GATHER) * 3 + it))
-			FAIL("staggered %d: gathered value %zu wrong", it, k);
-	free(red);
-	free(mine);
-	free(all);
+	shemb_request_free(rr);
+	shemb_request_free(gr);
+	stag_check(&g, it);
 }
 
 static void run_staggered(void)
 {
 	for (int it = 0; it < 12; it++)
 		staggered_one(it);
+}
+
+/*
+ * Every rank starts the allreduce, then the allgatherv; half the ranks
+ * wait for the allreduce before they start the allgatherv, the others
+ * after the allgatherv.  A rank must not hand the transport a send its
+ * receiver will post no receive for until the sender's own later sends
+ * are done: over shm, which completes a rank's sends in order, the
+ * allgatherv's sends would hold back the allreduce's, which the ranks
+ * that have not started the allgatherv wait for.
+ */
+static void late_start_one(int it)
+{
+	shemb_request *rr, *gr;
+	struct stag g;
+
+	stag_make(&g, it);
+	stag_start_allreduce(&g, &rr);
+	if ((rank + it) % 2) {
+		CHECK(shemb_wait(rr));
+		stag_start_allgatherv(&g, &gr);
+		CHECK(shemb_wait(gr));
+	} else {
+		stag_start_allgatherv(&g, &gr);
+		CHECK(shemb_wait(gr));
+		CHECK(shemb_wait(rr));
+	}
+	shemb_request_free(rr);
+	shemb_request_free(gr);
+	stag_check(&g, it);
+}
+
+static void run_late_start(void)
+{
+	for (int it = 0; it < 12; it++)
+		late_start_one(it);
 }
 
 static void run_priorities(void)
@@ -1201,10 +1273,61 @@ static void run_kill_relaxed(void)
 	shemb_table_destroy(t);
 }
 
+/*
+ * --pin: each rank on one CPU of those it was given, rank modulo their
+ * count, before the context sees them.  Returns their count.
+ */
+static int pin_to_one_cpu(void)
+{
+	const char *r = getenv("SHEMB_RANK");
+	cpu_set_t cpus, one;
+	int n, pick, seen = 0;
+
+	if (!r || sched_getaffinity(0, sizeof(cpus), &cpus))
+		FAIL("--pin needs SHEMB_RANK and sched_getaffinity");
+	n = CPU_COUNT(&cpus);
+	pick = atoi(r) % n;
+	CPU_ZERO(&one);
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (CPU_ISSET(c, &cpus) && seen++ == pick) {
+			CPU_SET(c, &one);
+			break;
+		}
+	}
+	if (sched_setaffinity(0, sizeof(one), &one))
+		FAIL("sched_setaffinity failed");
+	return n;
+}
+
+/*
+ * The chunking in use (the bulk lane's): the one asked for, or the
+ * documented default.  The ranks of these tests share one host and
+ * job_cpus CPUs between them: more ranks than those make shm's defaults
+ * the small ones.
+ */
+static void want_in_use(const struct shemb_ctx_attr *a, size_t chunk,
+			int in_flight, int job_cpus)
+{
+	bool shm = !strncmp(a->provider, "shm", 3);
+	bool crowded = a->world_size > job_cpus;
+
+	if (!chunk)
+		chunk = !shm ? 1u << 20 : crowded ? 128u << 10 : 4u << 20;
+	if (!in_flight)
+		in_flight = !shm ? 32 : crowded ? 4 : 16;
+	if (a->chunk_bytes != chunk || a->chunks_in_flight != in_flight)
+		FAIL("chunks of %zu B, %d in flight in use, want %zu B, %d "
+		     "(%d ranks, %d CPUs)", a->chunk_bytes,
+		     a->chunks_in_flight, chunk, in_flight, a->world_size,
+		     job_cpus);
+}
+
 static void open_ctx(int argc, char **argv)
 {
 	struct shemb_ctx_attr a;
-	int rc, in_flight;
+	size_t chunk;
+	int rc, in_flight, pinned_of = 0, job_cpus;
+	cpu_set_t cpus;
 
 	shemb_ctx_attr_init(&a);
 	a.nthreads = 1;
@@ -1220,6 +1343,8 @@ static void open_ctx(int argc, char **argv)
 			a.chunks_in_flight = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--device"))
 			on_device = true;
+		else if (!strcmp(argv[i], "--pin") && !pinned_of)
+			pinned_of = pin_to_one_cpu();
 	}
 	if (on_device)
 		a.device = SHEMB_DEVICE_CUDA;
@@ -1229,6 +1354,7 @@ static void open_ctx(int argc, char **argv)
 			shemb_ctx_last_error(NULL));
 		exit(1);
 	}
+	chunk = a.chunk_bytes;
 	in_flight = a.chunks_in_flight;
 	shemb_ctx_get_attr(ctx, &a);
 	rank = a.rank;
@@ -1240,12 +1366,12 @@ static void open_ctx(int argc, char **argv)
 		if (devmem_open(a.device_id, why, sizeof(why)))
 			FAIL("--device: %s", why);
 	}
-	/* the value in use: the one asked for, or the documented default */
-	if (!in_flight)
-		in_flight = strncmp(a.provider, "shm", 3) ? 32 : 16;
-	if (a.chunks_in_flight != in_flight)
-		FAIL("chunks_in_flight in use is %d, want %d",
-		     a.chunks_in_flight, in_flight);
+	if (sched_getaffinity(0, sizeof(cpus), &cpus))
+		FAIL("sched_getaffinity failed");
+	/* pinned ranks have one CPU each, but all of them between them */
+	job_cpus = pinned_of ? (world < pinned_of ? world : pinned_of)
+			     : CPU_COUNT(&cpus);
+	want_in_use(&a, chunk, in_flight, job_cpus);
 	/* the per-rank arrays of the scenarios that exchange data */
 	if (world > 64 && (argc < 2 || strcmp(argv[1], "barrier")))
 		FAIL("this test handles at most 64 ranks but in barrier");
@@ -1302,6 +1428,8 @@ int main(int argc, char **argv)
 		run_priorities();
 	else if (!strcmp(s, "staggered"))
 		run_staggered();
+	else if (!strcmp(s, "late-start"))
+		run_late_start();
 	else if (!strcmp(s, "stall"))
 		run_stall();
 	else if (!strcmp(s, "wedge"))

@@ -3,6 +3,7 @@
 # ranks of tests/coll_rank over shm and over tcp;ofi_rxm (loopback), each
 # run bounded in time; also the caller-progress mode, small chunks and
 # collectives of random priorities, rounds that use both lanes at once,
+# collectives waited for in different orders or started after a wait,
 # a rank that stops answering, a provider call that never returns, and
 # collectives on device buffers of the emulated device.
 . "$top_srcdir/tests/run_ranks.sh"
@@ -13,6 +14,16 @@ one() { # provider ranks scenario [options...]
 	shift 2
 	job "$p n=$n $*" -n "$n" --provider "$p" --timeout 120 "$rank" "$@"
 }
+
+taskset_one() { # cpu provider ranks scenario [options...]
+	c=$1 p=$2 n=$3
+	shift 3
+	job "$p n=$n on CPU $c $*" -n "$n" --provider "$p" --timeout 120 \
+		taskset -c "$c" "$rank" "$@"
+}
+
+# the first CPU this job may run on ("0-1", "2,5" ...)
+first_cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')
 
 for p in shm "tcp;ofi_rxm"; do
 	for n in 2 3 4; do
@@ -36,6 +47,18 @@ for p in shm "tcp;ofi_rxm"; do
 	# chunks in flight: the priority queue holds most transfers back
 	one "$p" 3 allreduce --chunk 16387
 	one "$p" 3 priorities --chunk 262144 --in-flight 4
+	# rounds of more chunks than may be in flight, in collectives
+	# waited for in different orders, and a collective started by some
+	# ranks only after they waited for the one before
+	one "$p" 4 staggered --chunk 131072 --in-flight 4
+	for n in 2 3 4; do
+		one "$p" "$n" late-start
+	done
+	one "$p" 4 late-start --chunk 131072 --in-flight 4
+	# the default chunking of ranks that share one CPU, and of ranks on
+	# a CPU each (not crowded where there are as many CPUs as ranks)
+	taskset_one "$first_cpu" "$p" 3 priorities
+	one "$p" 2 alltoallv --pin
 	one "$p" 4 priorities --caller --chunk 100000
 	one "$p" 4 alltoallv --chunk 1000
 	# the path of providers that want registered buffers (verbs, efa)

@@ -13,7 +13,13 @@
  *   the order they were posted, and a send to a rank still in an earlier
  *   round would hold back the sends that rank waits for.  Nothing run
  *   between processes tells such a send from a gated one until the
- *   ranks' timing makes the job hang, hence this check.
+ *   ranks' timing makes the job hang, hence this check;
+ * - in one-round collectives, where sends complete in order, a send of
+ *   more than the provider injects waits for its peer's header too (the
+ *   peer may not have started the call), and the others go at once;
+ * - a receive waits for no header but its own peer's, and a ring's
+ *   receives after round 0 for none: the rank's header of the round has
+ *   told its left neighbour to send.
  */
 #include "config.h"
 
@@ -28,6 +34,7 @@
 
 #define MAX_W 7
 #define CHUNK 4096
+#define INJECT (2 * CHUNK) /* pieces above this are several chunks */
 
 struct world {
 	int w;
@@ -44,7 +51,8 @@ static size_t piece(int a, int b)
 	return (size_t)((a * 7 + b * 3) % 5) * CHUNK * 3 / 2;
 }
 
-static void build_all(struct world *wd, int kind, int lane, size_t count)
+static void build_all(struct world *wd, int kind, int lane, size_t count,
+		      bool in_order)
 {
 	memset(wd->f, 0, sizeof(wd->f));
 	for (int r = 0; r < wd->w; r++) {
@@ -56,9 +64,11 @@ static void build_all(struct world *wd, int kind, int lane, size_t count)
 		ck_assert_ptr_nonnull(op);
 		f->rank = r;
 		f->world = wd->w;
-		f->chunk = CHUNK;
-		f->max_chunks = 16;
+		f->chunk[LANE_BULK] = f->chunk[LANE_URGENT] = CHUNK;
+		f->max_chunks[LANE_BULK] = f->max_chunks[LANE_URGENT] = 16;
 		f->pairwise = true;
+		f->sends_in_order = in_order;
+		f->inject_size = INJECT;
 		for (int p = 0; p < wd->w; p++) {
 			sc[p] = piece(r, p);
 			rc[p] = piece(p, r);
@@ -131,43 +141,53 @@ static bool met(const struct world *wd, int a, int r, const struct xfer *x)
 	return false;
 }
 
-/* Data receives of rounds below recv_rounds wait for their headers (a
- * ring's later rounds post theirs at once: the header of round 0 checked
- * the call); with sends_gated, every data send waits for its own. */
+/* How the data sends of a world wait. */
+enum sends {
+	SENDS_FREE,         /* at once */
+	SENDS_GATED,        /* for their peer's header */
+	SENDS_GATED_BIG,    /* for it when the piece is above INJECT */
+};
+
+static bool want_send_gated(enum sends how, int a, int peer)
+{
+	return how == SENDS_GATED ||
+	       (how == SENDS_GATED_BIG && piece(a, peer) > INJECT);
+}
+
+/* Data receives of rounds below recv_rounds wait for their headers, the
+ * later ones (a ring's: the header of round 0 checked the call) for
+ * none; data sends wait as how says. */
+static void check_xfer(const struct world *wd, int a, int r, int i,
+		       int recv_rounds, enum sends how)
+{
+	const struct round *rd = &wd->op[a]->rounds[r];
+	const struct xfer *x = &rd->x[i];
+	bool want = x->send ? want_send_gated(how, a, x->peer)
+			    : r < recv_rounds;
+
+	ck_assert_msg(met(wd, a, r, x), "world %d, rank %d, round %d: "
+		      "transfer %d (peer %d) has no match", wd->w, a, r, i,
+		      x->peer);
+	if (x->is_hdr)
+		return;
+	ck_assert_msg(x->gated == want && (!want || gated_by_peer(rd, i,
+								   x->peer)),
+		      "world %d, rank %d, round %d: a %s %s %d %s", wd->w, a,
+		      r, x->send ? "send" : "receive", x->send ? "to" : "from",
+		      x->peer, want ? "not gated by its header"
+				    : "that waits for a header");
+}
+
 static void check_world(const struct world *wd, int recv_rounds,
-			bool sends_gated)
+			enum sends how)
 {
 	for (int a = 0; a < wd->w; a++) {
 		const struct op *op = wd->op[a];
 
 		ck_assert_int_eq(op->nrounds, wd->op[0]->nrounds);
-		for (int r = 0; r < op->nrounds; r++) {
-			const struct round *rd = &op->rounds[r];
-
-			for (int i = 0; i < rd->nx; i++) {
-				const struct xfer *x = &rd->x[i];
-
-				ck_assert_msg(met(wd, a, r, x), "world %d, "
-					      "rank %d, round %d: transfer %d "
-					      "(peer %d) has no match", wd->w,
-					      a, r, i, x->peer);
-				if (x->is_hdr)
-					continue;
-				if (!x->send && r < recv_rounds)
-					ck_assert_msg(gated_by_peer(rd, i,
-								    x->peer),
-						      "rank %d: a receive "
-						      "before its header", a);
-				if (x->send && sends_gated)
-					ck_assert_msg(gated_by_peer(rd, i,
-								    x->peer),
-						      "world %d, rank %d, "
-						      "round %d: a send to "
-						      "%d not gated by its "
-						      "header", wd->w, a, r,
-						      x->peer);
-			}
-		}
+		for (int r = 0; r < op->nrounds; r++)
+			for (int i = 0; i < op->rounds[r].nx; i++)
+				check_xfer(wd, a, r, i, recv_rounds, how);
 	}
 }
 
@@ -175,9 +195,9 @@ START_TEST(pairwise_alltoallv)
 {
 	struct world wd = { .w = _i };
 
-	build_all(&wd, SHEMB__ALLTOALLV, LANE_BULK, 0);
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_BULK, 0, true);
 	ck_assert_int_eq(wd.op[0]->nrounds, _i - 1);
-	check_world(&wd, _i - 1, true);
+	check_world(&wd, _i - 1, SENDS_GATED);
 	free_all(&wd);
 }
 END_TEST
@@ -187,22 +207,27 @@ START_TEST(ring_allreduce)
 	struct world wd = { .w = _i };
 
 	/* past SHEMB__ALLREDUCE_ONE_ROUND_BYTES: a ring */
-	build_all(&wd, SHEMB__ALLREDUCE, LANE_BULK, 100000);
+	build_all(&wd, SHEMB__ALLREDUCE, LANE_BULK, 100000, true);
 	ck_assert_int_eq(wd.op[0]->nrounds, 2 * (_i - 1));
-	check_world(&wd, 1, true);
+	check_world(&wd, 1, SENDS_GATED);
 	free_all(&wd);
 }
 END_TEST
 
 /* One round (the urgent lane's alltoallv): everything meets, receives
- * wait for headers; the sends go at once (fabric/coll.c says why). */
+ * wait for headers; the sends go at once where sends complete in any
+ * order (fabric/coll.c says why), and those above what the provider
+ * injects wait for their headers where they complete in order. */
 START_TEST(one_round_alltoallv)
 {
 	struct world wd = { .w = _i };
 
-	build_all(&wd, SHEMB__ALLTOALLV, LANE_URGENT, 0);
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_URGENT, 0, false);
 	ck_assert_int_eq(wd.op[0]->nrounds, 1);
-	check_world(&wd, 1, false);
+	check_world(&wd, 1, SENDS_FREE);
+	free_all(&wd);
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_URGENT, 0, true);
+	check_world(&wd, 1, SENDS_GATED_BIG);
 	free_all(&wd);
 }
 END_TEST
