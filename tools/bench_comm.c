@@ -313,7 +313,8 @@ static int series_of(const char *op, bool mpi)
 }
 
 /* "@comm info KEY VALUE": the provider a job ended up with. */
-static void read_info(struct comm_prov *p, const char *rest, int who)
+static void read_info(struct comm_prov *p, int ri, const char *rest,
+		      int who)
 {
 	char key[32], val[64];
 
@@ -322,9 +323,9 @@ static void read_info(struct comm_prov *p, const char *rest, int who)
 	if (!strcmp(key, "provider") || !strcmp(key, "raw_provider"))
 		snprintf(p->seen[who], sizeof(p->seen[who]), "%s", val);
 	else if (!strcmp(key, "chunk_bytes"))
-		p->chunk_seen = atoll(val);
+		p->chunk_seen[ri] = atoll(val);
 	else if (!strcmp(key, "chunks_in_flight"))
-		p->in_flight_seen = atoll(val);
+		p->in_flight_seen[ri] = atoll(val);
 	else if (!strcmp(key, "progress"))
 		snprintf(p->progress_seen, sizeof(p->progress_seen), "%.15s",
 			 val);
@@ -344,7 +345,7 @@ static void read_line(const struct comm_opts *o, struct comm_prov *p,
 		return;
 	at += strlen(COMM_TAG " ");
 	if (!strncmp(at, "info ", 5)) {
-		read_info(p, at, who);
+		read_info(p, ri, at, who);
 		return;
 	}
 	if (sscanf(at, "%15s %lld %lld %lf", op, &size, &bytes, &t) != 4 ||

@@ -111,9 +111,10 @@ struct comm_prov {
 	struct comm_samples raw;
 	char seen[3][64];        /* provider reported: libshemb, raw, MPI */
 	char note[3][320];       /* why a series is missing: same order */
-	long long chunk_seen;    /* libshemb's chunk_bytes, chunks_in_flight
-				  * and progress */
-	long long in_flight_seen;
+	/* libshemb's chunk_bytes and chunks_in_flight at each rank count
+	 * (the defaults depend on it), and its progress */
+	long long chunk_seen[COMM_MAX_RANKS];
+	long long in_flight_seen[COMM_MAX_RANKS];
 	char progress_seen[16];
 	struct comm_samples cell[COMM_MAX_RANKS][COMM_MAX_SIZES][NSERIES];
 };

@@ -109,11 +109,13 @@ static void print_head(const struct comm_opts *o, const struct comm_prov *p)
 	char msg[32], total[32];
 
 	printf("\n== provider %s\n", p->name);
-	printf("   libshemb: libfabric %s, chunk_bytes %lld, chunks_in_flight "
-	       "%lld,\n             progress %s\n",
+	printf("   libshemb: libfabric %s, progress %s\n",
 	       p->seen[SEEN_SHEMB][0] ? p->seen[SEEN_SHEMB] : "?",
-	       p->chunk_seen, p->in_flight_seen,
 	       p->progress_seen[0] ? p->progress_seen : "?");
+	for (int ri = 0; ri < o->nranks; ri++)
+		printf("             %lld ranks: chunk_bytes %lld, "
+		       "chunks_in_flight %lld\n", (long long)o->ranks[ri],
+		       p->chunk_seen[ri], p->in_flight_seen[ri]);
 	printf("   raw:      libfabric %s, one process to another, %s "
 	       "messages,\n             %s per iteration, up to %d in "
 	       "flight\n",
@@ -227,7 +229,7 @@ void comm_write_csv(const struct comm_opts *o, const struct comm_prov *p)
 			bench_csv_num(f, r.vs_raw);
 			bench_csv_num(f, r.shemb_ar * 1e-9);
 			bench_csv_num(f, r.mpi_ar * 1e-9);
-			bench_csv_int(f, o->chunk);
+			bench_csv_int(f, p->chunk_seen[ri]);
 			bench_csv_str(f, o->progress);
 			bench_csv_end(f);
 		}
