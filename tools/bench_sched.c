@@ -183,8 +183,13 @@ static double small_once(struct small *s)
 	return bench_now() - t0;
 }
 
-/* (1): medians of the small alltoallv alone and behind the allreduce. */
-static void latency(int reps, double *alone, double *loaded)
+/*
+ * (1): medians of the small alltoallv alone and behind the allreduce,
+ * taken in turn, and alone before any allreduce ran (quiet): a call
+ * right after an allreduce was seen to take longer than one on a quiet
+ * transport, with 4 ranks on 2 CPUs.
+ */
+static void latency(int reps, double *quiet, double *alone, double *loaded)
 {
 	float *big = calloc(BIG_FLOATS, sizeof(float));
 	float *sum = calloc(BIG_FLOATS, sizeof(float));
@@ -196,6 +201,9 @@ static void latency(int reps, double *alone, double *loaded)
 		die("memory", SHEMB_ENOMEM);
 	small_make(&s);
 	small_once(&s); /* warm-up: connections */
+	for (int r = 0; r < reps; r++)
+		ta[r] = small_once(&s);
+	*quiet = slowest(bench_stat_of(ta, reps).median);
 	for (int r = 0; r < reps; r++) {
 		shemb_request *req;
 
@@ -374,7 +382,7 @@ static void steps(int n, int compute_us, struct batch *b, double *comm,
 
 /* The slowest rank's medians, in seconds. */
 struct sched_figs {
-	double alone, loaded;          /* (1) */
+	double quiet, alone, loaded;   /* (1) */
 	double comm, serial, overlap;  /* (2) */
 	double first, whole;           /* (3) */
 };
@@ -393,6 +401,8 @@ static void report(const struct sched_opts *o, const struct shemb_ctx_attr *ca,
 	       "64 MiB allreduce is in flight %.1f us (%.2fx)\n",
 	       SMALL_BYTES, f->alone * 1e6, f->loaded * 1e6,
 	       f->loaded / f->alone);
+	printf("    (alone each time after an allreduce; before any ran, "
+	       "%.1f us: %.2fx)\n", f->quiet * 1e6, f->loaded / f->quiet);
 	printf("(2) step of %d bags x %d ids, %d x %d table, dense compute "
 	       "%d us:\n", BAGS, POOLING, ROWS, DIM, o->compute_us);
 	printf("    embedding steps alone %.2f ms; with the compute, "
@@ -436,7 +446,7 @@ int bench_sched_rank(int argc, char **argv)
 	shemb_ctx_get_attr(ctx, &ca);
 	rank = ca.rank;
 	world = ca.world_size;
-	latency(o.reps, &f.alone, &f.loaded);
+	latency(o.reps, &f.quiet, &f.alone, &f.loaded);
 	per_table(o.reps, &f.first, &f.whole);
 	shemb_table_attr_init(&ta);
 	ta.name = "sched";
