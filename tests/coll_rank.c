@@ -1390,6 +1390,11 @@ static void open_ctx(int argc, char **argv)
 static void destroy_ctx(const char *s)
 {
 	bool wedged = !strcmp(s, "wedge-steps");
+	/* a rank killed while it held a lock of shm's shared memory leaves
+	 * a survivor's thread spinning in libfabric for good, the known hang
+	 * of tests/test_coll_fail.c: if it is the thread of started steps,
+	 * the context stays (SHEMB_EPEER), as documented */
+	bool killed = !strncmp(s, "kill-", 5);
 	int rc = shemb_ctx_destroy(ctx);
 	/* a context that failed to go is still there to ask */
 	const char *why = rc ? shemb_ctx_last_error(ctx) : "";
@@ -1397,7 +1402,7 @@ static void destroy_ctx(const char *s)
 	if (wedged && rank == 0 && steps_thread_wedged() && rc != SHEMB_EPEER)
 		FAIL("shemb_ctx_destroy gave %d (%s), not SHEMB_EPEER", rc,
 		     shemb_strerror(rc));
-	if (rc && !(wedged && rc == SHEMB_EPEER))
+	if (rc && !((wedged || killed) && rc == SHEMB_EPEER))
 		FAIL("shemb_ctx_destroy gave %d (%s): %s", rc,
 		     shemb_strerror(rc), why);
 	if (rc)
