@@ -86,9 +86,9 @@ static void store_free(void *p, struct shemb__store *s)
 {
 	struct cpu *be = p;
 
-	shemb__hostmem_free(be->hm, s->base, s->bytes);
+	/* a table's rows, often gigabytes */
+	shemb__hostmem_free_now(be->hm, s->base, s->bytes);
 	s->base = NULL;
-	shemb__hostmem_trim(be->hm); /* a table's rows: often gigabytes */
 }
 
 /* Zero the padding of a record and set its optimizer state, so a record's

@@ -50,31 +50,22 @@ static void advise_huge(void *p, size_t bytes)
  * more than half of the CPU time of a step at 4 ranks (shemb-bench
  * sched).  So freed pages stay with the library for its next step; a
  * table's rows go back to the kernel when the table is destroyed
- * (shemb__hostmem_trim), everything else when a context is
+ * (shemb__hostmem_free_now), everything else when a context is
  * (shemb__hostmem_release_all).  The host program's malloc is not this
  * one and is not affected.
  */
 const char *malloc_conf = "oversize_threshold:0,dirty_decay_ms:-1,"
 			  "muzzy_decay_ms:-1";
 
-static void purge_arena(unsigned arena)
+void shemb__hostmem_release_all(void)
 {
 	char name[64];
 
-	snprintf(name, sizeof(name), "arena.%u.purge", arena);
-	mallctl(name, NULL, NULL, NULL, 0);
-}
-
-void shemb__hostmem_trim(struct shemb__hostmem *hm)
-{
-	purge_arena(hm->arena);
-}
-
-void shemb__hostmem_release_all(void)
-{
 	/* this thread's cache of small blocks first, then every arena */
 	mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
-	purge_arena(MALLCTL_ARENAS_ALL);
+	snprintf(name, sizeof(name), "arena.%u.purge",
+		 (unsigned)MALLCTL_ARENAS_ALL);
+	mallctl(name, NULL, NULL, NULL, 0);
 }
 
 int shemb__hostmem_create(struct shemb__hostmem **out)
@@ -130,6 +121,22 @@ void shemb__hostmem_free(struct shemb__hostmem *hm, void *p, size_t bytes)
 		sdallocx(p, bytes ? bytes : 1, arena_flags(hm, bytes ? bytes : 1));
 }
 
+/*
+ * Only the block's own whole pages: blocks of HUGE_PAGE and more start on
+ * one (arena_flags) and fill theirs, where a smaller one may share a page
+ * with blocks still in use.  The arena reuses the range as it reuses any
+ * freed one, without counting on its content.
+ */
+void shemb__hostmem_free_now(struct shemb__hostmem *hm, void *p,
+			     size_t bytes)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (p && bytes >= HUGE_PAGE)
+		madvise(p, bytes / page * page, MADV_DONTNEED);
+	shemb__hostmem_free(hm, p, bytes);
+}
+
 #else /* !HAVE_JEMALLOC */
 
 int shemb__hostmem_create(struct shemb__hostmem **out)
@@ -176,9 +183,10 @@ void shemb__hostmem_free(struct shemb__hostmem *hm, void *p, size_t bytes)
 }
 
 /* Blocks are unmapped as they are freed: nothing is kept to return. */
-void shemb__hostmem_trim(struct shemb__hostmem *hm)
+void shemb__hostmem_free_now(struct shemb__hostmem *hm, void *p,
+			     size_t bytes)
 {
-	(void)hm;
+	shemb__hostmem_free(hm, p, bytes);
 }
 
 void shemb__hostmem_release_all(void)

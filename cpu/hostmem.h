@@ -17,9 +17,10 @@ void shemb__hostmem_destroy(struct shemb__hostmem *hm);
 void *shemb__hostmem_alloc(struct shemb__hostmem *hm, size_t bytes);
 void shemb__hostmem_free(struct shemb__hostmem *hm, void *p, size_t bytes);
 
-/* The pages of hm's blocks freed so far back to the kernel (a table's
- * rows, once freed). */
-void shemb__hostmem_trim(struct shemb__hostmem *hm);
+/* Frees a block and gives its pages back to the kernel at once (a
+ * table's rows), where shemb__hostmem_free keeps them for reuse. */
+void shemb__hostmem_free_now(struct shemb__hostmem *hm, void *p,
+			     size_t bytes);
 
 /* The pages that the library's allocations have freed, in every arena,
  * back to the kernel: when a context is gone. */

@@ -129,16 +129,21 @@ static int exchange_headers(struct op *op, int r, int peer, uint64_t bytes,
 	return rc;
 }
 
-/* The transfers from lo to the end of round r wait for its header
- * receive hdr. */
-static void gate(struct op *op, int r, int hdr, int lo)
+/* The transfers [lo, hi) of round r wait for its header receive hdr. */
+static void gate_range(struct op *op, int r, int hdr, int lo, int hi)
 {
 	struct round *rd = &op->rounds[r];
 
-	for (int i = lo; i < rd->nx; i++)
+	for (int i = lo; i < hi; i++)
 		rd->x[i].gated = true;
 	rd->x[hdr].gate_lo = lo;
-	rd->x[hdr].gate_hi = rd->nx;
+	rd->x[hdr].gate_hi = hi;
+}
+
+/* The transfers from lo to the end of round r wait for hdr. */
+static void gate(struct op *op, int r, int hdr, int lo)
+{
+	gate_range(op, r, hdr, lo, op->rounds[r].nx);
 }
 
 /* The receives from peer that start at lo in round r, for the landed
@@ -177,7 +182,7 @@ static int exchange_pieces(struct op *op, int r, int peer, void *rbuf,
 			   size_t rlen, const void *sbuf, size_t slen)
 {
 	struct round *rd = &op->rounds[r];
-	int hdr = rd->nx, lo, rc;
+	int hdr = rd->nx, lo, receives_end, rc;
 
 	rc = exchange_headers(op, r, peer, slen, rlen);
 	lo = rd->nx;
@@ -186,13 +191,12 @@ static int exchange_pieces(struct op *op, int r, int peer, void *rbuf,
 	if (rc)
 		return rc;
 	track_receives(op, r, peer, lo);
-	if (!send_waits_for_header(op->f, slen)) {
-		gate(op, r, hdr, lo);
-		return add_chunks(op, r, true, peer, (void *)sbuf, slen);
-	}
+	receives_end = rd->nx;
 	rc = add_chunks(op, r, true, peer, (void *)sbuf, slen);
 	if (!rc)
-		gate(op, r, hdr, lo);
+		gate_range(op, r, hdr, lo,
+			   send_waits_for_header(op->f, slen) ? rd->nx
+							      : receives_end);
 	return rc;
 }
 

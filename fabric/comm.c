@@ -78,17 +78,17 @@ static void usable_cpus(cpu_set_t *set)
 		CPU_SET((int)c, set);
 }
 
-static bool same_host(const struct host_id *a, const struct host_id *b)
-{
-	return !strcmp(a->host, b->host) && !strcmp(a->boot_id, b->boot_id);
-}
-
 static int by_host(const void *a, const void *b)
 {
 	const struct host_id *x = a, *y = b;
 	int c = strcmp(x->host, y->host);
 
 	return c ? c : strcmp(x->boot_id, y->boot_id);
+}
+
+static bool same_host(const struct host_id *a, const struct host_id *b)
+{
+	return by_host(a, b) == 0;
 }
 
 /*
@@ -118,9 +118,11 @@ static bool some_host_crowded(struct host_id *all, int world)
 	return false;
 }
 
-/* Every rank must end with the same provider. */
+/* Every rank must end with the same provider, and know whether some
+ * host is crowded. */
 static int choose_provider(struct fab *f, const struct shemb__fabric_cfg *cfg,
-			   char *out, size_t outlen, char *err, size_t errlen)
+			   char *out, size_t outlen, bool *crowded, char *err,
+			   size_t errlen)
 {
 	struct host_id me = { 0 }, *all = calloc((size_t)f->world,
 						  sizeof(*all));
@@ -144,7 +146,7 @@ static int choose_provider(struct fab *f, const struct shemb__fabric_cfg *cfg,
 		}
 	}
 	if (!rc)
-		f->crowded = some_host_crowded(all, f->world);
+		*crowded = some_host_crowded(all, f->world);
 	free(all);
 	if (!rc)
 		snprintf(out, outlen, "%s", *me.provider ? me.provider
@@ -203,11 +205,11 @@ static bool is_shm(const char *provider)
  * With as many CPUs as ranks (-n 2), the urgent exchange took 0.3-0.8
  * times as long as alone with the large chunks.
  */
-static size_t default_chunk(const struct fab *f, int lane)
+static size_t default_chunk(const struct fab *f, bool crowded, int lane)
 {
 	if (!is_shm(f->provider))
 		return (size_t)1 << 20;
-	if (f->crowded && lane == LANE_BULK)
+	if (crowded && lane == LANE_BULK)
 		return (size_t)128 << 10;
 	return (size_t)4 << 20;
 }
@@ -218,22 +220,26 @@ static size_t default_chunk(const struct fab *f, int lane)
  * 3.0 with 8 (4 ranks: no difference); over tcp;ofi_rxm, 32 beat 8 and
  * 16 by about 20% at 2 ranks.  On crowded hosts, see default_chunk().
  */
-static int default_chunks_in_flight(const struct fab *f, int lane)
+static int default_chunks_in_flight(const struct fab *f, bool crowded,
+				    int lane)
 {
 	if (!is_shm(f->provider))
 		return 32;
-	return f->crowded && lane == LANE_BULK ? 4 : 16;
+	return crowded && lane == LANE_BULK ? 4 : 16;
 }
 
 /* What the attrs asked for on both lanes, else each lane's default. */
-static void set_chunking(struct fab *f, const struct shemb__fabric_cfg *cfg)
+static void set_chunking(struct fab *f, const struct shemb__fabric_cfg *cfg,
+			 bool crowded)
 {
 	for (int lane = 0; lane < NLANES; lane++) {
-		f->chunk[lane] = cfg->chunk_bytes ? cfg->chunk_bytes
-						  : default_chunk(f, lane);
+		f->chunk[lane] = cfg->chunk_bytes
+				 ? cfg->chunk_bytes
+				 : default_chunk(f, crowded, lane);
 		f->max_chunks[lane] = cfg->chunks_in_flight
 				      ? cfg->chunks_in_flight
-				      : default_chunks_in_flight(f, lane);
+				      : default_chunks_in_flight(f, crowded,
+								 lane);
 	}
 }
 
@@ -241,6 +247,7 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 			 char *err, size_t errlen)
 {
 	char provider[64], ip[64];
+	bool crowded = false;
 	const char *node = NULL;
 	int rc = 0;
 
@@ -257,8 +264,8 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 		rc = shemb__boot_open(&bc, &f->boot, err, errlen);
 	}
 	if (!rc)
-		rc = choose_provider(f, cfg, provider, sizeof(provider), err,
-				     errlen);
+		rc = choose_provider(f, cfg, provider, sizeof(provider),
+				     &crowded, err, errlen);
 	/* IP providers bind to the interface that reaches rank 0 */
 	if (!rc && !is_shm(provider) && f->boot &&
 	    !shemb__boot_local_ip(f->boot, ip, sizeof(ip)))
@@ -266,9 +273,11 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 	if (!rc)
 		rc = shemb__ep_open(f, provider, node, err, errlen);
 	if (!rc)
-		set_chunking(f, cfg);
+		set_chunking(f, cfg, crowded);
 	if (!rc)
 		f->pairwise = is_shm(f->provider);
+	if (!rc)
+		f->sends_in_order = is_shm(f->provider);
 	if (!rc)
 		rc = exchange_names(f, cfg, err, errlen);
 	return rc;

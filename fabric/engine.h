@@ -185,7 +185,6 @@ struct fab {
 
 	size_t chunk[NLANES];        /* messages are cut in these, lane by
 				      * lane */
-	bool crowded;                /* a host runs more ranks than CPUs */
 	/* shm completes a lane's sends in the order they were posted, and a
 	 * send of more than it injects completes once its receiver takes it:
 	 * such a send to a peer not yet in the call would hold back the

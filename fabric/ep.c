@@ -111,8 +111,6 @@ static int getinfo(struct fab *f, const char *provider, const char *node,
 	}
 	f->mr_local = (f->info->domain_attr->mr_mode & FI_MR_LOCAL) ||
 		      getenv("SHEMB_FABRIC_REGISTER");
-	f->sends_in_order = !strncmp(f->info->fabric_attr->prov_name, "shm",
-				     3);
 	f->inject_size = f->info->tx_attr->inject_size;
 	snprintf(f->provider, sizeof(f->provider), "%s",
 		 f->info->fabric_attr->prov_name);

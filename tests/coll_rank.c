@@ -574,9 +574,13 @@ static void stag_start_allgatherv(struct stag *g, shemb_request **gr)
 			       g->all, g->rc, g->rd, gr));
 }
 
-/* Against plain loops over every rank's inputs; frees g. */
-static void stag_check(struct stag *g, int it)
+/* Against plain loops over every rank's inputs; frees g and the two
+ * requests, both waited for. */
+static void stag_check(struct stag *g, int it, shemb_request *rr,
+		       shemb_request *gr)
 {
+	shemb_request_free(rr);
+	shemb_request_free(gr);
 	for (size_t k = 0; k < STAG_RED; k++) {
 		float want = 0;
 
@@ -618,9 +622,7 @@ static void staggered_one(int it)
 		CHECK(shemb_wait(rr));
 		CHECK(shemb_wait(gr));
 	}
-	shemb_request_free(rr);
-	shemb_request_free(gr);
-	stag_check(&g, it);
+	stag_check(&g, it, rr, gr);
 }
 
 static void run_staggered(void)
@@ -654,9 +656,7 @@ static void late_start_one(int it)
 		CHECK(shemb_wait(gr));
 		CHECK(shemb_wait(rr));
 	}
-	shemb_request_free(rr);
-	shemb_request_free(gr);
-	stag_check(&g, it);
+	stag_check(&g, it, rr, gr);
 }
 
 static void run_late_start(void)

@@ -566,6 +566,45 @@ START_TEST(host_budget_is_shared_by_tables)
 }
 END_TEST
 
+/* Resident bytes of this process (/proc/self/statm). */
+static long long resident_bytes(void)
+{
+	FILE *fp = fopen("/proc/self/statm", "r");
+	long long size = 0, pages = -1;
+
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(fscanf(fp, "%lld %lld", &size, &pages), 2);
+	fclose(fp);
+	return pages * 4096;
+}
+
+/* The library keeps the pages its steps free, for their next turn, but
+ * not those of a destroyed table: its rows go back to the kernel. */
+START_TEST(destroyed_table_returns_its_pages)
+{
+	const long long mib = 1 << 20, rows_bytes = 64 * mib;
+	shemb_ctx *ctx = new_ctx();
+	struct shemb_table_attr a;
+	long long before, made, gone;
+	shemb_table *t;
+
+	shemb_table_attr_init(&a);
+	a.rows = rows_bytes / (64 * sizeof(float));
+	a.dim = 64;
+	before = resident_bytes();
+	ck_assert_int_eq(shemb_table_create(ctx, &a, &t), 0);
+	made = resident_bytes();
+	/* the rows were written at create: the check below means something */
+	ck_assert_int_ge(made - before, rows_bytes * 3 / 4);
+	ck_assert_int_eq(shemb_table_destroy(t), 0);
+	gone = resident_bytes();
+	ck_assert_msg(made - gone >= rows_bytes * 3 / 4, "%lld MiB resident "
+		      "before the destroy, %lld MiB after", made / mib,
+		      gone / mib);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
 /*
  * "table_id -1 = creation order within the context (0, 1, 2...)": a create
  * that failed created nothing, so the next table is still table 0 and gets
@@ -881,6 +920,7 @@ static Suite *api_suite(void)
 	tcase_add_test(tc, unknown_isa_not_supported);
 	tcase_add_test(tc, host_budget_enomem_at_create);
 	tcase_add_test(tc, host_budget_is_shared_by_tables);
+	tcase_add_test(tc, destroyed_table_returns_its_pages);
 	tcase_add_test(tc, last_error_after_failed_ctx_create);
 	tcase_add_test(tc, last_error_belongs_to_its_context);
 	tcase_add_test(tc, log_callback_levels);

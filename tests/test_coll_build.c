@@ -35,6 +35,7 @@
 #define MAX_W 7
 #define CHUNK 4096
 #define INJECT (2 * CHUNK) /* pieces above this are several chunks */
+#define URGENT_CHUNK (4 * CHUNK) /* the urgent lane's, larger */
 
 struct world {
 	int w;
@@ -64,7 +65,8 @@ static void build_all(struct world *wd, int kind, int lane, size_t count,
 		ck_assert_ptr_nonnull(op);
 		f->rank = r;
 		f->world = wd->w;
-		f->chunk[LANE_BULK] = f->chunk[LANE_URGENT] = CHUNK;
+		f->chunk[LANE_BULK] = CHUNK;
+		f->chunk[LANE_URGENT] = URGENT_CHUNK;
 		f->max_chunks[LANE_BULK] = f->max_chunks[LANE_URGENT] = 16;
 		f->pairwise = true;
 		f->sends_in_order = in_order;
@@ -178,6 +180,24 @@ static void check_xfer(const struct world *wd, int a, int r, int i,
 				    : "that waits for a header");
 }
 
+/* The largest data transfer of the world: each lane cuts at its own
+ * chunk size. */
+static size_t largest_chunk(const struct world *wd)
+{
+	size_t most = 0;
+
+	for (int a = 0; a < wd->w; a++) {
+		const struct op *op = wd->op[a];
+
+		for (int r = 0; r < op->nrounds; r++)
+			for (int i = 0; i < op->rounds[r].nx; i++)
+				if (!op->rounds[r].x[i].is_hdr &&
+				    op->rounds[r].x[i].len > most)
+					most = op->rounds[r].x[i].len;
+	}
+	return most;
+}
+
 static void check_world(const struct world *wd, int recv_rounds,
 			enum sends how)
 {
@@ -198,6 +218,7 @@ START_TEST(pairwise_alltoallv)
 	build_all(&wd, SHEMB__ALLTOALLV, LANE_BULK, 0, true);
 	ck_assert_int_eq(wd.op[0]->nrounds, _i - 1);
 	check_world(&wd, _i - 1, SENDS_GATED);
+	ck_assert_uint_eq(largest_chunk(&wd), CHUNK);
 	free_all(&wd);
 }
 END_TEST
@@ -225,6 +246,8 @@ START_TEST(one_round_alltoallv)
 	build_all(&wd, SHEMB__ALLTOALLV, LANE_URGENT, 0, false);
 	ck_assert_int_eq(wd.op[0]->nrounds, 1);
 	check_world(&wd, 1, SENDS_FREE);
+	/* pieces of up to 6 CHUNK: the urgent lane's chunks, not the bulk's */
+	ck_assert_uint_eq(largest_chunk(&wd), URGENT_CHUNK);
 	free_all(&wd);
 	build_all(&wd, SHEMB__ALLTOALLV, LANE_URGENT, 0, true);
 	check_world(&wd, 1, SENDS_GATED_BIG);
