@@ -57,7 +57,8 @@ static struct xfer *add_xfer(struct op *op, int r, bool send, int peer,
  * each is reduced as it lands. */
 static size_t chunk_of(const struct op *op)
 {
-	size_t chunk = op->f->chunk[op->lane], e;
+	size_t chunk = op->pull ? op->f->pull_chunk : op->f->chunk[op->lane];
+	size_t e;
 
 	if (op->kind != SHEMB__ALLREDUCE)
 		return chunk;
@@ -79,10 +80,15 @@ static int add_chunks(struct op *op, int r, bool send, int peer, void *buf,
 	}
 	for (size_t off = 0, k = 0; off < len; off += chunk, k++) {
 		size_t n = len - off < chunk ? len - off : chunk;
+		struct xfer *x = add_xfer(op, r, send, peer, (char *)buf + off,
+					  n, shemb__fab_tag(TAG_DATA, op->seq,
+							    r, (int)k));
 
-		if (!add_xfer(op, r, send, peer, (char *)buf + off, n,
-			      shemb__fab_tag(TAG_DATA, op->seq, r, (int)k)))
+		if (!x)
 			return SHEMB_ENOMEM;
+		x->pull = op->pull && !send;
+		x->ack = op->pull && send;
+		x->off = off;
 	}
 	return 0;
 }
@@ -114,6 +120,13 @@ static void fill_header(struct op *op, int peer, uint64_t bytes,
 	h->bytes = bytes;
 	h->expect = expect;
 	h->count = op->c.count;
+}
+
+/* Where a single copy (cma.c) finds the bytes this rank sends to peer. */
+static void tell_source(struct op *op, int peer, const void *src)
+{
+	if (op->pull)
+		op->hdr_out[peer].addr = (uint64_t)(uintptr_t)src;
 }
 
 /* Headers both ways with peer in round r. */
@@ -185,6 +198,7 @@ static int exchange_pieces(struct op *op, int r, int peer, void *rbuf,
 	int hdr = rd->nx, lo, receives_end, rc;
 
 	rc = exchange_headers(op, r, peer, slen, rlen);
+	tell_source(op, peer, sbuf);
 	lo = rd->nx;
 	if (!rc)
 		rc = add_chunks(op, r, false, peer, rbuf, rlen);
@@ -267,11 +281,13 @@ static int pairwise_round(struct op *op, int i, const char *sb, char *rb)
 
 	hdr_from = op->rounds[r].nx;
 	rc = exchange_headers(op, r, from, SC(op)[from], RC(op)[from]);
+	tell_source(op, from, sb + SD(op)[from]);
 	hdr_to = op->rounds[r].nx;
 	if (to == from)
 		hdr_to = hdr_from;
 	else if (!rc)
 		rc = exchange_headers(op, r, to, SC(op)[to], RC(op)[to]);
+	tell_source(op, to, sb + SD(op)[to]);
 	lo = op->rounds[r].nx;
 	if (!rc)
 		rc = add_chunks(op, r, false, from, rb + RD(op)[from],
@@ -314,6 +330,15 @@ static int one_round(struct op *op, const char *sb, char *rb)
 	return rc;
 }
 
+/* Whether op's data moves by single copy (cma.c): the bulk lane's, where
+ * every rank can read the others' memory.  The urgent lane's small
+ * pieces go as one message each, which costs less than the copy and its
+ * empty message. */
+static bool pulls(const struct op *op)
+{
+	return op->f->cma && op->lane == LANE_BULK;
+}
+
 /* Pairwise on the bulk lane where the transport asks for it; the
  * exchanges of lookups and backward steps (the urgent lane) stay in one
  * round, where every peer's rows may land as soon as they can. */
@@ -335,6 +360,7 @@ static int build_alltoallv(struct op *op)
 	op->self_src = sb + SD(op)[f->rank];
 	op->self_dst = rb + RD(op)[f->rank];
 	op->self_len = SC(op)[f->rank];
+	op->pull = pulls(op);
 	if (f->pairwise && f->world > 2 && op->lane == LANE_BULK)
 		return pairwise_rounds(op, sb, rb);
 	return one_round(op, sb, rb);
@@ -356,6 +382,7 @@ static int build_allgatherv(struct op *op)
 	op->self_src = op->c.sendbuf;
 	op->self_dst = rb + RD(op)[f->rank];
 	op->self_len = mine;
+	op->pull = pulls(op);
 	for (int i = 1; !rc && i < f->world; i++) {
 		int p = first_peers_differ(f, i);
 

@@ -140,6 +140,20 @@ static void purge_queue(struct xfer **head, struct xfer **tail,
 	}
 }
 
+/* The chunks of op waiting to be copied were posted, as far as the
+ * counts go, and no longer are. */
+static void purge_pulls(struct fab *f, struct op *op)
+{
+	for (struct xfer *x = f->pq_head; x; x = x->next) {
+		if (x->op != op)
+			continue;
+		x->posted = false;
+		op->posted--;
+		f->recvs_posted[shemb__xfer_lane(x)]--;
+	}
+	purge_queue(&f->pq_head, &f->pq_tail, op);
+}
+
 /*
  * A failed op keeps the transfers it posted: they stay libfabric's until
  * they complete or the endpoint closes, and the op stays allocated until
@@ -160,16 +174,19 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 	}
 	purge_queue(&f->rq_head, &f->rq_tail, op);
 	purge_queue(&f->sq_head, &f->sq_tail, op);
+	purge_pulls(f, op);
 	op->defer_head = op->defer_tail = NULL;
 	finish(f, op, status);
 }
 
 /* ---- the queues of transfers to post ---- */
 
-/* A send of data (not a header): those are the ones max_chunks bounds. */
+/* A send of data (not a header): those are the ones max_chunks bounds.
+ * Not an ack of a single copy: posting it moves no data, and the peer's
+ * empty messages would pile up in the queue of this rank's shm region. */
 static bool is_chunk(const struct xfer *x)
 {
-	return x->send && !x->is_hdr;
+	return x->send && !x->is_hdr && !x->ack;
 }
 
 /* x waits in its op's own list: the op has max_chunks data sends queued
@@ -194,16 +211,14 @@ static bool defer(struct fab *f, struct xfer *x)
 	return true;
 }
 
-/* x goes after every queued transfer of its op's priority or above. */
-static void enqueue(struct fab *f, struct xfer *x)
+/* x goes after every transfer of the queue of its op's priority or
+ * above. */
+static void insert_by_prio(struct xfer **head, struct xfer **tail,
+			   struct xfer *x)
 {
-	struct xfer **head = x->send ? &f->sq_head : &f->rq_head;
-	struct xfer **tail = x->send ? &f->sq_tail : &f->rq_tail;
 	struct xfer **at = head, *prev = NULL;
 	int prio = x->op->prio;
 
-	if (defer(f, x))
-		return;
 	if (*tail && (*tail)->op->prio >= prio) { /* the usual case */
 		prev = *tail;
 		at = &prev->next;
@@ -217,6 +232,15 @@ static void enqueue(struct fab *f, struct xfer *x)
 	*at = x;
 	if (*tail == prev)
 		*tail = x;
+}
+
+static void enqueue(struct fab *f, struct xfer *x)
+{
+	bool send = shemb__xfer_in_sends(x);
+
+	if (!defer(f, x))
+		insert_by_prio(send ? &f->sq_head : &f->rq_head,
+			       send ? &f->sq_tail : &f->rq_tail, x);
 }
 
 static void advance(struct fab *f, struct op *op);
@@ -256,12 +280,32 @@ static void advance(struct fab *f, struct op *op)
 	shemb__fab_enqueue_round(f, op);
 }
 
+/* A single copy's empty message, or the receive that waits for it. */
+static ssize_t post_notice(struct fab *f, struct xfer *x)
+{
+	fi_addr_t peer = *shemb__fab_peer(f, LANE_URGENT, x->peer);
+
+	if (shemb__peer_proc_ended(f, x->peer))
+		return -FI_EHOSTDOWN;
+	if (x->pulled)
+		return fi_tsend(f->ep[LANE_URGENT], NULL, 0, NULL, peer,
+				x->tag, &x->fctx);
+	return fi_trecv(f->ep[LANE_URGENT], NULL, 0, NULL, peer, x->tag, 0,
+			&x->fctx);
+}
+
 static ssize_t post_one(struct fab *f, struct xfer *x)
 {
-	void *desc = shemb__ep_desc(f, x);
+	void *desc;
 	int lane = shemb__xfer_lane(x);
 	fi_addr_t peer = *shemb__fab_peer(f, lane, x->peer);
 	ssize_t rc;
+
+	if (x->pull && !x->pulled)
+		return 0; /* post_queue() queues it for run_pull() */
+	if (x->pulled || x->ack)
+		return post_notice(f, x);
+	desc = shemb__ep_desc(f, x);
 
 	if (f->mr_local && x->len && !x->mr)
 		return -FI_EKEYREJECTED; /* buffer not registered */
@@ -380,6 +424,8 @@ static void post_queue(struct fab *f, bool send)
 		x->posted = true;
 		x->op->posted++;
 		posted[lane]++;
+		if (x->pull && !x->pulled)
+			insert_by_prio(&f->pq_head, &f->pq_tail, x);
 	}
 }
 
@@ -468,7 +514,9 @@ static uint64_t mono_ms(void)
  */
 #define LEFT_WAIT_MS 2000u
 
-static void transfer_failed(struct fab *f, struct op *op, int peer, int err)
+/* what: "transfer with", or another action on peer; why: the error */
+static void transfer_failed_as(struct fab *f, struct op *op, int peer,
+			       int err, const char *what, const char *why)
 {
 	uint64_t half = f->timeout_ms > 0 ? (uint64_t)f->timeout_ms / 2 : 0;
 	uint64_t wait = half && half < LEFT_WAIT_MS ? half : LEFT_WAIT_MS;
@@ -485,7 +533,12 @@ static void transfer_failed(struct fab *f, struct op *op, int peer, int err)
 	if (!failed_before && f->failed)
 		return; /* failed with the others (and maybe freed) */
 	shemb__fab_fail_op(f, op, peer_gone(err) ? SHEMB_EPEER : SHEMB_EIO,
-			   "transfer with rank %d failed: %s", peer,
+			   "%s rank %d failed: %s", what, peer, why);
+}
+
+static void transfer_failed(struct fab *f, struct op *op, int peer, int err)
+{
+	transfer_failed_as(f, op, peer, err, "transfer with",
 			   fi_strerror(err));
 }
 
@@ -495,8 +548,11 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 
 	x->posted = false;
 	op->posted--;
-	(x->send ? f->sends_posted : f->recvs_posted)[shemb__xfer_lane(x)]--;
+	(shemb__xfer_in_sends(x) ? f->sends_posted
+				 : f->recvs_posted)[shemb__xfer_lane(x)]--;
 	shemb__ep_undesc(f, x);
+	if (x->pulled)
+		len = x->len; /* the copy was whole; its message, empty */
 	if (is_chunk(x))
 		undefer(f, op);
 	if (op->done) {
@@ -597,6 +653,55 @@ static int read_cq(struct fab *f, int lane)
 	return n > 0 ? (int)n : 0;
 }
 
+/*
+ * Copy the first chunk waiting for a single copy (cma.c), without the
+ * lock, as the bulk lane is read: one thread at a time, where the bulk
+ * lane's work is done.  The chunk stays posted meanwhile, so that its op
+ * is not freed under the copy; a failed op's copy ends, and is dropped.
+ * Then its empty message tells the peer.  1 if a chunk was copied.
+ */
+static int run_pull(struct fab *f)
+{
+	struct xfer *x = f->pq_head;
+	struct op *op;
+	int err;
+
+	if (!x || f->puller)
+		return 0;
+	f->pq_head = x->next;
+	if (!f->pq_head)
+		f->pq_tail = NULL;
+	op = x->op;
+	f->puller = true;
+	pthread_mutex_unlock(&f->lock);
+	err = shemb__cma_pull(f, x, op->hdr_in[x->peer].addr + x->off);
+	pthread_mutex_lock(&f->lock);
+	f->puller = false;
+	f->recvs_posted[shemb__xfer_lane(x)]--;
+	x->posted = false;
+	op->posted--;
+	if (op->done) {
+		maybe_free(f, op);
+		return 1;
+	}
+	if (err == ESRCH) {
+		peer_ended(f, x->peer);
+	} else if (err) {
+		/* as a failed transfer: the peer may be dying */
+		char what[96];
+
+		snprintf(what, sizeof(what), "a copy of %zu bytes out of the "
+			 "memory of", x->len);
+		transfer_failed_as(f, op, x->peer, FI_EIO, what,
+				   strerror(err));
+	} else {
+		op->last_ns = shemb__fab_now_ns();
+		x->pulled = true;
+		enqueue(f, x);
+	}
+	return 1;
+}
+
 /* The urgent lane first, and again after each batch of the bulk one
  * (unless the caller leaves the bulk lane to the progress thread). */
 static int read_cqs(struct fab *f, bool bulk)
@@ -606,7 +711,8 @@ static int read_cqs(struct fab *f, bool bulk)
 	/* the bulk lane at least every few batches, even under a steady
 	 * stream of urgent completions */
 	if (bulk && (n == 0 || ++f->urgent_batches % 8 == 0))
-		n += read_cq(f, LANE_BULK) + read_cq(f, LANE_URGENT);
+		n += read_cq(f, LANE_BULK) + run_pull(f) +
+		     read_cq(f, LANE_URGENT);
 	return n;
 }
 

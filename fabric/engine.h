@@ -77,6 +77,8 @@ struct shemb__hdr {
 	uint64_t bytes;      /* bytes the sender sends to the receiver */
 	uint64_t expect;     /* bytes the sender expects from the receiver */
 	uint64_t count;      /* allreduce elements */
+	uint64_t addr;       /* single copy (cma.c): where the sender's
+			      * bytes for the receiver start, in its memory */
 };
 
 /* Told to a peer when this rank fails an op they share. */
@@ -116,6 +118,12 @@ struct xfer {
 				      * gates, indices in its round */
 	struct mr_slot *mr;          /* registration, when the provider
 				      * wants one */
+	/* single copy (cma.c): a receive that copies its chunk out of the
+	 * peer's memory (pull), then sends it an empty message (pulled); a
+	 * send that only waits for that message (ack) */
+	bool pull, pulled, ack;
+	size_t off;                  /* pull: the chunk's offset in the
+				      * peer's piece */
 };
 
 struct round {
@@ -136,6 +144,7 @@ struct op {
 	uint32_t seq;
 	int prio;                    /* higher: its transfers go first */
 	int lane;                    /* LANE_BULK or LANE_URGENT */
+	bool pull;                   /* its data moves by single copy */
 	int status;
 	bool done, released;
 	int cur, nrounds;
@@ -172,7 +181,7 @@ struct fab {
 	int rank, world;
 	struct shemb__boot *boot;    /* NULL when the host's oob was used */
 	char provider[64];
-	char desc[160];
+	char desc[224];
 
 	struct fi_info *info;
 	struct fid_fabric *fabric;
@@ -185,6 +194,7 @@ struct fab {
 
 	size_t chunk[NLANES];        /* messages are cut in these, lane by
 				      * lane */
+	size_t pull_chunk;           /* ... and single copies (cma.c) */
 	/* shm completes a lane's sends in the order they were posted, and a
 	 * send of more than it injects completes once its receiver takes it:
 	 * such a send to a peer not yet in the call would hold back the
@@ -261,16 +271,32 @@ struct fab {
 
 	struct peer_proc *peer_proc; /* shm: each peer's process
 				      * (peer_proc.c) */
+	/* single copy (cma.c): whether every rank can read every other's
+	 * memory, their pids, the chunks waiting to be copied (by
+	 * priority), and whether a thread copies one (without the lock) */
+	bool cma;
+	int32_t *cma_pid;
+	struct xfer *pq_head, *pq_tail;
+	bool puller;
 	int failed;                  /* sticky: SHEMB_EPEER once a rank left */
 	char fail_why[256];
 };
 
 /* Headers take the urgent lane whatever their op's: ranks whose calls
  * disagree (another collective, a priority of the other lane) still meet
- * there and find out from the headers. */
+ * there and find out from the headers.  So do the empty messages of
+ * single copies: the bulk lane's receives cannot be posted while a
+ * thread reads its completions (engine.c, post_queue). */
 static inline int shemb__xfer_lane(const struct xfer *x)
 {
-	return x->is_hdr ? LANE_URGENT : x->op->lane;
+	return x->is_hdr || x->pull || x->ack ? LANE_URGENT : x->op->lane;
+}
+
+/* The queue x waits in to be posted: a pulled chunk's empty message is a
+ * send, an ack waits among the sends whose part it takes. */
+static inline bool shemb__xfer_in_sends(const struct xfer *x)
+{
+	return x->send || x->pulled;
 }
 
 static inline fi_addr_t *shemb__fab_peer(struct fab *f, int lane, int rank)
@@ -363,6 +389,18 @@ void shemb__ep_close(struct fab *f);
  * registered memory), and its release once x completed. */
 void *shemb__ep_desc(struct fab *f, struct xfer *x);
 void shemb__ep_undesc(struct fab *f, struct xfer *x);
+
+/* cma.c: find out whether every rank can read every other's memory
+ * (f->cma), with two exchanges through gather (all ranks must call it) */
+typedef int (*shemb__cma_allgather_fn)(struct fab *f, void *arg,
+				       const void *mine, void *all,
+				       size_t len, char *err, size_t errlen);
+int shemb__cma_setup(struct fab *f, shemb__cma_allgather_fn gather,
+		     void *arg, char *err, size_t errlen);
+void shemb__cma_close(struct fab *f);
+/* Copy x's chunk from remote_addr in its peer's memory: 0, or an errno */
+int shemb__cma_pull(const struct fab *f, const struct xfer *x,
+		    uint64_t remote_addr);
 
 /* peer_proc.c: whether a local peer's process has ended */
 void shemb__peer_procs_open(struct fab *f, const void *names, size_t slot);

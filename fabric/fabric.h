@@ -4,6 +4,7 @@
 #ifndef SHEMB_FABRIC_H
 #define SHEMB_FABRIC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "shemb.h"
@@ -19,6 +20,7 @@ struct shemb__fabric_cfg {
 	int timeout_ms;
 	size_t chunk_bytes;
 	int chunks_in_flight;         /* 0: by provider */
+	int single_copy;              /* 1 required, 0 if possible, -1 no */
 	shemb_oob_allgather_fn oob_allgather;
 	void *oob_arg;
 };
@@ -35,5 +37,7 @@ int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 const char *shemb__fabric_provider(void *comm);
 size_t shemb__fabric_chunk(void *comm);
 int shemb__fabric_chunks_in_flight(void *comm);
+/* Whether bulk alltoallv and allgatherv move by single copy (cma.c) */
+bool shemb__fabric_single_copy(void *comm);
 
 #endif

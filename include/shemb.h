@@ -184,6 +184,17 @@ struct shemb_ctx_attr {
 				  * where a host runs more ranks than
 				  * their CPUs), 32 otherwise; at most
 				  * 256 */
+	int single_copy;         /* on shm, the bulk collectives'
+				  * alltoallv and allgatherv data: each
+				  * receiver reads it straight out of the
+				  * sender's memory (process_vm_readv(2)),
+				  * in chunks of chunk_bytes (0: 1 MiB);
+				  * 0 (default): where every rank may
+				  * (else libfabric's messages), unless
+				  * SHEMB_SINGLE_COPY=0; 1: required
+				  * (SHEMB_ENOTSUP at create where it
+				  * cannot be had); -1: never.
+				  * shemb_ctx_get_attr: 1 in use, -1 not */
 };
 
 /* Where a context's kernels run. */

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/comm.h"
 #ifdef HAVE_LIBFABRIC
@@ -42,9 +43,22 @@ static int check_transport_attrs(struct shemb_ctx_attr *a)
 		return shemb__fail(NULL, SHEMB_EINVAL, "chunks_in_flight %d is "
 				   "not in [0, %d]", a->chunks_in_flight,
 				   MAX_CHUNKS_IN_FLIGHT);
+	if (a->single_copy < -1 || a->single_copy > 1)
+		return shemb__fail(NULL, SHEMB_EINVAL, "single_copy %d is not "
+				   "-1, 0 or 1", a->single_copy);
 	/* chunk_bytes and chunks_in_flight 0: the transport's defaults for
 	 * its provider */
 	return 0;
+}
+
+/* single_copy 0 leaves it to the environment, then to the transport. */
+static int single_copy_wanted(const struct shemb_ctx_attr *a)
+{
+	const char *s = getenv("SHEMB_SINGLE_COPY");
+
+	if (a->single_copy || !s || !*s)
+		return a->single_copy;
+	return strcmp(s, "0") ? 0 : -1;
 }
 
 #ifdef HAVE_LIBFABRIC
@@ -82,6 +96,7 @@ static int open_fabric(shemb_ctx *ctx)
 		.timeout_ms = a->timeout_ms,
 		.chunk_bytes = a->chunk_bytes,
 		.chunks_in_flight = a->chunks_in_flight,
+		.single_copy = single_copy_wanted(a),
 		.oob_allgather = a->oob_allgather,
 		.oob_arg = a->oob_arg,
 	};
@@ -107,6 +122,7 @@ static int open_fabric(shemb_ctx *ctx)
 		 shemb__fabric_provider(ctx->comm));
 	a->chunk_bytes = shemb__fabric_chunk(ctx->comm);
 	a->chunks_in_flight = shemb__fabric_chunks_in_flight(ctx->comm);
+	a->single_copy = shemb__fabric_single_copy(ctx->comm) ? 1 : -1;
 	return 0;
 }
 #else
@@ -125,6 +141,7 @@ int shemb__comm_open(shemb_ctx *ctx)
 	if (rc)
 		return rc;
 	if (ctx->attr.world_size == 1) {
+		ctx->attr.single_copy = -1;
 		ctx->comm_ops = &shemb__self_comm_ops;
 		snprintf(ctx->provider, sizeof(ctx->provider), "self");
 		return 0;

@@ -4,7 +4,13 @@
  *
  * Usage: coll_rank SCENARIO [--caller] [--chunk BYTES] [--timeout MS]
  *                 [--in-flight CHUNKS] [--device] [--pin]
- * --pin puts each rank on one CPU of those it was given.  Every rank
+ *                 [--single-copy N] [--want-single-copy N]
+ *                 [--want-create-error CODE]
+ * --pin puts each rank on one CPU of those it was given.
+ * --single-copy sets the attr; --want-single-copy checks what
+ * shemb_ctx_get_attr says of it (1 in use, -1 not); --want-create-error
+ * makes shemb_ctx_create's failure with that code (a negative number)
+ * the test's success, and its success a failure.  Every rank
  * checks the chunking in use: the one asked for or the default, which
  * depends on whether ranks outnumber their CPUs.
  * Every input is a function of (seed, rank, peer, index), so each rank
@@ -1322,11 +1328,26 @@ static void want_in_use(const struct shemb_ctx_attr *a, size_t chunk,
 		     job_cpus);
 }
 
+/* --want-create-error: the code shemb_ctx_create must fail with. */
+static void check_create_error(int rc, int want)
+{
+	if (!rc)
+		FAIL("shemb_ctx_create succeeded; want %d (%s)", want,
+		     shemb_strerror(want));
+	if (rc != want)
+		FAIL("shemb_ctx_create gave %d (%s): %s; want %d", rc,
+		     shemb_strerror(rc), shemb_ctx_last_error(NULL), want);
+	printf("shemb_ctx_create refused, as it should: %s\n",
+	       shemb_ctx_last_error(NULL));
+	exit(0);
+}
+
 static void open_ctx(int argc, char **argv)
 {
 	struct shemb_ctx_attr a;
 	size_t chunk;
-	int rc, in_flight, pinned_of = 0, job_cpus;
+	int rc, in_flight, pinned_of = 0, job_cpus, want_copy = 0;
+	int want_error = 0;
 	cpu_set_t cpus;
 
 	shemb_ctx_attr_init(&a);
@@ -1345,10 +1366,20 @@ static void open_ctx(int argc, char **argv)
 			on_device = true;
 		else if (!strcmp(argv[i], "--pin") && !pinned_of)
 			pinned_of = pin_to_one_cpu();
+		else if (!strcmp(argv[i], "--single-copy") && i + 1 < argc)
+			a.single_copy = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--want-single-copy") &&
+			 i + 1 < argc)
+			want_copy = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--want-create-error") &&
+			 i + 1 < argc)
+			want_error = atoi(argv[++i]);
 	}
 	if (on_device)
 		a.device = SHEMB_DEVICE_CUDA;
 	rc = shemb_ctx_create(&a, &ctx);
+	if (want_error)
+		check_create_error(rc, want_error);
 	if (rc) {
 		fprintf(stderr, "shemb_ctx_create: %s: %s\n", shemb_strerror(rc),
 			shemb_ctx_last_error(NULL));
@@ -1372,11 +1403,15 @@ static void open_ctx(int argc, char **argv)
 	job_cpus = pinned_of ? (world < pinned_of ? world : pinned_of)
 			     : CPU_COUNT(&cpus);
 	want_in_use(&a, chunk, in_flight, job_cpus);
+	if (want_copy && a.single_copy != want_copy)
+		FAIL("single_copy %d in use, want %d", a.single_copy,
+		     want_copy);
 	/* the per-rank arrays of the scenarios that exchange data */
 	if (world > 64 && (argc < 2 || strcmp(argv[1], "barrier")))
 		FAIL("this test handles at most 64 ranks but in barrier");
 	if (rank == 0)
-		printf("%d ranks over %s\n", world, a.provider);
+		printf("%d ranks over %s%s\n", world, a.provider,
+		       a.single_copy > 0 ? ", single copy" : "");
 }
 
 /*

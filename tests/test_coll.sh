@@ -4,7 +4,8 @@
 # run bounded in time; also the caller-progress mode, small chunks and
 # collectives of random priorities, rounds that use both lanes at once,
 # collectives waited for in different orders or started after a wait,
-# a rank that stops answering, a provider call that never returns, and
+# bulk data by single copy and through libfabric, a rank that stops
+# answering, a provider call that never returns, and
 # collectives on device buffers of the emulated device.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/coll_rank
@@ -73,6 +74,29 @@ for n in 5 6; do
 		one shm "$n" "$s"
 	done
 done
+# single copy (shm): the loops above move the bulk collectives' data by
+# single copy where this host lets a process read another's memory; here
+# through libfabric's messages, turned off by the attr or the
+# environment, and by single copy required where it can be had
+for n in 2 3 4; do
+	for s in alltoallv allgatherv staggered late-start mismatch-count; do
+		one shm "$n" "$s" --single-copy -1 --want-single-copy -1
+	done
+done
+SHEMB_SINGLE_COPY=0 one shm 3 priorities --want-single-copy -1
+one "tcp;ofi_rxm" 2 barrier --single-copy 1 --want-create-error -4
+if "$top_builddir/tools/shemb-run" -n 2 --provider shm --timeout 60 \
+	"$rank" barrier --single-copy 1 >/dev/null 2>&1; then
+	for n in 2 3 4; do
+		one shm "$n" alltoallv --single-copy 1 --want-single-copy 1
+		one shm "$n" allgatherv --want-single-copy 1
+	done
+	one shm 4 staggered --single-copy 1 --chunk 131072 --in-flight 4
+	one shm 3 concurrent --single-copy 1 --caller
+else
+	echo "note: this host lets no process read another's memory" \
+	     "(process_vm_readv): single copy untested"
+fi
 # healthy steps waited for past a short timeout: the check for a stuck
 # thread must let them be, with the progress thread and without
 one shm 2 slow-steps --timeout 1000

@@ -268,6 +268,11 @@ START_TEST(ctx_transport_attrs)
 	ctx_refused(&a, SHEMB_EINVAL);
 	a.chunks_in_flight = 257;
 	ctx_refused(&a, SHEMB_EINVAL);
+	shemb_ctx_attr_init(&a);
+	a.single_copy = 2;
+	ctx_refused(&a, SHEMB_EINVAL);
+	a.single_copy = -2;
+	ctx_refused(&a, SHEMB_EINVAL);
 }
 END_TEST
 
