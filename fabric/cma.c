@@ -20,7 +20,9 @@
  * every rank reads every other's probe, and the path is used only if all
  * of them could (a kernel without CMA, a ptrace policy that forbids it,
  * ranks in other pid namespaces: the transfers then stay shm's).  The
- * attr single_copy (and SHEMB_SINGLE_COPY=0) can turn it off.
+ * attr single_copy (and SHEMB_SINGLE_COPY=0) can turn it off, or require
+ * it; the first exchange carries each rank's wish, so that ranks that
+ * disagree still make the same exchanges and reach the same answer.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -40,7 +42,9 @@ struct cma_probe {
 	uint64_t addr;   /* of this rank's probe word */
 	uint64_t value;  /* what it holds */
 	int32_t pid;
+	int32_t want;    /* the attr: 1 required, 0 if possible, -1 never */
 	int32_t ok;      /* second exchange: this rank read every probe */
+	int32_t pad;
 };
 
 /* Lives as long as the process: a peer reads it while connecting. */
@@ -65,15 +69,52 @@ static bool read_probe(const struct cma_probe *p)
 		       (ssize_t)sizeof(v) && v == p->value;
 }
 
-int shemb__cma_setup(struct fab *f, shemb__cma_allgather_fn gather,
-		     void *arg, char *err, size_t errlen)
+/* Whether this rank reads every other's probe word. */
+static bool read_all_probes(struct fab *f, const struct cma_probe *all)
+{
+	for (int r = 0; r < f->world; r++)
+		if (r != f->rank && !read_probe(&all[r]))
+			return false;
+	return true;
+}
+
+/* The reason single copy was required and cannot be had; 0 if it was
+ * not required (by any rank) or is in use. */
+static int refuse(const struct fab *f, bool shm, const struct cma_probe *all,
+		  char *err, size_t errlen)
+{
+	int req = -1, off = -1;
+
+	for (int r = 0; r < f->world; r++) {
+		if (all[r].want > 0 && req < 0)
+			req = r;
+		if (all[r].want < 0 && off < 0)
+			off = r;
+	}
+	if (req < 0 || f->cma)
+		return 0;
+	if (!shm)
+		snprintf(err, errlen, "rank %d requires single_copy, and the "
+			 "provider is not shm", req);
+	else if (off >= 0)
+		snprintf(err, errlen, "rank %d requires single_copy, and rank "
+			 "%d turned it off", req, off);
+	else
+		snprintf(err, errlen, "rank %d requires single_copy, and some "
+			 "rank cannot read another's memory "
+			 "(process_vm_readv)", req);
+	return SHEMB_ENOTSUP;
+}
+
+int shemb__cma_setup(struct fab *f, int want, bool shm,
+		     shemb__cma_allgather_fn gather, void *arg, char *err,
+		     size_t errlen)
 {
 	struct cma_probe me = { 0 }, *all;
+	bool try = shm;
 	int rc;
 
 	f->cma = false;
-	if (f->world < 2)
-		return 0;
 	all = calloc((size_t)f->world, sizeof(*all));
 	f->cma_pid = calloc((size_t)f->world, sizeof(*f->cma_pid));
 	if (!all || !f->cma_pid) {
@@ -84,19 +125,22 @@ int shemb__cma_setup(struct fab *f, shemb__cma_allgather_fn gather,
 	me.addr = (uintptr_t)&probe_word;
 	me.value = probe_word;
 	me.pid = (int32_t)getpid();
+	me.want = want;
 	rc = gather(f, arg, &me, all, sizeof(me), err, errlen);
-	me.ok = 1;
 	for (int r = 0; !rc && r < f->world; r++) {
 		f->cma_pid[r] = all[r].pid;
-		if (r != f->rank && !read_probe(&all[r]))
-			me.ok = 0;
+		try &= all[r].want >= 0;
 	}
 	/* all or none: a rank that could not read would wait for data */
-	if (!rc)
+	if (!rc && try) {
+		me.ok = read_all_probes(f, all);
 		rc = gather(f, arg, &me, all, sizeof(me), err, errlen);
-	f->cma = !rc;
-	for (int r = 0; !rc && r < f->world; r++)
-		f->cma &= all[r].ok == 1;
+		f->cma = !rc;
+		for (int r = 0; !rc && r < f->world; r++)
+			f->cma &= all[r].ok == 1;
+	}
+	if (!rc)
+		rc = refuse(f, shm, all, err, errlen);
 	free(all);
 	return rc;
 }

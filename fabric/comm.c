@@ -273,21 +273,11 @@ static int setup_single_copy(struct fab *f,
 			     const struct shemb__fabric_cfg *cfg, char *err,
 			     size_t errlen)
 {
-	int rc = 0;
+	int rc = shemb__cma_setup(f, cfg->single_copy, is_shm(f->provider),
+				  gather_for_cma, (void *)cfg, err, errlen);
 
-	if (cfg->single_copy >= 0 && is_shm(f->provider))
-		rc = shemb__cma_setup(f, gather_for_cma, (void *)cfg, err,
-				      errlen);
 	if (!rc && f->cma)
 		describe_cma(f);
-	if (!rc && cfg->single_copy > 0 && !f->cma) {
-		snprintf(err, errlen, "single_copy is required, and %s",
-			 is_shm(f->provider)
-			 ? "some rank cannot read another's memory "
-			   "(process_vm_readv)"
-			 : "the provider is not shm");
-		rc = SHEMB_ENOTSUP;
-	}
 	return rc;
 }
 

@@ -390,13 +390,16 @@ void shemb__ep_close(struct fab *f);
 void *shemb__ep_desc(struct fab *f, struct xfer *x);
 void shemb__ep_undesc(struct fab *f, struct xfer *x);
 
-/* cma.c: find out whether every rank can read every other's memory
- * (f->cma), with two exchanges through gather (all ranks must call it) */
+/* cma.c: whether every rank can read every other's memory and none
+ * turned single copy off (f->cma), through one or two exchanges by
+ * gather (every rank calls it): 0, or SHEMB_ENOTSUP on every rank where
+ * a rank required it (want 1) and it cannot be had */
 typedef int (*shemb__cma_allgather_fn)(struct fab *f, void *arg,
 				       const void *mine, void *all,
 				       size_t len, char *err, size_t errlen);
-int shemb__cma_setup(struct fab *f, shemb__cma_allgather_fn gather,
-		     void *arg, char *err, size_t errlen);
+int shemb__cma_setup(struct fab *f, int want, bool shm,
+		     shemb__cma_allgather_fn gather, void *arg, char *err,
+		     size_t errlen);
 void shemb__cma_close(struct fab *f);
 /* Copy x's chunk from remote_addr in its peer's memory: 0, or an errno */
 int shemb__cma_pull(const struct fab *f, const struct xfer *x,

@@ -4,15 +4,16 @@
  *
  * Usage: coll_rank SCENARIO [--caller] [--chunk BYTES] [--timeout MS]
  *                 [--in-flight CHUNKS] [--device] [--pin]
- *                 [--single-copy N] [--want-single-copy N]
- *                 [--want-create-error CODE]
+ *                 [--single-copy N] [--single-copy-of-rank0 N]
+ *                 [--want-single-copy N] [--want-create-error CODE]
  * --pin puts each rank on one CPU of those it was given.
- * --single-copy sets the attr; --want-single-copy checks what
- * shemb_ctx_get_attr says of it (1 in use, -1 not); --want-create-error
- * makes shemb_ctx_create's failure with that code (a negative number)
- * the test's success, and its success a failure.  Every rank
- * checks the chunking in use: the one asked for or the default, which
- * depends on whether ranks outnumber their CPUs.
+ * --single-copy sets the attr (--single-copy-of-rank0: only rank 0's,
+ * as SHEMB_RANK names it, so that ranks disagree); --want-single-copy
+ * checks what shemb_ctx_get_attr says of it (1 in use, -1 not);
+ * --want-create-error makes shemb_ctx_create's failure with that code (a
+ * negative number) the test's success, and its success a failure.  Every
+ * rank checks the chunking in use: the one asked for or the default,
+ * which depends on whether ranks outnumber their CPUs.
  * Every input is a function of (seed, rank, peer, index), so each rank
  * knows what every other rank sends and checks what it receives against a
  * plain loop.  Exit 0 when every check passed; a message and 1 otherwise.
@@ -1328,6 +1329,14 @@ static void want_in_use(const struct shemb_ctx_attr *a, size_t chunk,
 		     job_cpus);
 }
 
+static void single_copy_of_rank0(struct shemb_ctx_attr *a, const char *v)
+{
+	const char *s = getenv("SHEMB_RANK");
+
+	if (s && !strcmp(s, "0"))
+		a->single_copy = atoi(v);
+}
+
 /* --want-create-error: the code shemb_ctx_create must fail with. */
 static void check_create_error(int rc, int want)
 {
@@ -1368,6 +1377,9 @@ static void open_ctx(int argc, char **argv)
 			pinned_of = pin_to_one_cpu();
 		else if (!strcmp(argv[i], "--single-copy") && i + 1 < argc)
 			a.single_copy = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--single-copy-of-rank0") &&
+			 i + 1 < argc)
+			single_copy_of_rank0(&a, argv[++i]);
 		else if (!strcmp(argv[i], "--want-single-copy") &&
 			 i + 1 < argc)
 			want_copy = atoi(argv[++i]);

@@ -85,6 +85,11 @@ for n in 2 3 4; do
 done
 SHEMB_SINGLE_COPY=0 one shm 3 priorities --want-single-copy -1
 one "tcp;ofi_rxm" 2 barrier --single-copy 1 --want-create-error -4
+# ranks that disagree make the same exchanges and agree: one rank's -1
+# turns it off for all, and fails the ranks that require it
+one shm 3 alltoallv --single-copy-of-rank0 -1 --want-single-copy -1
+one shm 3 barrier --single-copy 1 --single-copy-of-rank0 -1 \
+	--want-create-error -4
 if "$top_builddir/tools/shemb-run" -n 2 --provider shm --timeout 60 \
 	"$rank" barrier --single-copy 1 >/dev/null 2>&1; then
 	for n in 2 3 4; do
@@ -92,6 +97,7 @@ if "$top_builddir/tools/shemb-run" -n 2 --provider shm --timeout 60 \
 		one shm "$n" allgatherv --want-single-copy 1
 	done
 	one shm 4 staggered --single-copy 1 --chunk 131072 --in-flight 4
+	one shm 3 allgatherv --single-copy-of-rank0 1 --want-single-copy 1
 	one shm 3 concurrent --single-copy 1 --caller
 else
 	echo "note: this host lets no process read another's memory" \

@@ -326,6 +326,8 @@ static void read_info(struct comm_prov *p, int ri, const char *rest,
 		p->chunk_seen[ri] = atoll(val);
 	else if (!strcmp(key, "chunks_in_flight"))
 		p->in_flight_seen[ri] = atoll(val);
+	else if (!strcmp(key, "single_copy"))
+		p->single_copy_seen[ri] = atoi(val);
 	else if (!strcmp(key, "progress"))
 		snprintf(p->progress_seen, sizeof(p->progress_seen), "%.15s",
 			 val);

@@ -115,6 +115,7 @@ struct comm_prov {
 	 * (the defaults depend on it), and its progress */
 	long long chunk_seen[COMM_MAX_RANKS];
 	long long in_flight_seen[COMM_MAX_RANKS];
+	int single_copy_seen[COMM_MAX_RANKS]; /* 1 in use, -1 not, 0 ? */
 	char progress_seen[16];
 	struct comm_samples cell[COMM_MAX_RANKS][COMM_MAX_SIZES][NSERIES];
 };

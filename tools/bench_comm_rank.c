@@ -339,6 +339,7 @@ static void print_info(struct rank_state *s)
 	printf(COMM_TAG " info provider %s\n", a.provider ? a.provider : "?");
 	printf(COMM_TAG " info chunk_bytes %zu\n", a.chunk_bytes);
 	printf(COMM_TAG " info chunks_in_flight %d\n", a.chunks_in_flight);
+	printf(COMM_TAG " info single_copy %d\n", a.single_copy);
 	printf(COMM_TAG " info progress %s\n",
 	       a.progress == SHEMB_PROGRESS_CALLER ? "caller" : "thread");
 	fflush(stdout);

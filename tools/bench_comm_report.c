@@ -104,6 +104,13 @@ static const char *mpi_label(const struct comm_prov *p)
 			    "memory, not libfabric)";
 }
 
+/* How alltoallv's bulk data moved (shemb_ctx_get_attr's single_copy) */
+static const char *single_copy_note(int seen)
+{
+	return seen > 0 ? ";\n               alltoallv data by single copy "
+			  "(process_vm_readv)" : "";
+}
+
 static void print_head(const struct comm_opts *o, const struct comm_prov *p)
 {
 	char msg[32], total[32];
@@ -114,8 +121,9 @@ static void print_head(const struct comm_opts *o, const struct comm_prov *p)
 	       p->progress_seen[0] ? p->progress_seen : "?");
 	for (int ri = 0; ri < o->nranks; ri++)
 		printf("             %lld ranks: chunk_bytes %lld, "
-		       "chunks_in_flight %lld\n", (long long)o->ranks[ri],
-		       p->chunk_seen[ri], p->in_flight_seen[ri]);
+		       "chunks_in_flight %lld%s\n", (long long)o->ranks[ri],
+		       p->chunk_seen[ri], p->in_flight_seen[ri],
+		       single_copy_note(p->single_copy_seen[ri]));
 	printf("   raw:      libfabric %s, one process to another, %s "
 	       "messages,\n             %s per iteration, up to %d in "
 	       "flight\n",
