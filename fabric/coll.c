@@ -3,8 +3,11 @@
  *
  * alltoallv, allgatherv: one round; a header to and from every peer, the
  *   data in chunks to and from each peer with a non-zero count.  An
- *   alltoallv of the bulk lane over shm with 3 ranks or more: N - 1
- *   pairwise rounds instead (pairwise_round).
+ *   alltoallv of the bulk lane over shm with 3 ranks or more, without
+ *   single copy (cma.c): N - 1 pairwise rounds instead (pairwise_round).
+ *   With single copy, each receive of data copies out of the sender's
+ *   memory at the address its header gave, and each send waits for the
+ *   receiver's empty message saying it is done.
  * allreduce up to SHEMB__ALLREDUCE_ONE_ROUND_BYTES (lib/comm.h): one
  *   round; every rank sends its buffer to every other, then each adds the
  *   N buffers in rank order (latency of one message; every rank computes

@@ -202,7 +202,8 @@ struct fab {
 	bool sends_in_order;
 	size_t inject_size;
 	bool pairwise;               /* bulk alltoallv of 3 or more ranks in
-				      * pairwise rounds (coll.c) */
+				      * pairwise rounds (coll.c), on shm
+				      * without single copy */
 	int max_chunks[NLANES];      /* data sends of an op in flight, at
 				      * most, lane by lane */
 	int timeout_ms;

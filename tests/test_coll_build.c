@@ -19,7 +19,12 @@
  *   peer may not have started the call), and the others go at once;
  * - a receive waits for no header but its own peer's, and a ring's
  *   receives after round 0 for none: the rank's header of the round has
- *   told its left neighbour to send.
+ *   told its left neighbour to send;
+ * - with single copy (fabric/cma.c), a bulk alltoallv is one round, each
+ *   data receive copies its chunk from where the peer's header says the
+ *   peer's piece for it starts, at the chunk's offset, into the right
+ *   place of the receive buffer, the chunks of a piece cover it once, and
+ *   each data send only waits for its receiver's empty message.
  */
 #include "config.h"
 
@@ -36,6 +41,8 @@
 #define CHUNK 4096
 #define INJECT (2 * CHUNK) /* pieces above this are several chunks */
 #define URGENT_CHUNK (4 * CHUNK) /* the urgent lane's, larger */
+#define PULL_CHUNK (2 * CHUNK)   /* single copies' */
+#define SPAN (1 << 18)           /* room for one rank's pieces */
 
 struct world {
 	int w;
@@ -44,7 +51,11 @@ struct world {
 	size_t counts[MAX_W][4][MAX_W];
 	char sbuf[1], rbuf[1];     /* never touched: only addresses */
 	float *red[MAX_W];
+	bool cma;                  /* single copy */
 };
+
+/* Each rank's buffers, for single copy's addresses (never touched). */
+static char sbufs[MAX_W][SPAN], rbufs[MAX_W][SPAN];
 
 /* What rank a sends rank b: some empty, some over several chunks. */
 static size_t piece(int a, int b)
@@ -68,7 +79,9 @@ static void build_all(struct world *wd, int kind, int lane, size_t count,
 		f->chunk[LANE_BULK] = CHUNK;
 		f->chunk[LANE_URGENT] = URGENT_CHUNK;
 		f->max_chunks[LANE_BULK] = f->max_chunks[LANE_URGENT] = 16;
-		f->pairwise = true;
+		f->pairwise = !wd->cma;
+		f->cma = wd->cma;
+		f->pull_chunk = PULL_CHUNK;
 		f->sends_in_order = in_order;
 		f->inject_size = INJECT;
 		for (int p = 0; p < wd->w; p++) {
@@ -87,8 +100,8 @@ static void build_all(struct world *wd, int kind, int lane, size_t count,
 			memcpy(op->counts + (size_t)k * wd->w,
 			       wd->counts[r][k], (size_t)wd->w * sizeof(size_t));
 		op->c.kind = kind;
-		op->c.sendbuf = wd->sbuf;
-		op->c.recvbuf = wd->rbuf;
+		op->c.sendbuf = wd->cma ? sbufs[r] : wd->sbuf;
+		op->c.recvbuf = wd->cma ? rbufs[r] : wd->rbuf;
 		if (kind == SHEMB__ALLREDUCE) {
 			wd->red[r] = calloc(count, sizeof(float));
 			op->c.sendbuf = op->c.recvbuf = wd->red[r];
@@ -255,6 +268,56 @@ START_TEST(one_round_alltoallv)
 }
 END_TEST
 
+/* The single copies of rank a from peer p: where each starts in the
+ * peer's memory and lands here, and that they cover the piece once. */
+static void check_pulls(const struct world *wd, int a, int p)
+{
+	const struct round *rd = &wd->op[a]->rounds[0];
+	uint64_t from = wd->op[p]->hdr_out[a].addr;
+	size_t len = wd->counts[p][0][a], covered = 0;
+
+	ck_assert_msg(!len || from == (uint64_t)(uintptr_t)(sbufs[p] +
+					wd->counts[p][1][a]),
+		      "world %d: rank %d tells rank %d a wrong address",
+		      wd->w, p, a);
+	for (int i = 0; i < rd->nx; i++) {
+		const struct xfer *x = &rd->x[i];
+
+		if (x->is_hdr || x->peer != p)
+			continue;
+		ck_assert(x->send ? x->ack && !x->pull : x->pull && !x->ack);
+		if (x->send)
+			continue;
+		ck_assert_uint_eq(x->off, covered);
+		ck_assert_ptr_eq(x->buf, rbufs[a] + wd->counts[a][3][p] +
+					 x->off);
+		ck_assert_uint_le(x->len, PULL_CHUNK);
+		covered += x->len;
+	}
+	ck_assert_uint_eq(covered, len);
+}
+
+START_TEST(single_copy_alltoallv)
+{
+	struct world wd = { .w = _i, .cma = true };
+
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_BULK, 0, true);
+	ck_assert_int_eq(wd.op[0]->nrounds, 1);
+	check_world(&wd, 1, SENDS_GATED_BIG);
+	ck_assert_uint_eq(largest_chunk(&wd), PULL_CHUNK);
+	for (int a = 0; a < wd.w; a++)
+		for (int p = 0; p < wd.w; p++)
+			if (p != a)
+				check_pulls(&wd, a, p);
+	free_all(&wd);
+	/* the urgent lane's exchanges keep their messages */
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_URGENT, 0, true);
+	for (int a = 0; a < wd.w; a++)
+		ck_assert(!wd.op[a]->pull);
+	free_all(&wd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coll_build");
@@ -263,6 +326,7 @@ int main(void)
 	tcase_add_loop_test(tc, pairwise_alltoallv, 3, MAX_W + 1);
 	tcase_add_loop_test(tc, ring_allreduce, 2, MAX_W + 1);
 	tcase_add_loop_test(tc, one_round_alltoallv, 2, MAX_W + 1);
+	tcase_add_loop_test(tc, single_copy_alltoallv, 2, MAX_W + 1);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
