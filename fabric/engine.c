@@ -674,7 +674,8 @@ static int run_pull(struct fab *f)
 	op = x->op;
 	f->puller = true;
 	pthread_mutex_unlock(&f->lock);
-	err = shemb__cma_pull(f, x, op->hdr_in[x->peer].addr + x->off);
+	err = shemb__cma_pull(f, x, (x->from_addr2 ? op->hdr_in[x->peer].addr2
+					 : op->hdr_in[x->peer].addr) + x->off);
 	pthread_mutex_lock(&f->lock);
 	f->puller = false;
 	f->recvs_posted[shemb__xfer_lane(x)]--;

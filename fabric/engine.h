@@ -78,7 +78,9 @@ struct shemb__hdr {
 	uint64_t expect;     /* bytes the sender expects from the receiver */
 	uint64_t count;      /* allreduce elements */
 	uint64_t addr;       /* single copy (cma.c): where the sender's
-			      * bytes for the receiver start, in its memory */
+			      * bytes for the receiver start, in its memory
+			      * (a ring allreduce's: its sendbuf) */
+	uint64_t addr2;      /* ... a ring allreduce's recvbuf */
 };
 
 /* Told to a peer when this rank fails an op they share. */
@@ -122,8 +124,9 @@ struct xfer {
 	 * peer's memory (pull), then sends it an empty message (pulled); a
 	 * send that only waits for that message (ack) */
 	bool pull, pulled, ack;
-	size_t off;                  /* pull: the chunk's offset in the
-				      * peer's piece */
+	bool from_addr2;             /* pull: from the header's addr2 */
+	size_t off;                  /* pull: the chunk's offset from the
+				      * header's address */
 };
 
 struct round {
