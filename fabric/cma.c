@@ -151,18 +151,17 @@ void shemb__cma_close(struct fab *f)
 	f->cma_pid = NULL;
 }
 
-/* Copy x's chunk out of its peer's memory: 0, or an errno. */
-int shemb__cma_pull(const struct fab *f, const struct xfer *x,
-		    uint64_t remote_addr)
+int shemb__cma_pull(const struct fab *f, int peer, void *buf,
+		    uint64_t remote_addr, size_t len)
 {
 	size_t done = 0;
 
-	while (done < x->len) {
-		struct iovec local = { (char *)x->buf + done, x->len - done };
+	while (done < len) {
+		struct iovec local = { (char *)buf + done, len - done };
 		struct iovec remote = {
-			(void *)(uintptr_t)(remote_addr + done), x->len - done
+			(void *)(uintptr_t)(remote_addr + done), len - done
 		};
-		ssize_t n = process_vm_readv(f->cma_pid[x->peer], &local, 1,
+		ssize_t n = process_vm_readv(f->cma_pid[peer], &local, 1,
 					     &remote, 1, 0);
 
 		if (n < 0 && errno == EINTR)

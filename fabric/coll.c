@@ -60,11 +60,10 @@ static struct xfer *add_xfer(struct op *op, int r, bool send, int peer,
  * each is reduced as it lands. */
 static size_t chunk_of(const struct op *op)
 {
-	size_t chunk = op->pull ? op->f->pull_chunk : op->f->chunk[op->lane];
-	size_t e;
+	size_t chunk = op->f->chunk[op->lane], e;
 
 	if (op->kind != SHEMB__ALLREDUCE)
-		return chunk;
+		return op->pull ? op->f->pull_chunk : chunk;
 	e = shemb__reduce_elem_size(op->c.dtype);
 	return chunk < e ? e : chunk - chunk % e;
 }
@@ -128,7 +127,10 @@ static void fill_header(struct op *op, int peer, uint64_t bytes,
 /* Whether op's data moves by single copy (cma.c): the bulk lane's, where
  * every rank can read the others' memory.  The urgent lane's small
  * pieces go as one message each, which costs less than the copy and its
- * empty message (as do the small allreduce's, which never asks). */
+ * empty message.  Allreduces keep them too: by single copy, a ring's
+ * chunks and the empty messages that acknowledge them made a small
+ * urgent alltoallv behind a 64 MiB allreduce take 4-7 times as long as
+ * alone (shemb-bench sched -n 4, 2 CPUs), against 1.0-1.7 times. */
 static bool pulls(const struct op *op)
 {
 	return op->f->cma && op->lane == LANE_BULK;
@@ -535,60 +537,6 @@ static int ring_add_chunk(struct op *op, const struct xfer *x)
  * left.  The first data from left waits for left's header, later data
  * for nothing: the receives are posted as the round begins.
  */
-/* The single copies of round r from lo on: at seg bytes from the start
- * of left's sendbuf (round 0) or recvbuf (later rounds). */
-static void aim_pulls(struct op *op, int r, int lo, size_t seg)
-{
-	struct round *rd = &op->rounds[r];
-
-	for (int i = lo; i < rd->nx; i++) {
-		rd->x[i].off += seg;
-		rd->x[i].from_addr2 = r > 0;
-	}
-}
-
-/*
- * Round r of the ring by single copy: the segment this rank copies from
- * left is final once left has finished round r - 1, so left's header of
- * the round, sent as left enters it, lets the copies go (round 0: the
- * call's).  Left leaves the round only once this rank said it copied
- * every chunk, so the segment stays as it was meanwhile.
- */
-static int ring_round_pull(struct op *op, int r, int left_hdr)
-{
-	struct fab *f = op->f;
-	int n = f->world, right = (f->rank + 1) % n, left = mod(f->rank - 1, n);
-	bool scatter = r < n - 1;
-	int s = scatter ? r : r - (n - 1);
-	int send_seg = scatter ? mod(f->rank - s, n) : mod(f->rank + 1 - s, n);
-	int recv_seg = scatter ? mod(f->rank - s - 1, n) : mod(f->rank - s, n);
-	char *acc = op->c.recvbuf;
-	char *from = r == 0 ? (char *)op->c.sendbuf : acc;
-	size_t ss, sl, rs, rl, e = elem(op);
-	int rc = 0, lo;
-
-	ring_segment(op, send_seg, &ss, &sl);
-	ring_segment(op, recv_seg, &rs, &rl);
-	if (r > 0) {
-		left_hdr = op->rounds[r].nx;
-		rc = add_header(op, r, left, false);
-		if (!rc)
-			rc = add_header(op, r, right, true);
-	}
-	lo = op->rounds[r].nx;
-	if (!rc)
-		rc = add_chunks(op, r, false, left,
-				scatter ? op->scratch : acc + rs * e, rl * e);
-	if (rc)
-		return rc;
-	aim_pulls(op, r, lo, rs * e);
-	gate(op, r, left_hdr, lo);
-	rc = add_chunks(op, r, true, right, from + ss * e, sl * e);
-	if (scatter)
-		op->rounds[r].on_chunk = ring_add_chunk;
-	return rc;
-}
-
 static int ring_round(struct op *op, int r, int left_hdr, int right_hdr)
 {
 	struct fab *f = op->f;
@@ -603,8 +551,6 @@ static int ring_round(struct op *op, int r, int left_hdr, int right_hdr)
 	size_t ss, sl, rs, rl, e = elem(op);
 	int rc = 0, lo;
 
-	if (op->pull)
-		return ring_round_pull(op, r, left_hdr);
 	ring_segment(op, send_seg, &ss, &sl);
 	ring_segment(op, recv_seg, &rs, &rl);
 	if (r > 0) {
@@ -644,7 +590,6 @@ static int build_allreduce_ring(struct op *op)
 	ring_segment(op, 0, &first, &most);
 	if (rc || !shemb__fab_scratch(op, most * elem(op)))
 		return rc ? rc : SHEMB_ENOMEM;
-	op->pull = pulls(op);
 	if (!rc && left != right)
 		rc = exchange_headers(op, 0, right, bytes, bytes);
 	left_hdr = op->rounds[0].nx; /* then left's: receive, send */
@@ -652,10 +597,6 @@ static int build_allreduce_ring(struct op *op)
 		right_hdr = left_hdr;
 	if (!rc)
 		rc = exchange_headers(op, 0, left, bytes, bytes);
-	/* what right copies from: the segments' bases */
-	tell_source(op, right, op->c.sendbuf);
-	if (op->pull)
-		op->hdr_out[right].addr2 = (uint64_t)(uintptr_t)op->c.recvbuf;
 	for (int r = 0; !rc && r < 2 * (n - 1); r++)
 		rc = ring_round(op, r, left_hdr, right_hdr);
 	return rc;

@@ -587,9 +587,9 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	}
 	op->last_ns = shemb__fab_now_ns();
 	x->landed = !x->send;
-	if (!x->send && !x->is_hdr)
+	if (!x->send && !x->is_hdr && !x->pulled)
 		shemb__coll_on_landed(op, x);
-	if (!x->send && !x->is_hdr && !on_chunk(f, op, x))
+	if (!x->send && !x->is_hdr && !x->pulled && !on_chunk(f, op, x))
 		return;
 	if (--op->pending == 0)
 		advance(f, op);
@@ -654,30 +654,77 @@ static int read_cq(struct fab *f, int lane)
 }
 
 /*
- * Copy the first chunk waiting for a single copy (cma.c), without the
- * lock, as the bulk lane is read: one thread at a time, where the bulk
- * lane's work is done.  The chunk stays posted meanwhile, so that its op
- * is not freed under the copy; a failed op's copy ends, and is dropped.
- * Then its empty message tells the peer.  1 if a chunk was copied.
+ * Single copies go a slice at a time, and none while a caller of this
+ * process waits for an urgent collective (the hold of progress.c): on a
+ * host with more ranks than CPUs, the urgent exchange needs every rank
+ * on a CPU, and a copy in progress holds one.
+ */
+#define PULL_SLICE ((size_t)128 << 10)
+
+static bool bulk_held(const struct fab *f)
+{
+	return f->urgent_waiters && shemb__fab_now_ns() < f->bulk_hold_until;
+}
+
+/* A chunk copied whole: it has landed, and its local work is done here,
+ * by the thread that does the bulk lane's work; its empty message, which
+ * completes it, goes on the urgent lane, read by callers that wait for
+ * urgent collectives too. */
+static void pulled(struct fab *f, struct op *op, struct xfer *x)
+{
+	op->last_ns = shemb__fab_now_ns();
+	x->landed = true;
+	shemb__coll_on_landed(op, x);
+	if (!on_chunk(f, op, x))
+		return;
+	x->pulled = true;
+	enqueue(f, x);
+}
+
+/* A chunk partly copied goes back to the head of the queue. */
+static void pull_again(struct fab *f, struct xfer *x)
+{
+	x->next = f->pq_head;
+	f->pq_head = x;
+	if (!f->pq_tail)
+		f->pq_tail = x;
+}
+
+/*
+ * Copy a slice of the first chunk waiting for a single copy (cma.c),
+ * without the lock, as the bulk lane is read: one thread at a time, where
+ * the bulk lane's work is done.  The chunk stays posted meanwhile, so
+ * that its op is not freed under the copy; a failed op's copy ends, and
+ * is dropped.  Once the chunk is whole, its empty message tells the
+ * peer.  1 if a slice was copied.
  */
 static int run_pull(struct fab *f)
 {
 	struct xfer *x = f->pq_head;
 	struct op *op;
+	uint64_t from;
+	size_t n;
 	int err;
 
-	if (!x || f->puller)
+	if (!x || f->puller || bulk_held(f))
 		return 0;
 	f->pq_head = x->next;
 	if (!f->pq_head)
 		f->pq_tail = NULL;
 	op = x->op;
+	from = op->hdr_in[x->peer].addr + x->off + x->copied;
+	n = x->len - x->copied < PULL_SLICE ? x->len - x->copied : PULL_SLICE;
 	f->puller = true;
 	pthread_mutex_unlock(&f->lock);
-	err = shemb__cma_pull(f, x, (x->from_addr2 ? op->hdr_in[x->peer].addr2
-					 : op->hdr_in[x->peer].addr) + x->off);
+	err = shemb__cma_pull(f, x->peer, (char *)x->buf + x->copied, from, n);
 	pthread_mutex_lock(&f->lock);
 	f->puller = false;
+	if (!err && !op->done && x->copied + n < x->len) {
+		x->copied += n;
+		op->last_ns = shemb__fab_now_ns();
+		pull_again(f, x);
+		return 1;
+	}
 	f->recvs_posted[shemb__xfer_lane(x)]--;
 	x->posted = false;
 	op->posted--;
@@ -696,9 +743,7 @@ static int run_pull(struct fab *f)
 		transfer_failed_as(f, op, x->peer, FI_EIO, what,
 				   strerror(err));
 	} else {
-		op->last_ns = shemb__fab_now_ns();
-		x->pulled = true;
-		enqueue(f, x);
+		pulled(f, op, x);
 	}
 	return 1;
 }

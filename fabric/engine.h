@@ -78,9 +78,7 @@ struct shemb__hdr {
 	uint64_t expect;     /* bytes the sender expects from the receiver */
 	uint64_t count;      /* allreduce elements */
 	uint64_t addr;       /* single copy (cma.c): where the sender's
-			      * bytes for the receiver start, in its memory
-			      * (a ring allreduce's: its sendbuf) */
-	uint64_t addr2;      /* ... a ring allreduce's recvbuf */
+			      * bytes for the receiver start, in its memory */
 };
 
 /* Told to a peer when this rank fails an op they share. */
@@ -124,9 +122,9 @@ struct xfer {
 	 * peer's memory (pull), then sends it an empty message (pulled); a
 	 * send that only waits for that message (ack) */
 	bool pull, pulled, ack;
-	bool from_addr2;             /* pull: from the header's addr2 */
-	size_t off;                  /* pull: the chunk's offset from the
-				      * header's address */
+	size_t off;                  /* pull: the chunk's offset in the
+				      * peer's piece */
+	size_t copied;               /* pull: bytes of it copied so far */
 };
 
 struct round {
@@ -405,9 +403,10 @@ int shemb__cma_setup(struct fab *f, int want, bool shm,
 		     shemb__cma_allgather_fn gather, void *arg, char *err,
 		     size_t errlen);
 void shemb__cma_close(struct fab *f);
-/* Copy x's chunk from remote_addr in its peer's memory: 0, or an errno */
-int shemb__cma_pull(const struct fab *f, const struct xfer *x,
-		    uint64_t remote_addr);
+/* Copy len bytes from remote_addr in peer's memory to buf: 0, or an
+ * errno */
+int shemb__cma_pull(const struct fab *f, int peer, void *buf,
+		    uint64_t remote_addr, size_t len);
 
 /* peer_proc.c: whether a local peer's process has ended */
 void shemb__peer_procs_open(struct fab *f, const void *names, size_t slot);
