@@ -236,12 +236,18 @@ static int default_chunks_in_flight(const struct fab *f, bool crowded,
  * 1.3-1.7 in 1 MiB and 4 MiB, 1.2-1.4 in 128 KiB.
  */
 #define PULL_CHUNK ((size_t)1 << 20)
+/* On a crowded host, a copy leaves its CPU to an urgent wait after this
+ * much (engine.c, copy_slices); elsewhere, each syscall copying less
+ * costs: 1 MiB alltoallvs of 2 ranks took 136-141 us in one, 146-148 in
+ * 512 KiB slices, 153-168 in 128 KiB. */
+#define PULL_SLICE ((size_t)128 << 10)
 
 /* What the attrs asked for on both lanes, else each lane's default. */
 static void set_chunking(struct fab *f, const struct shemb__fabric_cfg *cfg,
 			 bool crowded)
 {
 	f->pull_chunk = cfg->chunk_bytes ? cfg->chunk_bytes : PULL_CHUNK;
+	f->pull_slice = crowded ? PULL_SLICE : f->pull_chunk;
 	for (int lane = 0; lane < NLANES; lane++) {
 		f->chunk[lane] = cfg->chunk_bytes
 				 ? cfg->chunk_bytes

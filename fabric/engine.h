@@ -196,6 +196,7 @@ struct fab {
 	size_t chunk[NLANES];        /* messages are cut in these, lane by
 				      * lane */
 	size_t pull_chunk;           /* ... and single copies (cma.c) */
+	size_t pull_slice;           /* a single copy's syscalls, at most */
 	/* shm completes a lane's sends in the order they were posted, and a
 	 * send of more than it injects completes once its receiver takes it:
 	 * such a send to a peer not yet in the call would hold back the
@@ -228,6 +229,8 @@ struct fab {
 				      * lanes themselves: the thread stands
 				      * back meanwhile */
 	unsigned urgent_batches;     /* batches read from the urgent lane */
+	atomic_int urgent_waiting;   /* urgent_waiters, for single copies
+				      * without the lock (engine.c) */
 	int urgent_waiters;          /* callers driving the urgent lane only:
 				      * the thread stands back while no bulk
 				      * op is active, or while the bulk lane

@@ -53,12 +53,16 @@ void shemb__fab_urgent_wait_begin(struct fab *f)
 {
 	if (f->urgent_waiters++ == 0)
 		f->bulk_hold_until = shemb__fab_now_ns() + HOLD_NS;
+	atomic_store_explicit(&f->urgent_waiting, f->urgent_waiters,
+			      memory_order_relaxed);
 }
 
 void shemb__fab_urgent_wait_end(struct fab *f)
 {
 	if (--f->urgent_waiters == 0)
 		f->bulk_hold_until = 0;
+	atomic_store_explicit(&f->urgent_waiting, f->urgent_waiters,
+			      memory_order_relaxed);
 }
 
 static bool stand_back(struct fab *f)
