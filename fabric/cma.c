@@ -47,9 +47,6 @@ struct cma_probe {
 	int32_t pad;
 };
 
-/* Lives as long as the process: a peer reads it while connecting. */
-static uint64_t probe_word;
-
 static uint64_t probe_value(void)
 {
 	struct timespec ts;
@@ -121,9 +118,11 @@ int shemb__cma_setup(struct fab *f, int want, bool shm,
 		free(all);
 		return SHEMB_ENOMEM;
 	}
-	probe_word = probe_value();
-	me.addr = (uintptr_t)&probe_word;
-	me.value = probe_word;
+	/* the context's own: contexts made at once do not share it, and
+	 * this rank waits in the second exchange until every peer read it */
+	f->cma_probe = probe_value();
+	me.addr = (uintptr_t)&f->cma_probe;
+	me.value = f->cma_probe;
 	me.pid = (int32_t)getpid();
 	me.want = want;
 	rc = gather(f, arg, &me, all, sizeof(me), err, errlen);

@@ -149,7 +149,6 @@ static void purge_pulls(struct fab *f, struct op *op)
 			continue;
 		x->posted = false;
 		op->posted--;
-		f->recvs_posted[shemb__xfer_lane(x)]--;
 	}
 	purge_queue(&f->pq_head, &f->pq_tail, op);
 }
@@ -181,12 +180,12 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 
 /* ---- the queues of transfers to post ---- */
 
-/* A send of data (not a header): those are the ones max_chunks bounds.
- * Not an ack of a single copy: posting it moves no data, and the peer's
- * empty messages would pile up in the queue of this rank's shm region. */
+/* A send of data (not a header): those are the ones max_chunks bounds,
+ * and the receives that stand for them with single copy (acks): each is
+ * a receive libfabric holds, and shm holds a bounded number of those. */
 static bool is_chunk(const struct xfer *x)
 {
-	return x->send && !x->is_hdr && !x->ack;
+	return x->send && !x->is_hdr;
 }
 
 /* x waits in its op's own list: the op has max_chunks data sends queued
@@ -301,8 +300,6 @@ static ssize_t post_one(struct fab *f, struct xfer *x)
 	fi_addr_t peer = *shemb__fab_peer(f, lane, x->peer);
 	ssize_t rc;
 
-	if (x->pull && !x->pulled)
-		return 0; /* post_queue() queues it for run_pull() */
 	if (x->pulled || x->ack)
 		return post_notice(f, x);
 	desc = shemb__ep_desc(f, x);
@@ -398,6 +395,13 @@ static void post_queue(struct fab *f, bool send)
 		int lane = shemb__xfer_lane(x);
 		ssize_t rc = -FI_EAGAIN;
 
+		if (x->pull && !x->pulled) { /* for run_pull(), not libfabric */
+			unlink_xfer(at, tail, prev);
+			x->posted = true;
+			x->op->posted++;
+			insert_by_prio(&f->pq_head, &f->pq_tail, x);
+			continue;
+		}
 		if (posted[lane] >= cap)
 			full[lane] = true;
 		if (!full[lane])
@@ -424,8 +428,6 @@ static void post_queue(struct fab *f, bool send)
 		x->posted = true;
 		x->op->posted++;
 		posted[lane]++;
-		if (x->pull && !x->pulled)
-			insert_by_prio(&f->pq_head, &f->pq_tail, x);
 	}
 }
 
@@ -445,17 +447,22 @@ static void mismatch(struct fab *f, struct op *op, int peer)
  */
 static bool wrong_message(struct fab *f, struct xfer *x, uint64_t tag, int err)
 {
-	if (x->send || err || tag == x->tag)
+	bool in_sends = shemb__xfer_in_sends(x); /* an ack waits there */
+
+	if ((x->send && !x->ack) || x->pulled || err || tag == x->tag)
 		return false;
 	x->posted = false;
 	x->op->posted--;
-	f->recvs_posted[shemb__xfer_lane(x)]--;
+	(in_sends ? f->sends_posted : f->recvs_posted)[shemb__xfer_lane(x)]--;
 	shemb__ep_undesc(f, x);
 	if (!x->op->done) {
-		x->next = f->rq_head; /* first in line again */
-		f->rq_head = x;
-		if (!f->rq_tail)
-			f->rq_tail = x;
+		struct xfer **head = in_sends ? &f->sq_head : &f->rq_head;
+		struct xfer **tail = in_sends ? &f->sq_tail : &f->rq_tail;
+
+		x->next = *head; /* first in line again */
+		*head = x;
+		if (!*tail)
+			*tail = x;
 	} else {
 		maybe_free(f, x->op);
 	}
@@ -668,6 +675,29 @@ static bool bulk_held(const struct fab *f)
 	return f->urgent_waiters && shemb__fab_now_ns() < f->bulk_hold_until;
 }
 
+/* The empty message of a chunk copied goes at once, ahead of the sends
+ * queued (some of which may wait for the peer's own empty messages);
+ * if libfabric cannot take it yet, it goes first when it can. */
+static void send_notice(struct fab *f, struct xfer *x)
+{
+	ssize_t rc = post_notice(f, x);
+
+	if (rc == -FI_EAGAIN) {
+		x->next = f->sq_head;
+		f->sq_head = x;
+		if (!f->sq_tail)
+			f->sq_tail = x;
+	} else if (rc == -FI_EHOSTDOWN) {
+		peer_ended(f, x->peer);
+	} else if (rc) {
+		refused(f, x, rc);
+	} else {
+		x->posted = true;
+		x->op->posted++;
+		f->sends_posted[LANE_URGENT]++;
+	}
+}
+
 /* A chunk copied whole: it has landed, and its local work is done here,
  * by the thread that does the bulk lane's work; its empty message, which
  * completes it, goes on the urgent lane, read by callers that wait for
@@ -680,7 +710,7 @@ static void pulled(struct fab *f, struct op *op, struct xfer *x)
 	if (!on_chunk(f, op, x))
 		return;
 	x->pulled = true;
-	enqueue(f, x);
+	send_notice(f, x);
 }
 
 /* A chunk partly copied goes back to the head of the queue. */
@@ -750,14 +780,14 @@ static int run_pull(struct fab *f)
 		pull_again(f, x);
 		return 1;
 	}
-	f->recvs_posted[shemb__xfer_lane(x)]--;
 	x->posted = false;
 	op->posted--;
 	if (op->done) {
 		maybe_free(f, op);
 		return 1;
 	}
-	if (err == ESRCH) {
+	/* a pid reused by another process answers EFAULT or EPERM */
+	if (err == ESRCH || (err && shemb__peer_proc_ended(f, x->peer))) {
 		peer_ended(f, x->peer);
 	} else if (err) {
 		/* as a failed transfer: the peer may be dying */

@@ -280,6 +280,7 @@ struct fab {
 	 * memory, their pids, the chunks waiting to be copied (by
 	 * priority), and whether a thread copies one (without the lock) */
 	bool cma;
+	uint64_t cma_probe;          /* what the peers read at create */
 	int32_t *cma_pid;
 	struct xfer *pq_head, *pq_tail;
 	bool puller;

@@ -99,6 +99,10 @@ if "$top_builddir/tools/shemb-run" -n 2 --provider shm --timeout 60 \
 	one shm 4 staggered --single-copy 1 --chunk 131072 --in-flight 4
 	one shm 3 allgatherv --single-copy-of-rank0 1 --want-single-copy 1
 	one shm 3 concurrent --single-copy 1 --caller
+	# more chunks than libfabric holds receives: the acknowledgements
+	# the senders wait for must not exhaust them
+	one shm 2 alltoallv-big --single-copy 1 --chunk 65536
+	one shm 4 staggered --single-copy 1 --chunk 16384
 else
 	echo "note: this host lets no process read another's memory" \
 	     "(process_vm_readv): single copy untested"
