@@ -295,13 +295,11 @@ static int pairwise_round(struct op *op, int i, const char *sb, char *rb)
 
 	hdr_from = op->rounds[r].nx;
 	rc = exchange_headers(op, r, from, SC(op)[from], RC(op)[from]);
-	tell_source(op, from, sb + SD(op)[from]);
 	hdr_to = op->rounds[r].nx;
 	if (to == from)
 		hdr_to = hdr_from;
 	else if (!rc)
 		rc = exchange_headers(op, r, to, SC(op)[to], RC(op)[to]);
-	tell_source(op, to, sb + SD(op)[to]);
 	lo = op->rounds[r].nx;
 	if (!rc)
 		rc = add_chunks(op, r, false, from, rb + RD(op)[from],

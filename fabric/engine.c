@@ -20,7 +20,6 @@
 #include <rdma/fi_tagged.h>
 
 #include "shemb.h"
-#include "fabric/boot.h"
 #include "fabric/engine.h"
 
 /* Sends in flight, headers and chunks of every op (each op's chunks
@@ -233,6 +232,15 @@ static void insert_by_prio(struct xfer **head, struct xfer **tail,
 		*tail = x;
 }
 
+/* x first in a queue, whatever its priority. */
+static void push_front(struct xfer **head, struct xfer **tail, struct xfer *x)
+{
+	x->next = *head;
+	*head = x;
+	if (!*tail)
+		*tail = x;
+}
+
 static void enqueue(struct fab *f, struct xfer *x)
 {
 	bool send = shemb__xfer_in_sends(x);
@@ -343,20 +351,6 @@ static void refused(struct fab *f, struct xfer *x, ssize_t rc)
 			   : fi_strerror((int)-rc));
 }
 
-static void fail_all(struct fab *f, int status);
-
-/* A peer's process ended: every op fails, as when the rendezvous says
- * so (check_liveness), since no collective can finish without it. */
-static void peer_ended(struct fab *f, int peer)
-{
-	if (!f->failed) {
-		f->failed = SHEMB_EPEER;
-		snprintf(f->fail_why, sizeof(f->fail_why),
-			 "rank %d left the job (its process ended)", peer);
-	}
-	fail_all(f, f->failed);
-}
-
 static void unlink_xfer(struct xfer **at, struct xfer **tail,
 			struct xfer *prev)
 {
@@ -414,7 +408,7 @@ static void post_queue(struct fab *f, bool send)
 		}
 		unlink_xfer(at, tail, prev);
 		if (rc == -FI_EHOSTDOWN) {
-			peer_ended(f, x->peer);
+			shemb__fab_peer_ended(f, x->peer);
 			at = head; /* every op's transfers left the queues */
 			prev = NULL;
 			continue;
@@ -455,34 +449,12 @@ static bool wrong_message(struct fab *f, struct xfer *x, uint64_t tag, int err)
 	x->op->posted--;
 	(in_sends ? f->sends_posted : f->recvs_posted)[shemb__xfer_lane(x)]--;
 	shemb__ep_undesc(f, x);
-	if (!x->op->done) {
-		struct xfer **head = in_sends ? &f->sq_head : &f->rq_head;
-		struct xfer **tail = in_sends ? &f->sq_tail : &f->rq_tail;
-
-		x->next = *head; /* first in line again */
-		*head = x;
-		if (!*tail)
-			*tail = x;
-	} else {
+	if (!x->op->done) /* first in line again */
+		push_front(in_sends ? &f->sq_head : &f->rq_head,
+			   in_sends ? &f->sq_tail : &f->rq_tail, x);
+	else
 		maybe_free(f, x->op);
-	}
 	return true;
-}
-
-/* Errors that say the peer's end of the connection is gone: the rank
- * left, whether or not the rendezvous has noticed it yet. */
-static bool peer_gone(int err)
-{
-	switch (err) {
-	case FI_ENOTCONN:
-	case FI_ECONNRESET:
-	case FI_ECONNABORTED:
-	case FI_ECONNREFUSED:
-	case EPIPE:
-		return true;
-	default:
-		return false;
-	}
 }
 
 /* The round's work on a data chunk just received; false if it failed
@@ -496,57 +468,6 @@ static bool on_chunk(struct fab *f, struct op *op, const struct xfer *x)
 		shemb__fab_fail_op(f, op, rc, "local step on a chunk of round "
 				   "%d failed", op->cur);
 	return rc == 0;
-}
-
-static void check_liveness(struct fab *f);
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/*
- * A transfer failed.  Providers report a peer that died in the middle of
- * a transfer in ways of their own (shm: an I/O error, tcp;ofi_rxm: the
- * operation canceled), often before the rendezvous connections tell of
- * the death: an error that does not name a lost connection waits up to
- * LEFT_WAIT_MS (at most half the timeout: a caller that cannot have the
- * lock for the whole timeout takes the engine for wedged, wedge.c) for
- * that news, so that the call reports SHEMB_EPEER as every call after
- * the loss does, and SHEMB_EIO only when no rank left.  Rare, and under
- * the engine's lock.
- */
-#define LEFT_WAIT_MS 2000u
-
-/* what: "transfer with", or another action on peer; why: the error */
-static void transfer_failed_as(struct fab *f, struct op *op, int peer,
-			       int err, const char *what, const char *why)
-{
-	uint64_t half = f->timeout_ms > 0 ? (uint64_t)f->timeout_ms / 2 : 0;
-	uint64_t wait = half && half < LEFT_WAIT_MS ? half : LEFT_WAIT_MS;
-	uint64_t until = mono_ms() + wait;
-	bool failed_before = f->failed != 0;
-
-	while (!peer_gone(err) && !f->failed && mono_ms() < until) {
-		struct timespec nap = { .tv_nsec = 1000000 };
-
-		check_liveness(f);
-		if (!f->failed)
-			nanosleep(&nap, NULL);
-	}
-	if (!failed_before && f->failed)
-		return; /* failed with the others (and maybe freed) */
-	shemb__fab_fail_op(f, op, peer_gone(err) ? SHEMB_EPEER : SHEMB_EIO,
-			   "%s rank %d failed: %s", what, peer, why);
-}
-
-static void transfer_failed(struct fab *f, struct op *op, int peer, int err)
-{
-	transfer_failed_as(f, op, peer, err, "transfer with",
-			   fi_strerror(err));
 }
 
 static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
@@ -573,7 +494,8 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		return;
 	}
 	if (err) {
-		transfer_failed(f, op, x->peer, err);
+		shemb__fab_transfer_failed(f, op, x->peer, err,
+					   "transfer with", fi_strerror(err));
 		return;
 	}
 	if (!x->send && x->is_hdr) {
@@ -675,29 +597,6 @@ static bool bulk_held(const struct fab *f)
 	return f->urgent_waiters && shemb__fab_now_ns() < f->bulk_hold_until;
 }
 
-/* The empty message of a chunk copied goes at once, ahead of the sends
- * queued (some of which may wait for the peer's own empty messages);
- * if libfabric cannot take it yet, it goes first when it can. */
-static void send_notice(struct fab *f, struct xfer *x)
-{
-	ssize_t rc = post_notice(f, x);
-
-	if (rc == -FI_EAGAIN) {
-		x->next = f->sq_head;
-		f->sq_head = x;
-		if (!f->sq_tail)
-			f->sq_tail = x;
-	} else if (rc == -FI_EHOSTDOWN) {
-		peer_ended(f, x->peer);
-	} else if (rc) {
-		refused(f, x, rc);
-	} else {
-		x->posted = true;
-		x->op->posted++;
-		f->sends_posted[LANE_URGENT]++;
-	}
-}
-
 /* A chunk copied whole: it has landed, and its local work is done here,
  * by the thread that does the bulk lane's work; its empty message, which
  * completes it, goes on the urgent lane, read by callers that wait for
@@ -709,17 +608,11 @@ static void pulled(struct fab *f, struct op *op, struct xfer *x)
 	shemb__coll_on_landed(op, x);
 	if (!on_chunk(f, op, x))
 		return;
+	/* its empty message goes ahead of the sends queued, some of which
+	 * may wait for the peer's own empty messages; the progress loop
+	 * posts it next (shemb__fab_post) */
 	x->pulled = true;
-	send_notice(f, x);
-}
-
-/* A chunk partly copied goes back to the head of the queue. */
-static void pull_again(struct fab *f, struct xfer *x)
-{
-	x->next = f->pq_head;
-	f->pq_head = x;
-	if (!f->pq_tail)
-		f->pq_tail = x;
+	push_front(&f->sq_head, &f->sq_tail, x);
 }
 
 /* Copy len bytes of x from `from` on, slice after slice, until done or
@@ -777,7 +670,7 @@ static int run_pull(struct fab *f)
 	if (!err && !op->done && x->copied + n < x->len) {
 		x->copied += n;
 		op->last_ns = shemb__fab_now_ns();
-		pull_again(f, x);
+		push_front(&f->pq_head, &f->pq_tail, x); /* the rest next */
 		return 1;
 	}
 	x->posted = false;
@@ -788,14 +681,14 @@ static int run_pull(struct fab *f)
 	}
 	/* a pid reused by another process answers EFAULT or EPERM */
 	if (err == ESRCH || (err && shemb__peer_proc_ended(f, x->peer))) {
-		peer_ended(f, x->peer);
+		shemb__fab_peer_ended(f, x->peer);
 	} else if (err) {
 		/* as a failed transfer: the peer may be dying */
 		char what[96];
 
 		snprintf(what, sizeof(what), "a copy of %zu bytes out of the "
 			 "memory of", x->len);
-		transfer_failed_as(f, op, x->peer, FI_EIO, what,
+		shemb__fab_transfer_failed(f, op, x->peer, FI_EIO, what,
 				   strerror(err));
 	} else {
 		pulled(f, op, x);
@@ -815,72 +708,6 @@ static int read_cqs(struct fab *f, bool bulk)
 		n += read_cq(f, LANE_BULK) + run_pull(f) +
 		     read_cq(f, LANE_URGENT);
 	return n;
-}
-
-/* ---- failure: a rank left, or nothing moved for too long ---- */
-
-static void fail_all(struct fab *f, int status)
-{
-	for (struct op *op = f->ops, *next; op; op = next) {
-		next = op->next; /* failing may free op */
-		shemb__fab_fail_op(f, op, status, "%s", f->fail_why);
-	}
-}
-
-static void check_liveness(struct fab *f)
-{
-	int left = f->boot ? shemb__boot_poll_left(f->boot) : -1;
-
-	if (left < 0 || f->failed)
-		return;
-	f->failed = SHEMB_EPEER;
-	snprintf(f->fail_why, sizeof(f->fail_why),
-		 "rank %d left the job (its process ended or was killed, or "
-		 "it closed its context)", left);
-	fail_all(f, SHEMB_EPEER);
-}
-
-/* The first receive of op's round that has not landed: whom op waits
- * for, so that the timeout can name a rank; NULL if none. */
-static const struct xfer *awaited(const struct op *op)
-{
-	const struct round *rd;
-
-	if (op->cur >= op->nrounds)
-		return NULL;
-	rd = &op->rounds[op->cur];
-	for (int i = 0; i < rd->nx; i++)
-		if (!rd->x[i].send && !rd->x[i].landed)
-			return &rd->x[i];
-	return NULL;
-}
-
-static void check_timeouts(struct fab *f, uint64_t now)
-{
-	uint64_t limit = (uint64_t)f->timeout_ms * 1000000ull;
-
-	for (struct op *op = f->ops; op; op = op->next) {
-		const struct xfer *x;
-		int n;
-
-		if (op->done || now - op->last_ns < limit)
-			continue;
-		f->failed = SHEMB_ETIMEDOUT;
-		n = snprintf(f->fail_why, sizeof(f->fail_why),
-			     "collective call %u moved no data for %d ms: a "
-			     "rank stopped answering", op->seq, f->timeout_ms);
-		x = awaited(op);
-		if (x && n > 0 && (size_t)n < sizeof(f->fail_why))
-			snprintf(f->fail_why + n,
-				 sizeof(f->fail_why) - (size_t)n,
-				 " (still waiting for %s from rank %d%s)",
-				 x->is_hdr ? "the call's header" : "data",
-				 x->peer, op->nrounds > 1 && f->world > 2
-						  ? ", or a rank it waits for"
-						  : "");
-		fail_all(f, SHEMB_ETIMEDOUT);
-		return;
-	}
 }
 
 void shemb__fab_post(struct fab *f)
@@ -912,8 +739,8 @@ int shemb__fab_progress(struct fab *f, bool bulk)
 	now = shemb__fab_now_ns();
 	if (now >= f->next_check_ns) {
 		f->next_check_ns = now + CHECK_EVERY_NS;
-		check_liveness(f);
-		check_timeouts(f, now);
+		shemb__fab_check_liveness(f);
+		shemb__fab_check_timeouts(f, now);
 	}
 	return n;
 }

@@ -321,6 +321,15 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 int shemb__fab_progress(struct fab *f, bool bulk);
 /* Hand the transfers waiting to libfabric, without reading completions. */
 void shemb__fab_post(struct fab *f);
+/* fail.c: every op fails since peer's process ended; a transfer (or
+ * what else was done with peer) failed with err (why says it), waiting
+ * briefly for news of a death; a rank the rendezvous says left; an op
+ * that moved nothing for the timeout */
+void shemb__fab_peer_ended(struct fab *f, int peer);
+void shemb__fab_transfer_failed(struct fab *f, struct op *op, int peer,
+				int err, const char *what, const char *why);
+void shemb__fab_check_liveness(struct fab *f);
+void shemb__fab_check_timeouts(struct fab *f, uint64_t now);
 /* wedge.c: the lock, for calls of the application (ahead of the progress
  * thread), within the timeout: 0, or SHEMB_EPEER with the reason in why
  * (the engine is wedged: every later call fails so). */
