@@ -296,10 +296,15 @@ if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
 		"ranks chunk_bytes chunks_in_flight alone_us loaded_us
 		 priority_latency_vs_alone comm_ms blocking_ms started_ms
 		 comm_hidden_fraction first_table_ms whole_lookup_ms
-		 first_table_vs_whole_lookup" "" \
+		 first_table_vs_whole_lookup comm_cpus_busy
+		 off_host_blocking_ms off_host_started_ms
+		 comm_hidden_fraction_compute_off_host" "" \
 		"priority_latency_vs_alone=loaded_us/alone_us
 		 first_table_vs_whole_lookup=first_table_ms/whole_lookup_ms
-		 comm_hidden_fraction=blocking_ms-started_ms/comm_ms"
+		 comm_hidden_fraction=blocking_ms-started_ms/comm_ms
+		 $(printf '%s=%s-%s/comm_ms' \
+			comm_hidden_fraction_compute_off_host \
+			off_host_blocking_ms off_host_started_ms)"
 	grep -q '^@sched' "$tmp/sched.out" && fail "sched showed rank 0's tags"
 	csvs="$csvs sched.csv"
 

@@ -5,12 +5,14 @@
  * (1) The latency of a small alltoallv of high priority (a lookup's)
  *     started while a 64 MiB allreduce of low priority (dense gradients)
  *     is in flight, against the same alltoallv alone.
- * (2) A training loop whose dense computation is a busy loop on the
- *     application thread: steps made with the blocking calls (compute and
- *     communication one after the other) against steps whose backward and
- *     next lookup are started without waiting and overlap the computation;
- *     the fraction of the embedding steps' time hidden, (blocking -
- *     started) / embedding steps alone.
+ * (2) A training loop with a dense computation: steps made with the
+ *     blocking calls (compute and communication one after the other)
+ *     against steps whose backward and next lookup are started without
+ *     waiting and overlap the computation; the fraction of the embedding
+ *     steps' time hidden, (blocking - started) / embedding steps alone.
+ *     The computation is a busy loop on the application thread, then a
+ *     sleep (off the host: a thread waiting for a device), by default
+ *     twice as long as the steps alone, half of it able to hide them.
  * (3) A lookup of four tables started without waiting: when its first
  *     table's outputs are final (shemb_wait_part), against the whole.
  *
@@ -22,17 +24,20 @@
 #include "tools/bench.h"
 #include "tools/bench_comm.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 const char bench_sched_usage[] =
 "Options of sched (ranks on this host, started with shemb-run):\n"
 "  -n, --ranks N       ranks (default 4)\n"
 "  --provider P        libfabric provider (default shm)\n"
-"  --compute-us N      dense computation per step, microseconds (default\n"
-"                      4000)\n"
+"  --compute-us N      dense computation per step, microseconds (default:\n"
+"                      twice the embedding steps alone)\n"
 "  --steps N           timed training steps per mode (default 30)\n"
 "  --reps N            repetitions of the latency measurement (default 20)\n"
 "  --chunk BYTES       libshemb's chunk_bytes (default: the library's)\n"
@@ -52,9 +57,10 @@ enum { SO_PROVIDER = 1, SO_COMPUTE, SO_STEPS, SO_REPS, SO_RUN, SO_CHUNK,
 /*
  * Rank 0's figures for the launcher, a line after the ones it prints:
  *   @sched figures ALONE LOADED COMM BLOCKING STARTED FIRST WHOLE
- * seconds, in the order of the printed text; then
- *   @sched setup CHUNK_BYTES CHUNKS_IN_FLIGHT
- * the values the context took.
+ *                  OFF_BLOCKING OFF_STARTED CPUS
+ * seconds (CPUS: the CPUs the steps alone kept busy); then
+ *   @sched setup CHUNK_BYTES CHUNKS_IN_FLIGHT COMPUTE_US
+ * the values the context took and the dense computation of a step.
  */
 #define SCHED_TAG "@sched"
 
@@ -110,7 +116,7 @@ static void sched_help(void)
 
 static void defaults(struct sched_opts *o)
 {
-	*o = (struct sched_opts){ .ranks = 4, .compute_us = 4000,
+	*o = (struct sched_opts){ .ranks = 4, .compute_us = 0,
 				  .steps = 30, .reps = 20,
 				  .provider = "shm" };
 }
@@ -335,66 +341,158 @@ static void per_table(int reps, double *first, double *whole)
 	free(t2);
 }
 
-/* Median step times: communication alone, serial, overlapped. */
-static void steps(int n, int compute_us, struct batch *b, double *comm,
-		  double *serial, double *overlap)
+/* The dense computation of a step: a busy loop on this thread, or (off
+ * the host) a sleep, as a thread waiting for a device spends it. */
+static void dense(int us, int off_host)
 {
-	double *t = calloc((size_t)n, sizeof(double));
-	int half = compute_us / 2;
+	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
+
+	if (!off_host)
+		bench_busy_us(us);
+	else if (us > 0)
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+}
+
+/*
+ * The slowest rank's median of n training steps with c us of dense
+ * computation, half before the embedding backward and the next lookup,
+ * half after them (blocking calls) or while they run (started).
+ */
+static double step_loop(int n, int c, int off_host, int started,
+			struct batch *b)
+{
+	double *t = calloc((size_t)n, sizeof(double)), med;
 
 	if (!t)
 		die("memory", SHEMB_ENOMEM);
-	for (int mode = 0; mode < 3; mode++) {
-		int c = mode == 0 ? 0 : half;
+	MUST(shemb_lookup(ctx, 1, &b[0].b, &b[0].out, 0));
+	MUST(shemb_barrier(ctx, NULL));
+	for (int s = 0; s < n; s++) {
+		struct batch *x = &b[s % BATCHES];
+		struct batch *y = &b[(s + 1) % BATCHES];
+		shemb_request *bw, *lk;
+		double t0 = bench_now();
 
-		MUST(shemb_lookup(ctx, 1, &b[0].b, &b[0].out, 0));
-		MUST(shemb_barrier(ctx, NULL));
-		for (int s = 0; s < n; s++) {
-			struct batch *x = &b[s % BATCHES];
-			struct batch *y = &b[(s + 1) % BATCHES];
-			shemb_request *bw, *lk;
-			double t0 = bench_now();
-
-			bench_busy_us(c); /* forward of the dense part */
-			if (mode < 2) {
-				MUST(shemb_backward(ctx, 1, &x->b, grads(x)));
-				MUST(shemb_lookup(ctx, 1, &y->b, &y->out, 0));
-				bench_busy_us(c); /* its backward */
-			} else {
-				MUST(shemb_backward_start(ctx, 1, &x->b,
-							  grads(x), &bw));
-				MUST(shemb_lookup_start(ctx, 1, &y->b, &y->out,
-							0, &lk));
-				bench_busy_us(c); /* meanwhile */
-				MUST(shemb_wait(bw));
-				MUST(shemb_wait(lk));
-				shemb_request_free(bw);
-				shemb_request_free(lk);
-			}
-			t[s] = bench_now() - t0;
+		dense(c / 2, off_host); /* the dense forward */
+		if (!started) {
+			MUST(shemb_backward(ctx, 1, &x->b, grads(x)));
+			MUST(shemb_lookup(ctx, 1, &y->b, &y->out, 0));
+			dense(c - c / 2, off_host); /* the dense backward */
+		} else {
+			MUST(shemb_backward_start(ctx, 1, &x->b, grads(x),
+						  &bw));
+			MUST(shemb_lookup_start(ctx, 1, &y->b, &y->out, 0,
+						&lk));
+			dense(c - c / 2, off_host); /* meanwhile */
+			MUST(shemb_wait(bw));
+			MUST(shemb_wait(lk));
+			shemb_request_free(bw);
+			shemb_request_free(lk);
 		}
-		/* the last lookup's plan is used up before the next mode */
-		MUST(shemb_backward(ctx, 1, &b[n % BATCHES].b,
-				    grads(&b[n % BATCHES])));
-		*(mode == 0 ? comm : mode == 1 ? serial : overlap) =
-			slowest(bench_stat_of(t, n).median);
+		t[s] = bench_now() - t0;
 	}
+	/* the last lookup's plan is used up before the next loop */
+	MUST(shemb_backward(ctx, 1, &b[n % BATCHES].b,
+			    grads(&b[n % BATCHES])));
+	med = slowest(bench_stat_of(t, n).median);
 	free(t);
+	return med;
+}
+
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The ranks' processor time over the slowest rank's wall time. */
+static double cpus_busy(double cpu, double wall)
+{
+	double sum;
+
+	MUST(shemb_allreduce(ctx, &cpu, &sum, 1, SHEMB_F64, SHEMB_REDUCE_SUM,
+			     NULL));
+	wall = slowest(wall);
+	return wall > 0 ? sum / wall : NAN;
+}
+
+struct step_figs {
+	double comm;            /* embedding steps alone */
+	double cpus;            /* the CPUs they kept busy, all ranks */
+	int compute_us;         /* dense computation per step */
+	double serial[2];       /* blocking: busy, off the host */
+	double overlap[2];      /* started: busy, off the host */
+};
+
+/*
+ * (2): the embedding steps alone, then with the computation, busy and off
+ * the host, blocking and started.  compute_us 0: twice the steps alone,
+ * so that the half that can run under them is as long as they are.
+ */
+static void steps(int n, int compute_us, struct batch *b,
+		  struct step_figs *f)
+{
+	double c0 = cpu_seconds(), w0 = bench_now();
+
+	f->comm = step_loop(n, 0, 0, 0, b);
+	f->cpus = cpus_busy(cpu_seconds() - c0, bench_now() - w0);
+	/* every rank has the same f->comm (slowest), so the same c */
+	f->compute_us = compute_us ? compute_us : (int)(2e6 * f->comm + 0.5);
+	for (int off = 0; off < 2; off++) {
+		f->serial[off] = step_loop(n, f->compute_us, off, 0, b);
+		f->overlap[off] = step_loop(n, f->compute_us, off, 1, b);
+	}
 }
 
 /* The slowest rank's medians, in seconds. */
 struct sched_figs {
 	double quiet, alone, loaded;   /* (1) */
-	double comm, serial, overlap;  /* (2) */
+	struct step_figs st;           /* (2) */
 	double first, whole;           /* (3) */
 };
 
+/* (blocking - started) / the embedding steps alone */
+static double hidden(double comm, double serial, double overlap)
+{
+	return comm > 0 ? (serial - overlap) / comm : NAN;
+}
+
+/*
+ * (2) in words.  The steps can run only under the half of the computation
+ * after their start, so at most that half over the steps alone is hidden.
+ */
+static void report_steps(const struct step_figs *f)
+{
+	double half = 1e-6 * (f->compute_us - f->compute_us / 2);
+	double most = f->comm > 0 ? fmin(half, f->comm) / f->comm : NAN;
+	static const char *const kind[2] = {
+		"busy on the application thread",
+		"off the host (the thread sleeps, as one waiting for a "
+		"device)"
+	};
+
+	printf("(2) step of %d bags x %d ids, %d x %d table, dense compute "
+	       "%d us a step:\n", BAGS, POOLING, ROWS, DIM, f->compute_us);
+	printf("    embedding steps alone %.2f ms (the ranks kept %.2f of "
+	       "this host's %ld CPUs busy)\n", f->comm * 1e3, f->cpus,
+	       sysconf(_SC_NPROCESSORS_ONLN));
+	for (int off = 0; off < 2; off++)
+		printf("    compute %s:\n      blocking %.2f ms, started "
+		       "without waiting %.2f ms: %.2f of the steps hidden\n",
+		       kind[off], f->serial[off] * 1e3, f->overlap[off] * 1e3,
+		       hidden(f->comm, f->serial[off], f->overlap[off]));
+	printf("    (the steps run under half the compute: at most %.2f "
+	       "can be hidden)\n", most);
+}
+
 /* Rank 0's report: the text, the result lines, then the tagged figures
  * for the launcher's CSV line. */
-static void report(const struct sched_opts *o, const struct shemb_ctx_attr *ca,
-		   const struct sched_figs *f)
+static void report(const struct shemb_ctx_attr *ca, const struct sched_figs *f)
 {
-	double hidden = f->comm > 0 ? (f->serial - f->overlap) / f->comm : NAN;
+	const struct step_figs *st = &f->st;
 
 	printf("ranks %d, provider %s, 1 thread each, chunk_bytes %zu, "
 	       "chunks_in_flight %d\n", world, ca->provider, ca->chunk_bytes,
@@ -406,26 +504,26 @@ static void report(const struct sched_opts *o, const struct shemb_ctx_attr *ca,
 	printf("    (alone each time after an allreduce; back to back "
 	       "before any ran, %.1f us: %.2fx)\n", f->quiet * 1e6,
 	       f->loaded / f->quiet);
-	printf("(2) step of %d bags x %d ids, %d x %d table, dense compute "
-	       "%d us:\n", BAGS, POOLING, ROWS, DIM, o->compute_us);
-	printf("    embedding steps alone %.2f ms; with the compute, "
-	       "blocking %.2f ms, started\n    without waiting %.2f ms\n",
-	       f->comm * 1e3, f->serial * 1e3, f->overlap * 1e3);
+	report_steps(st);
 	printf("(3) lookup of %d tables of %d x %d (%d bags x %d ids each), "
 	       "started:\n    first table final after %.2f ms, all after "
 	       "%.2f ms\n", TABLES, ROWS / TABLES, DIM, BAGS, POOLING,
 	       f->first * 1e3, f->whole * 1e3);
 	/* the headline figures end the output */
+	printf("result comm_hidden_fraction_compute_off_host %.3f\n",
+	       hidden(st->comm, st->serial[1], st->overlap[1]));
 	printf("result first_table_vs_whole_lookup %.3f\n",
 	       f->first / f->whole);
 	printf("result priority_latency_vs_alone %.3f\n",
 	       f->loaded / f->alone);
-	printf("result comm_hidden_fraction %.3f\n", hidden);
-	printf(SCHED_TAG " figures %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n",
-	       f->alone, f->loaded, f->comm, f->serial, f->overlap, f->first,
-	       f->whole);
-	printf(SCHED_TAG " setup %zu %d\n", ca->chunk_bytes,
-	       ca->chunks_in_flight);
+	printf("result comm_hidden_fraction %.3f\n",
+	       hidden(st->comm, st->serial[0], st->overlap[0]));
+	printf(SCHED_TAG " figures %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g "
+	       "%.9g %.9g\n", f->alone, f->loaded, st->comm, st->serial[0],
+	       st->overlap[0], f->first, f->whole, st->serial[1],
+	       st->overlap[1], st->cpus);
+	printf(SCHED_TAG " setup %zu %d %d\n", ca->chunk_bytes,
+	       ca->chunks_in_flight, st->compute_us);
 }
 
 int bench_sched_rank(int argc, char **argv)
@@ -457,9 +555,9 @@ int bench_sched_rank(int argc, char **argv)
 	ta.dim = DIM;
 	MUST(shemb_table_create(ctx, &ta, &t));
 	make_batches(t, b);
-	steps(o.steps, o.compute_us, b, &f.comm, &f.serial, &f.overlap);
+	steps(o.steps, o.compute_us, b, &f.st);
 	if (rank == 0)
-		report(&o, &ca, &f);
+		report(&ca, &f);
 	for (int k = 0; k < BATCHES; k++) {
 		free(b[k].ids);
 		free(b[k].out);
@@ -477,31 +575,41 @@ static const char sched_csv_header[] =
 	"reps,alltoallv_bytes_per_peer,alone_us,loaded_us,"
 	"priority_latency_vs_alone,comm_ms,blocking_ms,started_ms,"
 	"comm_hidden_fraction,first_table_ms,whole_lookup_ms,"
-	"first_table_vs_whole_lookup";
+	"first_table_vs_whole_lookup,comm_cpus_busy,off_host_blocking_ms,"
+	"off_host_started_ms,comm_hidden_fraction_compute_off_host";
 
-/* The CSV line of rank 0's figures (SCHED_TAG lines); v: as in the
- * figures line, then the setup's two values. */
+/* The figures of rank 0's SCHED_TAG lines, in their order. */
+enum { V_ALONE, V_LOADED, V_COMM, V_BLOCKING, V_STARTED, V_FIRST, V_WHOLE,
+       V_OFF_BLOCKING, V_OFF_STARTED, V_CPUS, V_CHUNK, V_IN_FLIGHT,
+       V_COMPUTE, V_COUNT };
+
+/* The CSV line of rank 0's figures. */
 static void write_csv(const struct sched_opts *o, FILE *f, const double *v)
 {
 	bench_csv_begin(f, "sched");
 	bench_csv_str(f, o->provider);
 	bench_csv_int(f, o->ranks);
-	bench_csv_int(f, (long long)v[7]);
-	bench_csv_int(f, (long long)v[8]);
-	bench_csv_int(f, o->compute_us);
+	bench_csv_int(f, (long long)v[V_CHUNK]);
+	bench_csv_int(f, (long long)v[V_IN_FLIGHT]);
+	bench_csv_int(f, (long long)v[V_COMPUTE]);
 	bench_csv_int(f, o->steps);
 	bench_csv_int(f, o->reps);
 	bench_csv_int(f, SMALL_BYTES);
-	bench_csv_num(f, v[0] * 1e6);
-	bench_csv_num(f, v[1] * 1e6);
-	bench_csv_num(f, v[1] / v[0]);
-	bench_csv_num(f, v[2] * 1e3);
-	bench_csv_num(f, v[3] * 1e3);
-	bench_csv_num(f, v[4] * 1e3);
-	bench_csv_num(f, v[2] > 0 ? (v[3] - v[4]) / v[2] : NAN);
-	bench_csv_num(f, v[5] * 1e3);
-	bench_csv_num(f, v[6] * 1e3);
-	bench_csv_num(f, v[5] / v[6]);
+	bench_csv_num(f, v[V_ALONE] * 1e6);
+	bench_csv_num(f, v[V_LOADED] * 1e6);
+	bench_csv_num(f, v[V_LOADED] / v[V_ALONE]);
+	bench_csv_num(f, v[V_COMM] * 1e3);
+	bench_csv_num(f, v[V_BLOCKING] * 1e3);
+	bench_csv_num(f, v[V_STARTED] * 1e3);
+	bench_csv_num(f, hidden(v[V_COMM], v[V_BLOCKING], v[V_STARTED]));
+	bench_csv_num(f, v[V_FIRST] * 1e3);
+	bench_csv_num(f, v[V_WHOLE] * 1e3);
+	bench_csv_num(f, v[V_FIRST] / v[V_WHOLE]);
+	bench_csv_num(f, v[V_CPUS]);
+	bench_csv_num(f, v[V_OFF_BLOCKING] * 1e3);
+	bench_csv_num(f, v[V_OFF_STARTED] * 1e3);
+	bench_csv_num(f, hidden(v[V_COMM], v[V_OFF_BLOCKING],
+				v[V_OFF_STARTED]));
 	bench_csv_end(f);
 }
 
@@ -509,7 +617,7 @@ static void write_csv(const struct sched_opts *o, FILE *f, const double *v)
  * file; -1 when they are missing. */
 static int show(const struct sched_opts *o, char *out, FILE *csv)
 {
-	double v[9];
+	double v[V_COUNT];
 	int have = 0;
 	char *save = NULL;
 
@@ -518,12 +626,13 @@ static int show(const struct sched_opts *o, char *out, FILE *csv)
 		if (strncmp(l, "[0] ", 4))
 			continue;
 		l += 4;
-		if (sscanf(l, SCHED_TAG " figures %lf %lf %lf %lf %lf %lf %lf",
-			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-			   &v[6]) == 7)
+		if (sscanf(l, SCHED_TAG " figures %lf %lf %lf %lf %lf %lf %lf "
+			   "%lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4],
+			   &v[5], &v[6], &v[7], &v[8], &v[9]) == V_CHUNK)
 			have |= 1;
-		else if (sscanf(l, SCHED_TAG " setup %lf %lf", &v[7],
-				&v[8]) == 2)
+		else if (sscanf(l, SCHED_TAG " setup %lf %lf %lf",
+				&v[V_CHUNK], &v[V_IN_FLIGHT],
+				&v[V_COMPUTE]) == 3)
 			have |= 2;
 		else
 			puts(l);
