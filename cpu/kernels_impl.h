@@ -280,12 +280,21 @@ static void add_grad(const struct shemb__update_job *job, int32_t p,
 	}
 }
 
-static void apply_opt(const struct shemb__opt *o, float *restrict w,
+/*
+ * The optimizer on one row.  It works on a copy of the settings: through
+ * the pointer, a store to w could change them as far as the compiler
+ * knows, so it read them again for every column, and ran the decay loop
+ * of a row (dim tests of a zero weight_decay) even when there is none.
+ */
+static void apply_opt(const struct shemb__opt *opt, float *restrict w,
 		      float *restrict g, float *restrict s, int dim,
 		      const float *rowsum)
 {
-	for (int c = 0; c < dim; c++)
-		shemb__decay(o, &w[c], &g[c]);
+	const struct shemb__opt settings = *opt, *o = &settings;
+
+	if (o->weight_decay != 0.0f)
+		for (int c = 0; c < dim; c++)
+			shemb__decay(o, &w[c], &g[c]);
 	switch (o->kind) {
 	case SHEMB_OPT_ADAGRAD:
 		for (int c = 0; c < dim; c++)
