@@ -112,10 +112,11 @@ static int alloc_pairs(struct shemb__route *r, int64_t npairs, int64_t nocc)
  * whole would: the owners then gather a row per id occurrence instead of
  * one per distinct id, and merge as many gradient contributions.
  * Measured with shemb-bench train on 2 ranks of a 2-core host, pooling at
- * the owners cut the bytes from 6.2 to 3.0 MB a step but took the step
- * from 28 to 33 ms over shm and from 33 to 37 ms over tcp on loopback;
- * networks slower than memory move the balance, and pool_at = OWNER
- * forces it.
+ * the owners cuts the bytes from 6.2 to 3.0 MB a step, and the step from
+ * 35-37 to 24-25 ms over shm and from 40 to 27-28 ms over tcp on
+ * loopback.  (Before the optimizer's loop was made cheaper, the merge of
+ * the larger backward cost more than the bytes saved: 28 against 33 ms
+ * over shm.)  pool_at = OWNER and REQUESTER force either.
  */
 #define POOLED_BYTES_AT_MOST_PART 4
 
