@@ -141,14 +141,20 @@ plot_checkpoint() {
 
 plot_sched() {
 	v=$(values "$1" mode=sched ranks provider alone_us loaded_us \
-		comm_ms blocking_ms started_ms first_table_ms whole_lookup_ms)
+		comm_ms blocking_ms started_ms first_table_ms whole_lookup_ms \
+		off_host_blocking_ms off_host_started_ms)
 	[ -n "$v" ] || return 0
+	# files of other versions have no off-host columns: no such bars
 	say "$v" | run_awk -F '\t' -v d="$tmp" '
 		{ print "alone\t" $3 > (d "/s1")
 		  print "loaded\t" $4 > (d "/s1")
 		  print "alone\t" $5 > (d "/s2")
 		  print "blocking\t" $6 > (d "/s2")
 		  print "started\t" $7 > (d "/s2")
+		  if ($10 != "" && $11 != "") {
+			print "blocking*\t" $10 > (d "/s2")
+			print "started*\t" $11 > (d "/s2")
+		  }
 		  print "first\t" $8 > (d "/s3")
 		  print "all 4\t" $9 > (d "/s3")
 		  print $1 " ranks, " $2 > (d "/s0") }'
@@ -170,10 +176,12 @@ plot_sched() {
 			"behind a 64 MiB allreduce\""
 		say "set ylabel 'microseconds'"
 		say "plot '$tmp/s1' using 2:xtic(1) lc 1"
-		say "set title \"training step: embedding alone,\\nwith" \
-			"compute blocking, and started\""
+		say "set title \"training step: embedding alone, with\\n" \
+			"compute blocking and started (*: compute off host)\""
 		say "set ylabel 'milliseconds'"
+		say "set xtics rotate by 30 right"
 		say "plot '$tmp/s2' using 2:xtic(1) lc 2"
+		say "set xtics norotate"
 		say "set title \"lookup of 4 tables, started:\\nfirst" \
 			"table final, all final\""
 		say "plot '$tmp/s3' using 2:xtic(1) lc 3"
