@@ -340,6 +340,27 @@ static inline void prefetch_record_rw(const struct shemb__store *s,
 		__builtin_prefetch(p + off, 1, 1);
 }
 
+/* The gradient rows of distinct row u's positions, to be read.  Across
+ * ranks they are rows of the received gradients, in the order the
+ * senders packed them, not in the rows' order: random reads of
+ * megabytes, each a miss as costly as the record's. */
+static inline void prefetch_grads(const struct shemb__update_job *job,
+				  int64_t u, int dim)
+{
+	for (int32_t k = job->seg[u]; k < job->seg[u + 1]; k++) {
+		int64_t bag = job->bag_of[job->pos[k]];
+		const struct shemb__bwd_set *set =
+			shemb__set_of_bag(job->sets, job->nsets, bag);
+		const char *gr = (const char *)(set->grad +
+						(size_t)(bag - set->bag_base) *
+							(size_t)dim);
+
+		for (size_t off = 0; off < (size_t)dim * sizeof(float);
+		     off += 64)
+			__builtin_prefetch(gr + off, 0, 1);
+	}
+}
+
 static void update_rows(const struct shemb__update_job *job, int64_t u0,
 			int64_t u1)
 {
@@ -354,8 +375,10 @@ static void update_rows(const struct shemb__update_job *job, int64_t u0,
 		float *w = s->dtype == SHEMB_F32 ? (float *)rec : wbuf;
 		int64_t ahead = u + UPDATE_PREFETCH_ROWS;
 
-		if (ahead < u1)
+		if (ahead < u1) {
 			prefetch_record_rw(s, job->unique[ahead]);
+			prefetch_grads(job, ahead, dim);
+		}
 		memset(g, 0, (size_t)dim * sizeof(float));
 		for (int32_t k = job->seg[u]; k < job->seg[u + 1]; k++)
 			add_grad(job, job->pos[k], g, dim);
