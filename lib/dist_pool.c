@@ -107,18 +107,20 @@ static int alloc_pairs(struct shemb__route *r, int64_t npairs, int64_t nocc)
 }
 
 /*
- * SHEMB_POOL_AT_AUTO pools at the owners when that sends at most a
- * quarter of the bytes of a step (lookup and backward) sending rows
- * whole would: the owners then gather a row per id occurrence instead of
- * one per distinct id, and merge as many gradient contributions.
- * Measured with shemb-bench train on 2 ranks of a 2-core host, pooling at
- * the owners cuts the bytes from 6.2 to 3.0 MB a step, and the step from
- * 35-37 to 24-25 ms over shm and from 40 to 27-28 ms over tcp on
- * loopback.  (Before the optimizer's loop was made cheaper, the merge of
- * the larger backward cost more than the bytes saved: 28 against 33 ms
- * over shm.)  pool_at = OWNER and REQUESTER force either.
+ * SHEMB_POOL_AT_AUTO pools at the owners when that sends at most half
+ * the bytes of a step (lookup and backward) sending rows whole would:
+ * the owners then gather a row per id occurrence instead of one per
+ * distinct id, and merge as many gradient contributions, which the bytes
+ * saved must pay for.  Measured on a 2-core host, over shm, pooled
+ * against whole: shemb-bench train, 2 ranks, 0.47 of the bytes (3.0
+ * against 6.2 MB a step): 24-25 against 35-37 ms a step (27-28 against
+ * 40 over tcp on loopback); shemb-bench sched, 4 ranks, 0.27 of the
+ * bytes: 32-35 against 64-69 ms; shemb-bench train, 4 ranks, 0.81 of the
+ * bytes: 58-63 against 56-60 ms.  (Before the optimizer's loop was made
+ * cheaper, pooling had lost at 0.47, 28 against 33 ms, and the threshold
+ * was a quarter.)  pool_at = OWNER and REQUESTER force either.
  */
-#define POOLED_BYTES_AT_MOST_PART 4
+#define POOLED_BYTES_AT_MOST_PART 2
 
 static bool fewer_bytes_pooled(const shemb_table *t,
 			       const struct shemb__route *r)

@@ -22,8 +22,9 @@
  * rank's non-finite value fails everywhere.  At the end: bad shard attrs
  * are refused, the plans are described, SHARD_AUTO heeds the ranks' host
  * budgets, pooling at the owners and the dense allreduce of small
- * replicated tables are taken (by their bytes), and every rank's per-peer
- * byte counts match its peers'.
+ * replicated tables are taken (by their bytes), POOL_AT_AUTO pools at
+ * half the bytes and not above, and every rank's per-peer byte counts
+ * match its peers'.
  *
  * With --deterministic-on-last, only the last rank is in deterministic
  * mode: the first lookup must fail on every rank.
@@ -549,6 +550,63 @@ static void check_paths(void)
 		     (unsigned long long)phase_sent(t[1], SHEMB_PHASE_GRADS,
 						    -1));
 	for (int i = 0; i < 4; i++)
+		shemb_table_destroy(t[i]);
+}
+
+/*
+ * SHEMB_POOL_AT_AUTO pools at the owners when that sends at most half the
+ * bytes of sending distinct ids and whole rows (shemb_table_create(3)):
+ * for one bag of n distinct ids on one owner, dim 4 in fp32, pooled is
+ * 1 pair x (4 + 8 x 4) + n x 12 and whole n x (16 + 16 + 16).  At n = 3
+ * pooled is exactly half (72 of 144): pooled; at n = 2 it is more (60 of
+ * 96): whole.  The ids part to the owner is then, pooled, 24 + 8n +
+ * pad8(4n) bytes (64 at n = 3) and 16 to every other rank; whole, 8 + 16n
+ * (40 at n = 2) and 8 to every other rank.
+ */
+static void check_auto(void)
+{
+	static const int64_t ids[3] = { 3, 11, 17 };
+	static const uint64_t part[2] = { 40, 64 }, other[2] = { 8, 16 };
+	int64_t offsets[2][2] = { { 0, 2 }, { 0, 3 } };
+	float out[2][4 * 3], grad[4] = { 1, 2, 3, 4 };
+	struct shemb_bags b[2];
+	shemb_table *t[2];
+
+	if (world == 1 || deterministic || wire != SHEMB_F32)
+		return;
+	for (int i = 0; i < 2; i++) {
+		struct shemb_table_attr a;
+
+		shemb_table_attr_init(&a);
+		a.rows = 20;
+		a.dim = 4;
+		a.shard = SHEMB_SHARD_TABLE;
+		a.shard_owner = 0;
+		a.pool_at = SHEMB_POOL_AT_AUTO;
+		CHECK_RC(ctx, shemb_table_create(ctx, &a, &t[i]));
+		shemb_bags_init(&b[i]);
+		b[i].table = t[i];
+		b[i].nbags = 1;
+		b[i].offsets = offsets[i];
+		b[i].nids = offsets[i][1];
+		b[i].ids = ids;
+	}
+	CHECK_RC(ctx, shemb_lookup(ctx, 2, b,
+				   (float *const[]){ out[0], out[1] }, 0));
+	CHECK_RC(ctx, shemb_backward(ctx, 2, b,
+				     (const float *const[]){ grad, grad }));
+	for (int i = 0; i < 2; i++) {
+		uint64_t want = part[i] + other[i] * (uint64_t)(world - 1);
+		uint64_t got = phase_sent(t[i], SHEMB_PHASE_IDS, -1);
+
+		if (got != want)
+			FAIL("AUTO, %d distinct ids on one owner: %llu bytes "
+			     "of ids sent, not %llu (%s)", i + 2,
+			     (unsigned long long)got,
+			     (unsigned long long)want,
+			     i ? "pooled" : "whole");
+	}
+	for (int i = 0; i < 2; i++)
 		shemb_table_destroy(t[i]);
 }
 
@@ -1404,6 +1462,7 @@ int main(int argc, char **argv)
 	check_describe();
 	check_planner();
 	check_paths();
+	check_auto();
 	check_peer_stats();
 	shemb_ctx_destroy(ref);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
