@@ -298,9 +298,12 @@ if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
 		 comm_hidden_fraction first_table_ms whole_lookup_ms
 		 first_table_vs_whole_lookup comm_cpus_busy
 		 off_host_blocking_ms off_host_started_ms
-		 comm_hidden_fraction_compute_off_host" "" \
+		 comm_hidden_fraction_compute_off_host first_table_auto_ms
+		 whole_lookup_auto_ms first_table_vs_whole_lookup_auto" "" \
 		"priority_latency_vs_alone=loaded_us/alone_us
 		 first_table_vs_whole_lookup=first_table_ms/whole_lookup_ms
+		 $(printf '%s=%s/%s' first_table_vs_whole_lookup_auto \
+			first_table_auto_ms whole_lookup_auto_ms)
 		 comm_hidden_fraction=blocking_ms-started_ms/comm_ms
 		 $(printf '%s=%s-%s/comm_ms' \
 			comm_hidden_fraction_compute_off_host \

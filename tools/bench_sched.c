@@ -14,7 +14,10 @@
  *     sleep (off the host: a thread waiting for a device), by default
  *     twice as long as the steps alone, half of it able to hide them.
  * (3) A lookup of four tables started without waiting: when its first
- *     table's outputs are final (shemb_wait_part), against the whole.
+ *     table's outputs are final (shemb_wait_part), against the whole;
+ *     rows sent whole (the order of rows is what lets the first table
+ *     finish early), then as the library chooses (pooled at the owners
+ *     where that halves the bytes: small replies that land together).
  *
  * Every figure is the slowest rank's median.  The launcher starts the
  * ranks with shemb-run and prints what rank 0 reports.
@@ -57,7 +60,7 @@ enum { SO_PROVIDER = 1, SO_COMPUTE, SO_STEPS, SO_REPS, SO_RUN, SO_CHUNK,
 /*
  * Rank 0's figures for the launcher, a line after the ones it prints:
  *   @sched figures ALONE LOADED COMM BLOCKING STARTED FIRST WHOLE
- *                  OFF_BLOCKING OFF_STARTED CPUS
+ *                  OFF_BLOCKING OFF_STARTED CPUS FIRST_AUTO WHOLE_AUTO
  * seconds (CPUS: the CPUs the steps alone kept busy); then
  *   @sched setup CHUNK_BYTES CHUNKS_IN_FLIGHT COMPUTE_US
  * the values the context took and the dense computation of a step.
@@ -275,10 +278,10 @@ static const float *const *grads(struct batch *b)
 
 /* (3): a lookup of TABLES tables started without waiting: when the
  * first table's outputs are final (shemb_wait_part) and when all are,
- * medians of the slowest rank. */
+ * medians of the slowest rank; the tables' pool_at as given. */
 #define TABLES 4
 
-static void per_table(int reps, double *first, double *whole)
+static void per_table(int reps, int pool_at, double *first, double *whole)
 {
 	static int64_t offsets[BAGS + 1];
 	int64_t *ids = malloc((size_t)TABLES * BAGS * POOLING * sizeof(*ids));
@@ -301,6 +304,7 @@ static void per_table(int reps, double *first, double *whole)
 		shemb_table_attr_init(&ta);
 		ta.rows = ROWS / TABLES;
 		ta.dim = DIM;
+		ta.pool_at = pool_at;
 		MUST(shemb_table_create(ctx, &ta, &t[k]));
 		for (int i = 0; i < BAGS * POOLING; i++)
 			mine[i] = (int64_t)bench_rng_below(&r, ROWS / TABLES);
@@ -451,7 +455,7 @@ static void steps(int n, int compute_us, struct batch *b,
 struct sched_figs {
 	double quiet, alone, loaded;   /* (1) */
 	struct step_figs st;           /* (2) */
-	double first, whole;           /* (3) */
+	double first[2], whole[2];     /* (3): rows whole, pool_at AUTO */
 };
 
 /* (blocking - started) / the embedding steps alone */
@@ -506,22 +510,27 @@ static void report(const struct shemb_ctx_attr *ca, const struct sched_figs *f)
 	       f->loaded / f->quiet);
 	report_steps(st);
 	printf("(3) lookup of %d tables of %d x %d (%d bags x %d ids each), "
-	       "started:\n    first table final after %.2f ms, all after "
-	       "%.2f ms\n", TABLES, ROWS / TABLES, DIM, BAGS, POOLING,
-	       f->first * 1e3, f->whole * 1e3);
+	       "started:\n    rows sent whole (pool_at REQUESTER): first "
+	       "table final after %.2f ms, all after %.2f ms\n    the "
+	       "library's choice (pool_at AUTO): %.2f ms, %.2f ms\n", TABLES,
+	       ROWS / TABLES, DIM, BAGS, POOLING, f->first[0] * 1e3,
+	       f->whole[0] * 1e3, f->first[1] * 1e3, f->whole[1] * 1e3);
 	/* the headline figures end the output */
 	printf("result comm_hidden_fraction_compute_off_host %.3f\n",
 	       hidden(st->comm, st->serial[1], st->overlap[1]));
+	printf("result first_table_vs_whole_lookup_auto %.3f\n",
+	       f->first[1] / f->whole[1]);
 	printf("result first_table_vs_whole_lookup %.3f\n",
-	       f->first / f->whole);
+	       f->first[0] / f->whole[0]);
 	printf("result priority_latency_vs_alone %.3f\n",
 	       f->loaded / f->alone);
 	printf("result comm_hidden_fraction %.3f\n",
 	       hidden(st->comm, st->serial[0], st->overlap[0]));
 	printf(SCHED_TAG " figures %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g "
-	       "%.9g %.9g\n", f->alone, f->loaded, st->comm, st->serial[0],
-	       st->overlap[0], f->first, f->whole, st->serial[1],
-	       st->overlap[1], st->cpus);
+	       "%.9g %.9g %.9g %.9g\n", f->alone, f->loaded, st->comm,
+	       st->serial[0], st->overlap[0], f->first[0], f->whole[0],
+	       st->serial[1], st->overlap[1], st->cpus, f->first[1],
+	       f->whole[1]);
 	printf(SCHED_TAG " setup %zu %d %d\n", ca->chunk_bytes,
 	       ca->chunks_in_flight, st->compute_us);
 }
@@ -548,7 +557,8 @@ int bench_sched_rank(int argc, char **argv)
 	rank = ca.rank;
 	world = ca.world_size;
 	latency(o.reps, &f.quiet, &f.alone, &f.loaded);
-	per_table(o.reps, &f.first, &f.whole);
+	per_table(o.reps, SHEMB_POOL_AT_REQUESTER, &f.first[0], &f.whole[0]);
+	per_table(o.reps, SHEMB_POOL_AT_AUTO, &f.first[1], &f.whole[1]);
 	shemb_table_attr_init(&ta);
 	ta.name = "sched";
 	ta.rows = ROWS;
@@ -576,12 +586,14 @@ static const char sched_csv_header[] =
 	"priority_latency_vs_alone,comm_ms,blocking_ms,started_ms,"
 	"comm_hidden_fraction,first_table_ms,whole_lookup_ms,"
 	"first_table_vs_whole_lookup,comm_cpus_busy,off_host_blocking_ms,"
-	"off_host_started_ms,comm_hidden_fraction_compute_off_host";
+	"off_host_started_ms,comm_hidden_fraction_compute_off_host,"
+	"first_table_auto_ms,whole_lookup_auto_ms,"
+	"first_table_vs_whole_lookup_auto";
 
 /* The figures of rank 0's SCHED_TAG lines, in their order. */
 enum { V_ALONE, V_LOADED, V_COMM, V_BLOCKING, V_STARTED, V_FIRST, V_WHOLE,
-       V_OFF_BLOCKING, V_OFF_STARTED, V_CPUS, V_CHUNK, V_IN_FLIGHT,
-       V_COMPUTE, V_COUNT };
+       V_OFF_BLOCKING, V_OFF_STARTED, V_CPUS, V_FIRST_AUTO, V_WHOLE_AUTO,
+       V_CHUNK, V_IN_FLIGHT, V_COMPUTE, V_COUNT };
 
 /* The CSV line of rank 0's figures. */
 static void write_csv(const struct sched_opts *o, FILE *f, const double *v)
@@ -610,6 +622,9 @@ static void write_csv(const struct sched_opts *o, FILE *f, const double *v)
 	bench_csv_num(f, v[V_OFF_STARTED] * 1e3);
 	bench_csv_num(f, hidden(v[V_COMM], v[V_OFF_BLOCKING],
 				v[V_OFF_STARTED]));
+	bench_csv_num(f, v[V_FIRST_AUTO] * 1e3);
+	bench_csv_num(f, v[V_WHOLE_AUTO] * 1e3);
+	bench_csv_num(f, v[V_FIRST_AUTO] / v[V_WHOLE_AUTO]);
 	bench_csv_end(f);
 }
 
@@ -627,8 +642,9 @@ static int show(const struct sched_opts *o, char *out, FILE *csv)
 			continue;
 		l += 4;
 		if (sscanf(l, SCHED_TAG " figures %lf %lf %lf %lf %lf %lf %lf "
-			   "%lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4],
-			   &v[5], &v[6], &v[7], &v[8], &v[9]) == V_CHUNK)
+			   "%lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3],
+			   &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+			   &v[11]) == V_CHUNK)
 			have |= 1;
 		else if (sscanf(l, SCHED_TAG " setup %lf %lf %lf",
 				&v[V_CHUNK], &v[V_IN_FLIGHT],
