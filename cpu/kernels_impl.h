@@ -111,13 +111,21 @@ static inline const float *row_f32(const struct shemb__store *s, int64_t id,
 	return tmp;
 }
 
+/* Every cache line of bytes at p, to be read (write 0) or written. */
+static inline void prefetch_span(const void *p, size_t bytes, int write)
+{
+	for (size_t off = 0; off < bytes; off += 64) {
+		if (write)
+			__builtin_prefetch((const char *)p + off, 1, 1);
+		else
+			__builtin_prefetch((const char *)p + off, 0, 1);
+	}
+}
+
 static inline void prefetch_row(const struct shemb__store *s, int64_t id,
 				size_t row_bytes)
 {
-	const char *p = record(s, id);
-
-	for (size_t off = 0; off < row_bytes; off += 64)
-		__builtin_prefetch(p + off, 0, 1);
+	prefetch_span(record(s, id), row_bytes, 0);
 }
 
 static size_t row_bytes(const struct shemb__store *s)
@@ -255,15 +263,26 @@ static void pool_ids(const struct shemb__pool_job *job, int64_t i0,
 
 /* ---- backward: coalesce per distinct row, then the optimizer ---- */
 
+/* Position p's bag: its set, its row lb there, and its gradient row. */
+static inline const float *grad_of(const struct shemb__update_job *job,
+				   int32_t p, int dim,
+				   const struct shemb__bwd_set **set,
+				   int64_t *lb)
+{
+	int64_t bag = job->bag_of[p];
+
+	*set = shemb__set_of_bag(job->sets, job->nsets, bag);
+	*lb = bag - (*set)->bag_base;
+	return (*set)->grad + (size_t)*lb * (size_t)dim;
+}
+
 /* Add one position's share of its bag's gradient to g. */
 static void add_grad(const struct shemb__update_job *job, int32_t p,
 		     float *restrict g, int dim)
 {
-	int64_t bag = job->bag_of[p];
-	const struct shemb__bwd_set *set = shemb__set_of_bag(job->sets,
-							    job->nsets, bag);
-	int64_t lb = bag - set->bag_base;
-	const float *restrict gr = set->grad + (size_t)lb * (size_t)dim;
+	const struct shemb__bwd_set *set;
+	int64_t lb;
+	const float *restrict gr = grad_of(job, p, dim, &set, &lb);
 	float coef = shemb__position_coef(set, p, lb);
 
 	if (set->pooling == SHEMB_POOL_MAX) {
@@ -334,10 +353,7 @@ static void apply_opt(const struct shemb__opt *opt, float *restrict w,
 static inline void prefetch_record_rw(const struct shemb__store *s,
 				      int64_t id)
 {
-	const char *p = record(s, id);
-
-	for (size_t off = 0; off < s->stride; off += 64)
-		__builtin_prefetch(p + off, 1, 1);
+	prefetch_span(record(s, id), s->stride, 1);
 }
 
 /* The gradient rows of distinct row u's positions, to be read.  Across
@@ -348,16 +364,11 @@ static inline void prefetch_grads(const struct shemb__update_job *job,
 				  int64_t u, int dim)
 {
 	for (int32_t k = job->seg[u]; k < job->seg[u + 1]; k++) {
-		int64_t bag = job->bag_of[job->pos[k]];
-		const struct shemb__bwd_set *set =
-			shemb__set_of_bag(job->sets, job->nsets, bag);
-		const char *gr = (const char *)(set->grad +
-						(size_t)(bag - set->bag_base) *
-							(size_t)dim);
+		const struct shemb__bwd_set *set;
+		int64_t lb;
 
-		for (size_t off = 0; off < (size_t)dim * sizeof(float);
-		     off += 64)
-			__builtin_prefetch(gr + off, 0, 1);
+		prefetch_span(grad_of(job, job->pos[k], dim, &set, &lb),
+			      (size_t)dim * sizeof(float), 0);
 	}
 }
 

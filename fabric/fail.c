@@ -53,14 +53,6 @@ static bool peer_gone(int err)
 	}
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /*
  * A transfer failed.  Providers report a peer that died in the middle of
  * a transfer in ways of their own (shm: an I/O error, tcp;ofi_rxm: the
@@ -80,10 +72,10 @@ void shemb__fab_transfer_failed(struct fab *f, struct op *op, int peer,
 {
 	uint64_t half = f->timeout_ms > 0 ? (uint64_t)f->timeout_ms / 2 : 0;
 	uint64_t wait = half && half < LEFT_WAIT_MS ? half : LEFT_WAIT_MS;
-	uint64_t until = mono_ms() + wait;
+	uint64_t until = shemb__fab_now_ns() + wait * 1000000u;
 	bool failed_before = f->failed != 0;
 
-	while (!peer_gone(err) && !f->failed && mono_ms() < until) {
+	while (!peer_gone(err) && !f->failed && shemb__fab_now_ns() < until) {
 		struct timespec nap = { .tv_nsec = 1000000 };
 
 		shemb__fab_check_liveness(f);
