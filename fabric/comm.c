@@ -318,8 +318,10 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 		rc = shemb__ep_open(f, provider, node, err, errlen);
 	if (!rc)
 		set_chunking(f, cfg, crowded);
-	if (!rc)
+	if (!rc) {
 		f->sends_in_order = is_shm(f->provider);
+		f->inline_max = shemb__coll_inline_limit(f);
+	}
 	if (!rc)
 		rc = exchange_names(f, cfg, err, errlen);
 	if (!rc)

@@ -501,14 +501,14 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	if (!x->send && x->is_hdr) {
 		struct round *rd = &op->rounds[op->cur];
 
-		if (shemb__coll_check_header(op, x->peer)) {
+		if (shemb__coll_take_header(op, x->peer, len)) {
 			mismatch(f, op, x->peer);
 			return;
 		}
 		for (int i = x->gate_lo; i < x->gate_hi; i++)
 			enqueue(f, &rd->x[i]); /* the peer's data may come */
 	}
-	if (!x->send && len != x->len) {
+	if (!x->send && !x->is_hdr && len != x->len) {
 		snprintf(op->why, sizeof(op->why), "rank %d sent %zu bytes "
 			 "where this rank expects %zu", x->peer, len, x->len);
 		mismatch(f, op, x->peer);
@@ -661,7 +661,7 @@ static int run_pull(struct fab *f)
 	if (!f->pq_head)
 		f->pq_tail = NULL;
 	op = x->op;
-	from = op->hdr_in[x->peer].addr + x->off + x->copied;
+	from = shemb__hdr_in(op, x->peer)->addr + x->off + x->copied;
 	f->puller = true;
 	pthread_mutex_unlock(&f->lock);
 	err = copy_slices(f, x, from, x->len - x->copied, &n);

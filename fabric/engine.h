@@ -74,6 +74,7 @@ struct shemb__hdr {
 	uint32_t seq;
 	uint32_t lane;       /* where the data travels (the priority's) */
 	uint32_t from;
+	uint32_t inlined;    /* 1: the piece follows in this message */
 	uint64_t bytes;      /* bytes the sender sends to the receiver */
 	uint64_t expect;     /* bytes the sender expects from the receiver */
 	uint64_t count;      /* allreduce elements */
@@ -157,8 +158,11 @@ struct op {
 	struct xfer *defer_head, *defer_tail; /* data sends beyond that,
 				      * queued as earlier ones complete */
 	uint64_t last_ns;            /* last completion, for the timeout */
-	struct shemb__hdr *hdr_out;  /* per peer */
-	struct shemb__hdr *hdr_in;
+	char *hdr_out;               /* per peer, hdr_stride bytes apart: */
+	char *hdr_in;                /* a header, then room for a piece
+				      * that travels with it (coll.c) */
+	size_t hdr_stride;
+	bool inline_pieces;          /* its small pieces do */
 	struct shemb__coll c;        /* the arguments, arrays copied below */
 	/* alltoallv, allgatherv: this rank's own piece, copied by the start
 	 * once the transfers are posted (and outside the lock), so that the
@@ -203,6 +207,9 @@ struct fab {
 	 * completion of every later one (coll.c, exchange_pieces) */
 	bool sends_in_order;
 	size_t inject_size;
+	size_t inline_max;           /* a piece of at most this many bytes
+				      * travels in its header's message
+				      * (coll.c, inline_limit) */
 	bool pairwise;               /* bulk alltoallv of 3 or more ranks in
 				      * pairwise rounds (coll.c), on shm
 				      * without single copy */
@@ -305,6 +312,19 @@ static inline bool shemb__xfer_in_sends(const struct xfer *x)
 	return x->send || x->pulled;
 }
 
+/* The header this rank sends to peer in op, and the one it receives. */
+static inline struct shemb__hdr *shemb__hdr_out(const struct op *op, int peer)
+{
+	return (struct shemb__hdr *)(op->hdr_out + (size_t)peer *
+					     op->hdr_stride);
+}
+
+static inline struct shemb__hdr *shemb__hdr_in(const struct op *op, int peer)
+{
+	return (struct shemb__hdr *)(op->hdr_in + (size_t)peer *
+					    op->hdr_stride);
+}
+
 static inline fi_addr_t *shemb__fab_peer(struct fab *f, int lane, int rank)
 {
 	return &f->peers[(size_t)lane * (size_t)f->world + (size_t)rank];
@@ -384,10 +404,15 @@ int shemb__fab_early_abort(struct fab *f, struct op *op);
 void shemb__fab_tell_all(struct fab *f, struct op *op, const char *why);
 uint64_t shemb__fab_now_ns(void);
 
-/* coll.c: build an op's rounds (headers, chunks, local steps); check a
- * peer's header against this rank's call (SHEMB_EINVAL, op->why) */
+/* coll.c: build an op's rounds (headers, chunks, local steps); a
+ * peer's header, landed in len bytes, checked against this rank's call
+ * and the piece it carries (if any) copied into place: 0, or
+ * SHEMB_EINVAL (op->why) */
 int shemb__coll_build(struct fab *f, struct op *op);
-int shemb__coll_check_header(struct op *op, int peer);
+int shemb__coll_take_header(struct op *op, int peer, size_t len);
+/* The bytes of a piece that travel in its header's message, at most
+ * (f->inline_max), for the transport and world size of f. */
+size_t shemb__coll_inline_limit(const struct fab *f);
 /* alltoallv: bytes from peer landed as one prefix of its piece */
 size_t shemb__coll_landed(const struct op *op, int peer);
 /* alltoallv: receive x landed; extends its peer's prefix */

@@ -24,10 +24,11 @@
  * allgatherv several megabytes deep in flight, waited for in orders that
  * differ between ranks), late-start (an allreduce and an allgatherv,
  * the allgatherv started by half the ranks only once the allreduce is
- * done), lanes [ROUNDS] (small bulk allreduces each
- * beside an urgent alltoallv), hold (rank 0 waits for an urgent alltoallv
- * while the others wait for the bulk allreduce before it), stall (the last rank makes no call for twice
- * the timeout), mismatch-count, mismatch-order, mismatch-prio,
+ * done), lanes [ROUNDS] (small bulk allreduces each beside an urgent
+ * alltoallv), hold (rank 0 waits for an urgent alltoallv while the others
+ * wait for the bulk allreduce before it), stall (the last rank makes no
+ * call for twice the timeout), mismatch-count, mismatch-order,
+ * mismatch-prio,
  * kill-one (rank world-1 dies in the middle of a large alltoallv; the
  * others must fail with SHEMB_EPEER or SHEMB_ETIMEDOUT, and a later call
  * too), kill-steps (it dies with steps started on the others: each of
@@ -151,11 +152,16 @@ static uint8_t byte_of(uint64_t seed, int from, int to, size_t k)
 
 /* Bytes rank i sends to rank j in round `seed`: often zero, sometimes
  * large, the same function on every rank. */
+/* kill-one: every rank sends the last one the big piece, not rank 0
+ * alone, so that each survivor's call still waits for the rank that
+ * dies (a small piece may travel in its header, whole at once). */
+static bool big_from_all;
+
 static size_t a2a_count(uint64_t seed, int i, int j, size_t big)
 {
 	uint64_t h = mix(seed * 977 + (uint64_t)i * 131 + (uint64_t)j);
 
-	if (big && i == 0 && j == world - 1)
+	if (big && (i == 0 || big_from_all) && i != j && j == world - 1)
 		return big;
 	switch (h % 4) {
 	case 0:
@@ -1119,6 +1125,7 @@ static void run_kill_one(void)
 	struct a2a a;
 	int st;
 
+	big_from_all = true;
 	a2a_prepare(&a, 77, (size_t)64 << 20);
 	if (rank == world - 1) {
 		/* die while the transfers are under way */

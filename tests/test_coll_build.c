@@ -25,7 +25,12 @@
  *   peer's piece for it starts, at the chunk's offset, into the right
  *   place of the receive buffer, the chunks of a piece cover it once, and
  *   each data send only waits for its receiver's empty message; an
- *   allreduce keeps its messages.
+ *   allreduce keeps its messages;
+ * - a piece of at most inline_max bytes travels in its header's message
+ *   (alltoallv, allgatherv, a small allreduce): no data transfer either way,
+ *   a header send carrying exactly the piece, a header receive with room
+ *   for one; taking the header copies the piece into place and counts it
+ *   landed, and a header whose flag or length disagrees fails the op.
  */
 #include "config.h"
 
@@ -50,13 +55,21 @@ struct world {
 	struct fab f[MAX_W];
 	struct op *op[MAX_W];
 	size_t counts[MAX_W][4][MAX_W];
-	char sbuf[1], rbuf[1];     /* never touched: only addresses */
 	float *red[MAX_W];
 	bool cma;                  /* single copy */
+	bool inline_pieces;        /* f->inline_max as the transport sets it */
 };
 
-/* Each rank's buffers, for single copy's addresses (never touched). */
+/* Each rank's buffers: single copy's addresses, and the pieces that
+ * travel in headers (sbufs[r][i] = r + 3 i, mod 251). */
 static char sbufs[MAX_W][SPAN], rbufs[MAX_W][SPAN];
+
+static void fill_sbufs(void)
+{
+	for (int r = 0; r < MAX_W; r++)
+		for (int i = 0; i < SPAN; i++)
+			sbufs[r][i] = (char)((r + 3 * i) % 251);
+}
 
 /* What rank a sends rank b: some empty, some over several chunks. */
 static size_t piece(int a, int b)
@@ -85,6 +98,8 @@ static void build_all(struct world *wd, int kind, int lane, size_t count,
 		f->pull_chunk = PULL_CHUNK;
 		f->sends_in_order = in_order;
 		f->inject_size = INJECT;
+		f->inline_max = wd->inline_pieces ? shemb__coll_inline_limit(f)
+						  : 0;
 		for (int p = 0; p < wd->w; p++) {
 			sc[p] = piece(r, p);
 			rc[p] = piece(p, r);
@@ -101,10 +116,12 @@ static void build_all(struct world *wd, int kind, int lane, size_t count,
 			memcpy(op->counts + (size_t)k * wd->w,
 			       wd->counts[r][k], (size_t)wd->w * sizeof(size_t));
 		op->c.kind = kind;
-		op->c.sendbuf = wd->cma ? sbufs[r] : wd->sbuf;
-		op->c.recvbuf = wd->cma ? rbufs[r] : wd->rbuf;
+		op->c.sendbuf = sbufs[r];
+		op->c.recvbuf = rbufs[r];
 		if (kind == SHEMB__ALLREDUCE) {
 			wd->red[r] = calloc(count, sizeof(float));
+			for (size_t i = 0; wd->red[r] && i < count; i++)
+				wd->red[r][i] = (float)r + 0.25f * (float)i;
 			op->c.sendbuf = op->c.recvbuf = wd->red[r];
 			op->c.count = count;
 			op->c.dtype = SHEMB_F32;
@@ -140,7 +157,7 @@ static bool gated_by_peer(const struct round *rd, int i, int peer)
 }
 
 /* x of rank a meets a transfer the other way at its peer, same round,
- * tag and length. */
+ * tag and length (a header receive: room for the send). */
 static bool met(const struct world *wd, int a, int r, const struct xfer *x)
 {
 	const struct op *peer = wd->op[x->peer];
@@ -150,8 +167,12 @@ static bool met(const struct world *wd, int a, int r, const struct xfer *x)
 	for (int i = 0; i < peer->rounds[r].nx; i++) {
 		const struct xfer *y = &peer->rounds[r].x[i];
 
+		size_t sent = x->send ? x->len : y->len;
+		size_t room = x->send ? y->len : x->len;
+
 		if (y->send != x->send && y->peer == a && y->tag == x->tag &&
-		    y->len == x->len && y->is_hdr == x->is_hdr)
+		    y->is_hdr == x->is_hdr &&
+		    (x->is_hdr ? sent <= room : sent == room))
 			return true;
 	}
 	return false;
@@ -184,6 +205,10 @@ static void check_xfer(const struct world *wd, int a, int r, int i,
 	ck_assert_msg(met(wd, a, r, x), "world %d, rank %d, round %d: "
 		      "transfer %d (peer %d) has no match", wd->w, a, r, i,
 		      x->peer);
+	/* room for a piece in every header receive, whatever the call */
+	if (x->is_hdr && !x->send)
+		ck_assert_uint_eq(x->len, sizeof(struct shemb__hdr) +
+						  wd->f[a].inline_max);
 	if (x->is_hdr)
 		return;
 	ck_assert_msg(x->gated == want && (!want || gated_by_peer(rd, i,
@@ -274,7 +299,7 @@ END_TEST
 static void check_pulls(const struct world *wd, int a, int p)
 {
 	const struct round *rd = &wd->op[a]->rounds[0];
-	uint64_t from = wd->op[p]->hdr_out[a].addr;
+	uint64_t from = shemb__hdr_out(wd->op[p], a)->addr;
 	size_t len = wd->counts[p][0][a], covered = 0;
 
 	ck_assert_msg(!len || from == (uint64_t)(uintptr_t)(sbufs[p] +
@@ -325,6 +350,180 @@ START_TEST(single_copy_alltoallv)
 }
 END_TEST
 
+/* Rank a's transfers with peer p in an op of one round where pieces up
+ * to inline_max travel in headers. */
+static void check_inline_pair(const struct world *wd, int a, int p)
+{
+	const struct op *op = wd->op[a];
+	const struct round *rd = &op->rounds[0];
+	size_t out = wd->counts[a][0][p], in = wd->counts[a][2][p];
+	size_t lim = wd->f[a].inline_max, hdr = sizeof(struct shemb__hdr);
+	bool out_inline = out && out <= lim, in_inline = in && in <= lim;
+
+	for (int i = 0; i < rd->nx; i++) {
+		const struct xfer *x = &rd->x[i];
+		const struct shemb__hdr *h = x->buf;
+
+		if (x->peer != p)
+			continue;
+		if (!x->is_hdr) {
+			ck_assert_msg(x->send ? !out_inline : !in_inline,
+				      "world %d: rank %d moves an inline "
+				      "piece %s rank %d as data", wd->w, a,
+				      x->send ? "to" : "from", p);
+			continue;
+		}
+		if (!x->send) {
+			ck_assert_uint_eq(x->len, hdr + lim);
+			continue;
+		}
+		ck_assert_uint_eq(h->inlined, out_inline);
+		ck_assert_uint_eq(x->len, hdr + (out_inline ? out : 0));
+		ck_assert(!out_inline ||
+			  !memcmp(h + 1, sbufs[a] + wd->counts[a][1][p], out));
+	}
+}
+
+/* Rank p's header lands at rank a as rank p sent it, less cut bytes,
+ * with its flag flipped if flip: 0 or the code of the take. */
+static int land_header(struct world *wd, int a, int p, size_t cut,
+		       bool flip)
+{
+	struct op *op = wd->op[a];
+	struct shemb__hdr *h = shemb__hdr_out(wd->op[p], a);
+	size_t len = sizeof(*h) + (h->inlined ? h->bytes : 0) - cut;
+
+	memcpy(shemb__hdr_in(op, p), h, len);
+	if (flip)
+		shemb__hdr_in(op, p)->inlined ^= 1;
+	return shemb__coll_take_header(op, p, len);
+}
+
+START_TEST(inline_alltoallv)
+{
+	struct world wd = { .w = _i, .inline_pieces = true };
+	size_t lim;
+
+	fill_sbufs();
+	for (int lane = LANE_BULK; lane <= LANE_URGENT; lane++) {
+		wd.cma = lane == LANE_BULK; /* single copy for the others */
+		build_all(&wd, SHEMB__ALLTOALLV, lane, 0, true);
+		lim = wd.f[0].inline_max;
+		/* the pieces of piece(): 0, 6 KiB (inline), 12 KiB ... */
+		ck_assert_uint_ge(lim, 3 * CHUNK / 2);
+		ck_assert_uint_lt(lim, 3 * CHUNK);
+		check_world(&wd, 1, SENDS_GATED_BIG);
+		for (int a = 0; a < wd.w; a++)
+			for (int p = 0; p < wd.w; p++)
+				if (p != a)
+					check_inline_pair(&wd, a, p);
+		memset(rbufs, 0, sizeof(rbufs));
+		for (int a = 0; a < wd.w; a++) {
+			for (int p = 0; p < wd.w; p++) {
+				size_t n = wd.counts[a][2][p];
+				const char *want = sbufs[p] +
+						   wd.counts[p][1][a];
+
+				if (p == a)
+					continue;
+				ck_assert_int_eq(land_header(&wd, a, p, 0,
+							     false), 0);
+				if (!n || n > lim)
+					continue;
+				ck_assert(!memcmp(rbufs[a] +
+						  wd.counts[a][3][p], want,
+						  n));
+				ck_assert_uint_eq(
+					shemb__coll_landed(wd.op[a], p), n);
+			}
+		}
+		free_all(&wd);
+	}
+}
+END_TEST
+
+/* A small allreduce: each rank's buffer travels in its headers, and the
+ * headers landed, the round's reduction gives the sum in rank order. */
+START_TEST(inline_allreduce)
+{
+	struct world wd = { .w = _i, .inline_pieces = true };
+	enum { N = 100 };
+
+	build_all(&wd, SHEMB__ALLREDUCE, LANE_BULK, N, true);
+	for (int a = 0; a < wd.w; a++) {
+		struct op *op = wd.op[a];
+		const struct round *rd = &op->rounds[0];
+
+		for (int i = 0; i < rd->nx; i++)
+			ck_assert(rd->x[i].is_hdr); /* no data message */
+		for (int p = 0; p < wd.w; p++)
+			if (p != a)
+				ck_assert_int_eq(land_header(&wd, a, p, 0,
+							     false), 0);
+		ck_assert_int_eq(rd->after(op, 0), 0);
+		for (int i = 0; i < N; i++) {
+			float want = 0;
+
+			for (int r = 0; r < wd.w; r++)
+				want += (float)r + 0.25f * (float)i;
+			ck_assert_float_eq(wd.red[a][i], want);
+		}
+	}
+	free_all(&wd);
+}
+END_TEST
+
+/* No header send of op carries a piece. */
+static void check_no_inline(const struct op *op)
+{
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++) {
+			const struct xfer *x = &op->rounds[r].x[i];
+
+			if (x->is_hdr && x->send)
+				ck_assert_uint_eq(x->len,
+						  sizeof(struct shemb__hdr));
+		}
+}
+
+/* A header whose flag or length disagrees with the piece fails the op;
+ * the collectives of several rounds keep their pieces apart, and their
+ * header receives have room for one all the same. */
+START_TEST(inline_refused)
+{
+	struct world wd = { .w = _i, .inline_pieces = true };
+	int a = -1, p = -1;
+
+	fill_sbufs();
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_URGENT, 0, false);
+	for (int i = 0; i < wd.w * wd.w && a < 0; i++) {
+		size_t n = wd.counts[i / wd.w][0][i % wd.w];
+
+		if (i / wd.w != i % wd.w && n && n <= CHUNK * 2) {
+			p = i / wd.w;
+			a = i % wd.w;
+		}
+	}
+	ck_assert_int_ge(a, 0); /* world 3 on: piece() makes one */
+	ck_assert_int_eq(land_header(&wd, a, p, 1, false), SHEMB_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wd.op[a]->why, "header message"));
+	ck_assert_int_eq(land_header(&wd, a, p, 0, true), SHEMB_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wd.op[a]->why, "this rank expects it"));
+	ck_assert_int_eq(land_header(&wd, a, p, 0, false), 0);
+	free_all(&wd);
+	build_all(&wd, SHEMB__BARRIER, LANE_URGENT, 0, false);
+	check_world(&wd, 0, SENDS_FREE);
+	for (int r = 0; r < wd.w; r++)
+		check_no_inline(wd.op[r]);
+	free_all(&wd);
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_BULK, 0, true);
+	check_world(&wd, wd.w - 1, SENDS_GATED);
+	for (int r = 0; r < wd.w; r++)
+		check_no_inline(wd.op[r]);
+	free_all(&wd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coll_build");
@@ -334,6 +533,9 @@ int main(void)
 	tcase_add_loop_test(tc, ring_allreduce, 2, MAX_W + 1);
 	tcase_add_loop_test(tc, one_round_alltoallv, 2, MAX_W + 1);
 	tcase_add_loop_test(tc, single_copy_alltoallv, 2, MAX_W + 1);
+	tcase_add_loop_test(tc, inline_alltoallv, 2, MAX_W + 1);
+	tcase_add_loop_test(tc, inline_refused, 3, MAX_W + 1);
+	tcase_add_loop_test(tc, inline_allreduce, 2, MAX_W + 1);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
