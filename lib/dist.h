@@ -143,6 +143,12 @@ int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x);
 /* ... without waiting: *req tracks it */
 int shemb__xchg_start(shemb_ctx *ctx, struct shemb__xchg *x,
 		      shemb_request **req);
+/* ... a part of it: scount[p] bytes from soff[p] into this rank's piece
+ * for peer p, rcount[p] bytes to roff[p] into the piece from p. */
+int shemb__xchg_start_part(shemb_ctx *ctx, const struct shemb__xchg *x,
+			   const size_t *scount, const size_t *soff,
+			   const size_t *rcount, const size_t *roff,
+			   shemb_request **req);
 /* Add ns to the phase time of every table of st. */
 void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns);
 void shemb__xchg_free(struct shemb__xchg *x);
@@ -292,6 +298,19 @@ void shemb__dense_free(struct shemb__dense *d);
 
 /* dist_route.c */
 int shemb__route_build(const shemb_table *t, struct shemb__plan *p);
+/* Owner side: the local row of an id a peer asked this rank for; or
+ * SHEMB_EINTERNAL when this rank does not hold it (the ranks' tables
+ * differ). */
+static inline int shemb__route_local(const struct shemb__shard *sh,
+				     int64_t id, int64_t *local)
+{
+	int o;
+
+	if (id < 0 || id >= sh->rows)
+		return SHEMB_EINTERNAL;
+	shemb__shard_place(sh, id, &o, local);
+	return o >= 0 && o != sh->rank ? SHEMB_EINTERNAL : 0;
+}
 int shemb__route_intake(const shemb_table *t, struct shemb__route *r,
 			int peer, int64_t n, const int64_t *ids,
 			const int64_t *occ, int64_t at);

@@ -5,7 +5,9 @@
  * Message of the ids, to each peer: one int64 count per table of the call,
  * then per table that many ids and as many occurrence counts (int64).
  * Message of the rows, back: per table, one row per id received, in the
- * table's storage dtype, of the owner's columns.
+ * table's storage dtype, of the owner's columns (pooled parts: one fp32
+ * row per pair).  With several tables, each table's part of every
+ * peer's piece moves as an alltoallv of its own (rows_by_table).
  */
 #include "lib/dist.h"
 
@@ -223,6 +225,19 @@ size_t shemb__lookup_rows_in(const struct shemb__step *st,
 	return (size_t)(hi - lo) * shemb__lookup_row_bytes(st, t, p);
 }
 
+/* Bytes of table g's rows this rank, as owner, sends peer p. */
+static size_t rows_out(const struct shemb__step *st,
+		       struct shemb__plan *const *plans, int g, int p)
+{
+	const shemb_table *t = st->groups[g].table;
+	const struct shemb__route *r = plans[g]->route;
+
+	if (r->npairs[p] >= 0)
+		return (size_t)r->npairs[p] * shemb__pooled_row_bytes(t);
+	return (size_t)(r->from_first[p + 1] - r->from_first[p]) *
+	       shemb__lookup_row_bytes(st, t, t->shard.rank);
+}
+
 void shemb__lookup_count_rows(struct shemb__step *st,
 			      struct shemb__plan **plans,
 			      struct shemb__xchg *x)
@@ -230,16 +245,9 @@ void shemb__lookup_count_rows(struct shemb__step *st,
 	for (int p = 0; p < x->world; p++) {
 		x->scount[p] = x->rcount[p] = 0;
 		for (int g = 0; g < st->ngroups; g++) {
-			const shemb_table *t = st->groups[g].table;
-			const struct shemb__route *r = plans[g]->route;
-			size_t in = shemb__lookup_rows_in(st, plans, g, p), out;
+			size_t in = shemb__lookup_rows_in(st, plans, g, p);
+			size_t out = rows_out(st, plans, g, p);
 
-			out = (size_t)(r->from_first[p + 1] -
-				       r->from_first[p]) *
-			      shemb__lookup_row_bytes(st, t, t->shard.rank);
-			if (r->npairs[p] >= 0)
-				out = (size_t)r->npairs[p] *
-				      shemb__pooled_row_bytes(t);
 			x->rcount[p] += in;
 			x->scount[p] += out;
 			shemb__stats_peer(st->groups[g].table,
@@ -267,48 +275,71 @@ int shemb__lookup_read_owned(struct shemb__step *st, shemb_table *t,
 	return rc;
 }
 
-static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
-		      const struct shemb__xchg *ids, const size_t *parts,
-		      struct shemb__xchg *x)
+/* Where each table's part of each peer's piece of the rows message
+ * starts: off[g * world + p], of what this rank sends (out) or
+ * receives. */
+static size_t *table_offsets(const struct shemb__step *st,
+			     struct shemb__plan *const *plans, int world,
+			     bool out)
 {
-	shemb_ctx *ctx = st->ctx;
+	size_t *off = malloc((size_t)st->ngroups * (size_t)world *
+			     sizeof(size_t) + 1);
+
+	for (int p = 0; off && p < world; p++) {
+		size_t at = 0;
+
+		for (int g = 0; g < st->ngroups; g++) {
+			off[(size_t)g * world + p] = at;
+			at += out ? rows_out(st, plans, g, p)
+				  : shemb__lookup_rows_in(st, plans, g, p);
+		}
+	}
+	return off;
+}
+
+/* Table g's rows for every peer, as owner, in the order it asked
+ * (pooled parts: a pooled row per pair), at off[p] into each peer's
+ * piece; parts[] locates the ids message's parts. */
+static int serve_table(struct shemb__step *st, struct shemb__plan **plans,
+		       const struct shemb__xchg *ids, const size_t *parts,
+		       struct shemb__xchg *x, int g, const size_t *off)
+{
+	shemb_table *t = st->groups[g].table;
+	const struct shemb__route *r = plans[g]->route;
 
 	for (int p = 0; p < x->world; p++) {
 		const int64_t *m =
 			(const int64_t *)(ids->rbuf + ids->rdispl[p]);
-		char *at = x->sbuf + x->sdispl[p];
+		const char *part =
+			ids->rbuf + parts[(size_t)p * st->ngroups + g];
+		const int64_t *local = r->local + r->from_first[p];
+		char *at = x->sbuf + x->sdispl[p] + off[p];
+		int64_t n = r->from_first[p + 1] - r->from_first[p];
+		int rc = 0;
 
-		for (int g = 0; g < st->ngroups; g++) {
-			shemb_table *t = st->groups[g].table;
-			const struct shemb__route *r = plans[g]->route;
-			int64_t n = r->from_first[p + 1] - r->from_first[p];
-			int rc;
-
-			if (m[g] < 0) {
-				rc = shemb__pool_serve(
-					st, t, r, p,
-					ids->rbuf +
-						parts[(size_t)p * st->ngroups +
-						      g],
-					m[g], at);
-				n = r->npairs[p];
-			} else {
-				rc = n ? shemb__lookup_read_owned(st, t, n,
-						    r->local + r->from_first[p],
-						    at)
-				       : 0;
-			}
-			if (rc)
-				return shemb__fail(ctx, rc, "table '%s': "
-						   "reading rows failed",
-						   t->name);
-			at += (size_t)n * (m[g] < 0 ? shemb__pooled_row_bytes(t)
-						    : shemb__lookup_row_bytes(
-							      st, t,
-							      t->shard.rank));
-		}
+		if (m[g] < 0)
+			rc = shemb__pool_serve(st, t, r, p, part, m[g], at);
+		else if (n)
+			rc = shemb__lookup_read_owned(st, t, n, local, at);
+		if (rc)
+			return shemb__fail(st->ctx, rc, "table '%s': reading "
+					   "rows failed", t->name);
 	}
 	return 0;
+}
+
+static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
+		      const struct shemb__xchg *ids, const size_t *parts,
+		      struct shemb__xchg *x)
+{
+	size_t *off = table_offsets(st, plans, x->world, true);
+	int rc = off ? 0 : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+
+	for (int g = 0; !rc && g < st->ngroups; g++)
+		rc = serve_table(st, plans, ids, parts, x, g,
+				 off + (size_t)g * x->world);
+	free(off);
+	return rc;
 }
 
 /* The rows of table g's distinct ids, whole, in plan order, from the
@@ -513,6 +544,72 @@ static int rows_and_pool(struct shemb__step *st, struct shemb__plan **plans,
 	return end ? end : rc;
 }
 
+/* The rows exchange of several tables, table by table (rows_by_table). */
+struct tables_xchg {
+	struct shemb__xchg *x;
+	size_t *soff, *roff;      /* table_offsets(), out and in */
+	size_t *sc, *rc;          /* [world] each: one table's counts */
+	shemb_request **req;      /* [ngroups] */
+	int started;
+};
+
+/* serving: the offsets of what this rank sends (else it sends nothing) */
+static int init_tables_xchg(struct tables_xchg *tx, struct shemb__step *st,
+			    struct shemb__plan **plans, struct shemb__xchg *x,
+			    bool serving)
+{
+	size_t w = (size_t)x->world;
+
+	memset(tx, 0, sizeof(*tx));
+	tx->x = x;
+	tx->soff = serving ? table_offsets(st, plans, x->world, true)
+			   : calloc((size_t)st->ngroups * w, sizeof(size_t));
+	tx->roff = table_offsets(st, plans, x->world, false);
+	tx->sc = malloc(2 * w * sizeof(size_t));
+	tx->rc = tx->sc ? tx->sc + w : NULL;
+	tx->req = calloc((size_t)st->ngroups, sizeof(shemb_request *));
+	if (tx->soff && tx->roff && tx->sc && tx->req)
+		return 0;
+	return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+}
+
+static void free_tables_xchg(struct tables_xchg *tx)
+{
+	free(tx->soff);
+	free(tx->roff);
+	free(tx->sc);
+	free(tx->req);
+}
+
+/* Table g's part of the exchange, started; refuse: sending nothing, so
+ * that the peers expecting rows fail it on the counts at once. */
+static int start_table(struct shemb__step *st, struct shemb__plan **plans,
+		       struct tables_xchg *tx, int g, bool refuse)
+{
+	int w = tx->x->world;
+	size_t at = (size_t)g * (size_t)w;
+
+	for (int p = 0; p < w; p++) {
+		tx->sc[p] = refuse ? 0 : rows_out(st, plans, g, p);
+		tx->rc[p] = shemb__lookup_rows_in(st, plans, g, p);
+	}
+	return shemb__xchg_start_part(st->ctx, tx->x, tx->sc, tx->soff + at,
+				      tx->rc, tx->roff + at, &tx->req[g]);
+}
+
+/* Tables g0 on refused (start_table) and waited for. */
+static void refuse_tables(struct shemb__step *st, struct shemb__plan **plans,
+			  struct tables_xchg *tx, int g0)
+{
+	for (int g = g0; g < st->ngroups; g++) {
+		if (!start_table(st, plans, tx, g, true)) {
+			shemb_wait(tx->req[g]); /* fails: the counts differ */
+			shemb_request_free(tx->req[g]);
+		}
+		tx->req[g] = NULL;
+	}
+}
+
 /*
  * This rank failed after the ids went out (status, its detail recorded):
  * it still takes part in the rows exchange, sending nothing, so that the
@@ -533,9 +630,91 @@ static int refuse_rows(struct shemb__step *st, struct shemb__plan **plans,
 		for (int g = 0; g < st->ngroups; g++)
 			x->rcount[p] += shemb__lookup_rows_in(st, plans, g, p);
 	}
-	if (!shemb__xchg_alloc(x))
+	if (st->ngroups > 1) { /* as the others: table by table */
+		struct tables_xchg tx = { 0 };
+
+		if (!shemb__xchg_alloc(x) &&
+		    !init_tables_xchg(&tx, st, plans, x, false))
+			refuse_tables(st, plans, &tx, 0);
+		free_tables_xchg(&tx);
+	} else if (!shemb__xchg_alloc(x)) {
 		shemb__xchg_run(st->ctx, x); /* fails: the counts differ */
+	}
 	return shemb__fail(st->ctx, status, "%s", why);
+}
+
+/*
+ * Serve each table and start its exchange at once, the first table's
+ * first.  A table this rank fails to serve (status recorded) and those
+ * after it are refused, and waited for: the other ranks must not wait
+ * for them until their timeout.
+ */
+static int serve_and_start(struct shemb__step *st, struct shemb__plan **plans,
+			   const struct shemb__xchg *ids, const size_t *parts,
+			   struct tables_xchg *tx)
+{
+	char why[256];
+	int rc = 0, g;
+
+	for (g = 0; g < st->ngroups; g++) {
+		rc = serve_table(st, plans, ids, parts, tx->x, g,
+				 tx->soff + (size_t)g * tx->x->world);
+		if (!rc)
+			rc = start_table(st, plans, tx, g, false);
+		if (rc)
+			break;
+		tx->started = g + 1;
+	}
+	if (!rc)
+		return 0;
+	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(st->ctx));
+	refuse_tables(st, plans, tx, g);
+	return shemb__fail(st->ctx, rc, "%s", why);
+}
+
+/*
+ * A lookup of several tables: each table's rows go back as an exchange of
+ * their own, started as soon as the owner has served that table, so the
+ * first table's rows travel, and are pooled here (its outputs final),
+ * while the owners still read or pool the later tables.  In one exchange
+ * they would all leave once the owners had served every table; pooled at
+ * the owners (pool_at), where the replies are small, the first table
+ * then had no head start at all.  Every rank waits for every exchange it
+ * started.
+ */
+static int rows_by_table(struct shemb__step *st, struct shemb__plan **plans,
+			 const struct shemb__xchg *ids, const size_t *parts,
+			 struct shemb__xchg *rows, float *const *out)
+{
+	struct tables_xchg tx;
+	size_t *seen = calloc((size_t)rows->world, sizeof(size_t));
+	uint64_t t0 = shemb__now_ns(), landed = 0;
+	int rc = init_tables_xchg(&tx, st, plans, rows, true), end = 0;
+
+	if (!rc && !seen)
+		rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	if (rc) { /* the others wait for these exchanges */
+		free(seen);
+		free_tables_xchg(&tx);
+		return refuse_rows(st, plans, rows, rc);
+	}
+	rc = serve_and_start(st, plans, ids, parts, &tx);
+	for (int g = 0; g < tx.started; g++) {
+		int done = shemb_wait(tx.req[g]);
+
+		shemb_request_free(tx.req[g]);
+		landed = shemb__now_ns();
+		end = end ? end : done;
+		if (!rc && !end)
+			rc = pool_one(st, g, plans[g], rows, seen, out);
+		if (!rc && !end)
+			shemb__step_group_done(st, g);
+	}
+	shemb__phase_time(st, SHEMB_PHASE_ROWS, (landed ? landed : t0) - t0);
+	free_tables_xchg(&tx);
+	free(seen);
+	/* the exchanges' failure, which the other ranks share, first */
+	return end ? end : rc;
 }
 
 /* Owner: load the rows the ranks asked for into the device tiers. */
@@ -589,6 +768,11 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		shemb__lookup_count_rows(st, plans, rows);
 		if (shemb__xchg_alloc(rows))
 			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	if (!rc && st->ngroups > 1) {
+		rc = rows_by_table(st, plans, ids, parts, rows, out);
+		free(parts);
+		return rc;
 	}
 	if (!rc)
 		rc = serve_rows(st, plans, ids, parts, rows);

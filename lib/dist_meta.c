@@ -82,6 +82,30 @@ int shemb__xchg_start(shemb_ctx *ctx, struct shemb__xchg *x,
 	return shemb__coll_start(ctx, &c, req);
 }
 
+int shemb__xchg_start_part(shemb_ctx *ctx, const struct shemb__xchg *x,
+			   const size_t *scount, const size_t *soff,
+			   const size_t *rcount, const size_t *roff,
+			   shemb_request **req)
+{
+	size_t w = (size_t)x->world, *displ = malloc(2 * w * sizeof(size_t));
+	struct shemb__coll c = xchg_coll(x);
+	int rc;
+
+	if (!displ)
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	for (size_t p = 0; p < w; p++) {
+		displ[p] = x->sdispl[p] + soff[p];
+		displ[w + p] = x->rdispl[p] + roff[p];
+	}
+	c.sendcounts = scount;
+	c.sdispls = displ;
+	c.recvcounts = rcount;
+	c.rdispls = displ + w;
+	rc = shemb__coll_start(ctx, &c, req); /* copies the counts */
+	free(displ);
+	return rc;
+}
+
 void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns)
 {
 	for (int g = 0; g < st->ngroups; g++)

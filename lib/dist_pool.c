@@ -240,27 +240,25 @@ int shemb__pool_intake(const shemb_table *t, struct shemb__route *r,
 	int64_t np = -1 - m, no = shemb__pool_part_ids(seg), k = 0;
 	const char *lens = seg + 8, *ids = lens + shemb__pad8(4 * (size_t)np);
 	const char *coefs = ids + 8 * (size_t)no;
-	int64_t one = 1;
 
 	for (int64_t pr = 0; pr < np; pr++) {
 		int32_t len;
 
 		memcpy(&len, lens + 4 * pr, 4);
-		for (int32_t j = 0; j < len; j++, k++) {
+		if (len < 0 || len > no - k)
+			return SHEMB_EINTERNAL;
+		for (int64_t end = k + len; k < end; k++) {
 			int64_t id;
-			int rc;
 
-			if (k >= no)
-				return SHEMB_EINTERNAL;
 			memcpy(&id, ids + 8 * k, 8);
-			rc = shemb__route_intake(t, r, peer, 1, &id, &one,
-						 at + k);
-			if (rc)
-				return rc;
-			memcpy(&r->coef[at + k], coefs + 4 * k, 4);
+			if (shemb__route_local(&t->shard, id,
+					       &r->local[at + k]))
+				return SHEMB_EINTERNAL;
+			r->occ[at + k] = 1;
 			r->pair[at + k] = pr;
 		}
 	}
+	memcpy(&r->coef[at], coefs, 4 * (size_t)no);
 	r->npairs[peer] = np;
 	for (int q = peer + 1; q <= r->world; q++)
 		r->from_first[q] = at + no;

@@ -119,15 +119,8 @@ int shemb__route_intake(const shemb_table *t, struct shemb__route *r,
 	const struct shemb__shard *sh = &t->shard;
 
 	for (int64_t i = 0; i < n; i++) {
-		int64_t id = ids[i];
-		int o;
-
-		if (id < 0 || id >= sh->rows)
+		if (shemb__route_local(sh, ids[i], &r->local[at + i]))
 			return SHEMB_EINTERNAL;
-		o = shemb__shard_owner(sh, id);
-		if (o >= 0 && o != sh->rank)
-			return SHEMB_EINTERNAL;
-		r->local[at + i] = shemb__shard_local(sh, id);
 		r->occ[at + i] = occ[i];
 		r->coef[at + i] = 1.0f;
 		r->pair[at + i] = -1;

@@ -121,6 +121,23 @@ static inline int shemb__shard_owner(const struct shemb__shard *s, int64_t id)
 	}
 }
 
+/* Row id's owner (as shemb__shard_owner) and local row (as
+ * shemb__shard_local), the permutation taken once. */
+static inline void shemb__shard_place(const struct shemb__shard *s,
+				      int64_t id, int *owner, int64_t *local)
+{
+	int64_t p;
+
+	if (!shemb__shard_permutes(s)) {
+		*owner = shemb__shard_owner(s, id);
+		*local = id;
+		return;
+	}
+	p = shemb__perm(s, id);
+	*local = p / s->world;
+	*owner = (int)(p - *local * s->world);
+}
+
 /* Row id's local row on the rank that holds it. */
 static inline int64_t shemb__shard_local(const struct shemb__shard *s,
 					 int64_t id)

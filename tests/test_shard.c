@@ -2,7 +2,8 @@
  * test_shard.c - where rows live: the row-wise permutation is a
  * bijection whose inverse undoes it, every rank holds the number of rows
  * it claims, runs of ids spread over the ranks, and column slices tile a
- * row.  Checked against plain loops over every id.
+ * row; the owner and local row found together agree.  Checked against
+ * plain loops over every id.
  */
 #include "config.h"
 
@@ -26,6 +27,18 @@ static struct shemb__shard row_plan(int64_t rows, int world, int rank,
 	return s;
 }
 
+/* shemb__shard_place, the permutation taken once, agrees. */
+static void check_place(const struct shemb__shard *s, int64_t id, int owner,
+			int64_t local)
+{
+	int o = -2;
+	int64_t l = -2;
+
+	shemb__shard_place(s, id, &o, &l);
+	ck_assert_int_eq(o, owner);
+	ck_assert_int_eq(l, local);
+}
+
 /* Every id has one owner and local row; each rank's local rows map back
  * to exactly its ids. */
 START_TEST(row_plan_is_a_bijection)
@@ -47,6 +60,7 @@ START_TEST(row_plan_is_a_bijection)
 			seen[id] = 1;
 			ck_assert_int_eq(shemb__shard_owner(&s, id), r);
 			ck_assert_int_eq(shemb__shard_local(&s, id), l);
+			check_place(&s, id, r, l);
 		}
 	}
 	for (int64_t id = 0; id < rows; id++)
@@ -114,6 +128,8 @@ START_TEST(other_plans_keep_ids)
 		ck_assert_int_eq(shemb__shard_owner(&one, id), 0);
 		ck_assert_int_eq(shemb__shard_local(&one, id), id);
 		ck_assert_int_eq(shemb__shard_global(&one, id), id);
+		check_place(&t, id, 2, id);
+		check_place(&one, id, 0, id);
 	}
 }
 END_TEST
