@@ -2,7 +2,8 @@
  * coll.c - each collective as rounds of transfers.
  *
  * alltoallv, allgatherv: one round; a header to and from every peer, the
- *   data in chunks to and from each peer with a non-zero count.  An
+ *   data in chunks to and from each peer with a non-zero count, or in
+ *   the header's message for a small piece (inlines()).  An
  *   alltoallv of the bulk lane over shm with 3 ranks or more, without
  *   single copy (cma.c): N - 1 pairwise rounds instead (pairwise_round).
  *   With single copy, each receive of data copies out of the sender's
@@ -96,7 +97,7 @@ static int add_chunks(struct op *op, int r, bool send, int peer, void *buf,
 }
 
 /* A header to peer (with the piece it carries), or a receive of one
- * with room for a piece (inline_room). */
+ * with room for a piece (hdr_stride). */
 static int add_header(struct op *op, int r, int peer, bool send)
 {
 	struct shemb__hdr *h = send ? shemb__hdr_out(op, peer)
@@ -158,10 +159,11 @@ static void tell_source(struct op *op, int peer, const void *src)
  * this rank expects from the peer: a piece of a call that disagrees (a
  * barrier against an allreduce) must not be truncated, which tcp;ofi_rxm
  * answers by dropping the connection.  The header is checked as any
- * other, and its flag must agree with the receiver's count.  Over shm the message stays within
- * what shm injects (sends_in_order: a header is never held back),
- * elsewhere within the eager messages of tcp;ofi_rxm (16 KiB); the
- * header slots of an op take at most INLINE_SLOTS bytes each way.
+ * other, and its flag must agree with the receiver's count.  Over shm
+ * the message stays within what shm injects (sends_in_order: a header is
+ * never held back), over rxm within its eager messages (16 KiB), over
+ * other providers within what they inject; the header slots of an op
+ * take at most INLINE_SLOTS bytes each way.
  * Measured, median of 400 alltoallvs back to back (2 CPUs): over
  * tcp;ofi_rxm, 2 ranks, 2 to 15 KiB a peer, 10-13 us against 22-27 us
  * as a header and a piece (a barrier, one message each way: 9.5 us), but
@@ -174,7 +176,9 @@ static void tell_source(struct op *op, int peer, const void *src)
 
 size_t shemb__coll_inline_limit(const struct fab *f)
 {
-	size_t msg = f->sends_in_order ? f->inject_size : INLINE_MESSAGE;
+	bool rxm = strstr(f->provider, "ofi_rxm") != NULL;
+	size_t msg = rxm && !f->sends_in_order ? INLINE_MESSAGE
+					       : f->inject_size;
 	size_t slot = INLINE_SLOTS / (size_t)f->world;
 	size_t hdr = sizeof(struct shemb__hdr);
 
@@ -545,6 +549,8 @@ static int build_allreduce_small(struct op *op)
 
 	if (!slots)
 		return SHEMB_ENOMEM;
+	if (rc)
+		return rc;
 	memcpy(slots + (size_t)f->rank * bytes, op->c.sendbuf, bytes);
 	op->rounds[0].after = reduce_all_in_order;
 	for (int i = 1; !rc && i < f->world; i++) {

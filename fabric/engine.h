@@ -162,7 +162,8 @@ struct op {
 	char *hdr_in;                /* a header, then room for a piece
 				      * that travels with it (coll.c) */
 	size_t hdr_stride;
-	bool inline_pieces;          /* its small pieces do */
+	bool inline_pieces;          /* small pieces travel in the headers'
+				      * messages (one-round ops) */
 	struct shemb__coll c;        /* the arguments, arrays copied below */
 	/* alltoallv, allgatherv: this rank's own piece, copied by the start
 	 * once the transfers are posted (and outside the lock), so that the

@@ -144,11 +144,12 @@ int shemb__xchg_run(shemb_ctx *ctx, struct shemb__xchg *x);
 int shemb__xchg_start(shemb_ctx *ctx, struct shemb__xchg *x,
 		      shemb_request **req);
 /* ... a part of it: scount[p] bytes from soff[p] into this rank's piece
- * for peer p, rcount[p] bytes to roff[p] into the piece from p. */
+ * for peer p, rcount[p] bytes to roff[p] into the piece from p; displ:
+ * room for 2 x world displacements. */
 int shemb__xchg_start_part(shemb_ctx *ctx, const struct shemb__xchg *x,
 			   const size_t *scount, const size_t *soff,
 			   const size_t *rcount, const size_t *roff,
-			   shemb_request **req);
+			   size_t *displ, shemb_request **req);
 /* Add ns to the phase time of every table of st. */
 void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns);
 void shemb__xchg_free(struct shemb__xchg *x);

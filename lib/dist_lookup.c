@@ -549,6 +549,7 @@ struct tables_xchg {
 	struct shemb__xchg *x;
 	size_t *soff, *roff;      /* table_offsets(), out and in */
 	size_t *sc, *rc;          /* [world] each: one table's counts */
+	size_t *displ;            /* [2 x world]: and displacements */
 	shemb_request **req;      /* [ngroups] */
 	int started;
 };
@@ -565,8 +566,9 @@ static int init_tables_xchg(struct tables_xchg *tx, struct shemb__step *st,
 	tx->soff = serving ? table_offsets(st, plans, x->world, true)
 			   : calloc((size_t)st->ngroups * w, sizeof(size_t));
 	tx->roff = table_offsets(st, plans, x->world, false);
-	tx->sc = malloc(2 * w * sizeof(size_t));
+	tx->sc = malloc(4 * w * sizeof(size_t));
 	tx->rc = tx->sc ? tx->sc + w : NULL;
+	tx->displ = tx->sc ? tx->sc + 2 * w : NULL;
 	tx->req = calloc((size_t)st->ngroups, sizeof(shemb_request *));
 	if (tx->soff && tx->roff && tx->sc && tx->req)
 		return 0;
@@ -594,7 +596,8 @@ static int start_table(struct shemb__step *st, struct shemb__plan **plans,
 		tx->rc[p] = shemb__lookup_rows_in(st, plans, g, p);
 	}
 	return shemb__xchg_start_part(st->ctx, tx->x, tx->sc, tx->soff + at,
-				      tx->rc, tx->roff + at, &tx->req[g]);
+				      tx->rc, tx->roff + at, tx->displ,
+				      &tx->req[g]);
 }
 
 /* Tables g0 on refused (start_table) and waited for. */
@@ -647,7 +650,11 @@ static int refuse_rows(struct shemb__step *st, struct shemb__plan **plans,
  * Serve each table and start its exchange at once, the first table's
  * first.  A table this rank fails to serve (status recorded) and those
  * after it are refused, and waited for: the other ranks must not wait
- * for them until their timeout.
+ * for them until their timeout.  A start the transport refused took
+ * its collective's number all the same (and told the others), unless
+ * the context had failed, when every later start fails too: the tables
+ * after it are refused, not it again, or this rank would start one
+ * collective more than the others.
  */
 static int serve_and_start(struct shemb__step *st, struct shemb__plan **plans,
 			   const struct shemb__xchg *ids, const size_t *parts,
@@ -659,10 +666,13 @@ static int serve_and_start(struct shemb__step *st, struct shemb__plan **plans,
 	for (g = 0; g < st->ngroups; g++) {
 		rc = serve_table(st, plans, ids, parts, tx->x, g,
 				 tx->soff + (size_t)g * tx->x->world);
-		if (!rc)
-			rc = start_table(st, plans, tx, g, false);
 		if (rc)
 			break;
+		rc = start_table(st, plans, tx, g, false);
+		if (rc) {
+			g++;
+			break;
+		}
 		tx->started = g + 1;
 	}
 	if (!rc)

@@ -85,14 +85,11 @@ int shemb__xchg_start(shemb_ctx *ctx, struct shemb__xchg *x,
 int shemb__xchg_start_part(shemb_ctx *ctx, const struct shemb__xchg *x,
 			   const size_t *scount, const size_t *soff,
 			   const size_t *rcount, const size_t *roff,
-			   shemb_request **req)
+			   size_t *displ, shemb_request **req)
 {
-	size_t w = (size_t)x->world, *displ = malloc(2 * w * sizeof(size_t));
+	size_t w = (size_t)x->world;
 	struct shemb__coll c = xchg_coll(x);
-	int rc;
 
-	if (!displ)
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	for (size_t p = 0; p < w; p++) {
 		displ[p] = x->sdispl[p] + soff[p];
 		displ[w + p] = x->rdispl[p] + roff[p];
@@ -101,9 +98,7 @@ int shemb__xchg_start_part(shemb_ctx *ctx, const struct shemb__xchg *x,
 	c.sdispls = displ;
 	c.recvcounts = rcount;
 	c.rdispls = displ + w;
-	rc = shemb__coll_start(ctx, &c, req); /* copies the counts */
-	free(displ);
-	return rc;
+	return shemb__coll_start(ctx, &c, req); /* copies the counts */
 }
 
 void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns)

@@ -150,13 +150,13 @@ static uint8_t byte_of(uint64_t seed, int from, int to, size_t k)
 
 /* ---- alltoallv ---- */
 
-/* Bytes rank i sends to rank j in round `seed`: often zero, sometimes
- * large, the same function on every rank. */
 /* kill-one: every rank sends the last one the big piece, not rank 0
  * alone, so that each survivor's call still waits for the rank that
  * dies (a small piece may travel in its header, whole at once). */
 static bool big_from_all;
 
+/* Bytes rank i sends to rank j in round `seed`: often zero, sometimes
+ * large, the same function on every rank. */
 static size_t a2a_count(uint64_t seed, int i, int j, size_t big)
 {
 	uint64_t h = mix(seed * 977 + (uint64_t)i * 131 + (uint64_t)j);
