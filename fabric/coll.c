@@ -230,16 +230,6 @@ static void gate(struct op *op, int r, int hdr, int lo)
 	gate_range(op, r, hdr, lo, op->rounds[r].nx);
 }
 
-/* The receives from peer that start at lo in round r, for the landed
- * prefix of an alltoallv (shemb__coll_on_landed). */
-static void track_receives(struct op *op, int r, int peer, int lo)
-{
-	if (op->next_rx && op->rounds[r].nx > lo) {
-		op->next_rx[peer] = lo;
-		op->rx_round[peer] = r;
-	}
-}
-
 /* Whether a send of len bytes to a peer must wait for the peer's header,
  * that is until the peer is in the call (engine.h, sends_in_order). */
 static bool send_waits_for_header(const struct fab *f, size_t len)
@@ -276,7 +266,6 @@ static int exchange_pieces(struct op *op, int r, int peer, void *rbuf,
 		rc = add_chunks(op, r, false, peer, rbuf, rlen);
 	if (rc)
 		return rc;
-	track_receives(op, r, peer, lo);
 	receives_end = rd->nx;
 	if (!inlines(op, slen))
 		rc = add_chunks(op, r, true, peer, (void *)sbuf, slen);
@@ -325,21 +314,6 @@ static int first_peers_differ(const struct fab *f, int i)
 #define RC(op) ((op)->counts + 2 * (op)->f->world)
 #define RD(op) ((op)->counts + 3 * (op)->f->world)
 
-/* Where each peer's landed prefix stands (shemb__coll_landed). */
-static int track_landing(struct op *op)
-{
-	int w = op->f->world;
-
-	op->landed = calloc((size_t)w, sizeof(*op->landed));
-	op->next_rx = malloc((size_t)w * sizeof(*op->next_rx));
-	op->rx_round = calloc((size_t)w, sizeof(*op->rx_round));
-	if (!op->landed || !op->next_rx || !op->rx_round)
-		return SHEMB_ENOMEM;
-	for (int p = 0; p < w; p++)
-		op->next_rx[p] = -1;
-	return 0;
-}
-
 /*
  * Round i - 1 of N - 1: the piece for rank + i goes, the piece from
  * rank - i comes.  On shm, where the receiver copies each piece out of
@@ -376,7 +350,6 @@ static int pairwise_round(struct op *op, int i, const char *sb, char *rb)
 				RC(op)[from]);
 	if (rc)
 		return rc;
-	track_receives(op, r, from, lo);
 	if (to != from) {
 		gate(op, r, hdr_from, lo);
 		lo = op->rounds[r].nx;
@@ -421,10 +394,7 @@ static int build_alltoallv(struct op *op)
 	struct fab *f = op->f;
 	const char *sb = op->c.sendbuf;
 	char *rb = op->c.recvbuf;
-	int rc = track_landing(op);
 
-	if (rc)
-		return rc;
 	if (SC(op)[f->rank] != RC(op)[f->rank]) {
 		snprintf(op->why, sizeof(op->why),
 			 "sends %zu bytes to itself but expects %zu",
@@ -464,38 +434,6 @@ static int build_allgatherv(struct op *op)
 				     op->c.sendbuf, mine);
 	}
 	return rc;
-}
-
-/* A data receive from peer? */
-static bool receives_from(const struct xfer *x, int peer)
-{
-	return !x->send && !x->is_hdr && x->peer == peer;
-}
-
-void shemb__coll_on_landed(struct op *op, const struct xfer *x)
-{
-	int p = x->peer, *next;
-	const struct round *rd;
-
-	if (!op->landed || op->cur != op->rx_round[p])
-		return;
-	rd = &op->rounds[op->cur];
-	next = &op->next_rx[p];
-	/* a peer's receives are consecutive, in order of offset */
-	while (*next >= 0 && rd->x[*next].landed) {
-		int after = *next + 1;
-
-		op->landed[p] += rd->x[*next].len;
-		*next = after < rd->nx && receives_from(&rd->x[after], p)
-				? after : -1;
-	}
-}
-
-size_t shemb__coll_landed(const struct op *op, int peer)
-{
-	if (peer == op->f->rank || (op->done && op->status == 0))
-		return RC(op)[peer]; /* its own piece was copied at the start */
-	return op->status || !op->landed ? 0 : op->landed[peer];
 }
 
 /* ---- barrier ---- */
@@ -760,11 +698,8 @@ static int take_piece(struct op *op, int peer, size_t len)
 			 want);
 		return SHEMB_EINVAL;
 	}
-	if (h->inlined) {
+	if (h->inlined)
 		memcpy(piece_from(op, peer), h + 1, h->bytes);
-		if (op->landed)
-			op->landed[peer] = h->bytes;
-	}
 	return 0;
 }
 

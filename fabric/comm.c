@@ -640,22 +640,6 @@ static void fab_release(void *comm, struct shemb__op *h)
 	pthread_mutex_unlock(&f->lock);
 }
 
-static size_t fab_received(void *comm, struct shemb__op *h, int peer)
-{
-	struct fab *f = comm;
-	struct op *op = (struct op *)h;
-	size_t n = 0;
-
-	if (shemb__fab_lock(f, NULL, 0))
-		return 0;
-	/* the lane of the caller's collective; the thread moves the other */
-	shemb__fab_progress(f, !f->have_thread || op->lane == LANE_BULK);
-	if (op->kind == SHEMB__ALLTOALLV)
-		n = shemb__coll_landed(op, peer);
-	pthread_mutex_unlock(&f->lock);
-	return n;
-}
-
 static int fab_async_error(void *comm, char *msg, size_t len)
 {
 	struct fab *f = comm;
@@ -711,6 +695,5 @@ const struct shemb_comm_ops shemb__fabric_ops = {
 	.async_error = fab_async_error,
 	.describe = fab_describe,
 	.destroy = fab_destroy,
-	.received = fab_received,
 	.stuck = fab_stuck,
 };

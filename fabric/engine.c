@@ -81,9 +81,6 @@ void shemb__fab_free_op(struct op *op)
 	free(op->hdr_out);
 	free(op->hdr_in);
 	free(op->counts);
-	free(op->landed);
-	free(op->next_rx);
-	free(op->rx_round);
 	if (op->scratch)
 		keep_spare(op->f, op->scratch, op->scratch_len);
 	free(op);
@@ -516,8 +513,6 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	}
 	op->last_ns = shemb__fab_now_ns();
 	x->landed = !x->send;
-	if (!x->send && !x->is_hdr && !x->pulled)
-		shemb__coll_on_landed(op, x);
 	if (!x->send && !x->is_hdr && !x->pulled && !on_chunk(f, op, x))
 		return;
 	if (--op->pending == 0)
@@ -605,7 +600,6 @@ static void pulled(struct fab *f, struct op *op, struct xfer *x)
 {
 	op->last_ns = shemb__fab_now_ns();
 	x->landed = true;
-	shemb__coll_on_landed(op, x);
 	if (!on_chunk(f, op, x))
 		return;
 	/* its empty message goes ahead of the sends queued, some of which

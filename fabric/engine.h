@@ -173,11 +173,6 @@ struct op {
 	size_t self_len;
 	size_t *counts;              /* 4 x world: sendcounts, sdispls,
 				      * recvcounts, rdispls */
-	size_t *landed;              /* alltoallv: per peer, the bytes of its
-				      * piece landed as one prefix */
-	int *next_rx;                /* ... and the index in its round of
-				      * the receive that extends it, or -1 */
-	int *rx_round;               /* ... and that round */
 	void *scratch;               /* allreduce: incoming data */
 	size_t scratch_len;
 	char why[256];               /* the failure, for the caller */
@@ -414,10 +409,6 @@ int shemb__coll_take_header(struct op *op, int peer, size_t len);
 /* The bytes of a piece that travel in its header's message, at most
  * (f->inline_max), for the transport and world size of f. */
 size_t shemb__coll_inline_limit(const struct fab *f);
-/* alltoallv: bytes from peer landed as one prefix of its piece */
-size_t shemb__coll_landed(const struct op *op, int peer);
-/* alltoallv: receive x landed; extends its peer's prefix */
-void shemb__coll_on_landed(struct op *op, const struct xfer *x);
 
 /* ep.c */
 int shemb__ep_open(struct fab *f, const char *provider, const char *node,

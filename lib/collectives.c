@@ -315,18 +315,6 @@ int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c)
 	return shemb__coll_start(ctx, c, NULL);
 }
 
-size_t shemb__request_received(shemb_request *r, int peer)
-{
-	const struct shemb_comm_ops *ops = r->ops;
-
-	if (!r->op)
-		return SIZE_MAX;
-	if (ops->size <= offsetof(struct shemb_comm_ops, received) ||
-	    !ops->received)
-		return 0;
-	return ops->received(r->comm, r->op, peer);
-}
-
 int shemb__traffic_prio(shemb_ctx *ctx, int prio)
 {
 	return atomic_exchange_explicit(&ctx->traffic_prio, prio,

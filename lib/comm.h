@@ -60,10 +60,6 @@ struct shemb_comm_ops {
 	const char *(*describe)(void *comm);
 	/* collective close: waits (bounded) for the other ranks, then frees */
 	void (*destroy)(void *comm);
-	/* alltoallv in flight: the bytes of peer's piece landed so far, as
-	 * one prefix (a lookup pools a table once its rows are in); may move
-	 * transfers along.  NULL: the transport cannot tell before the end */
-	size_t (*received)(void *comm, struct shemb__op *op, int peer);
 	/* a thread that never comes back from the transport holds it, as
 	 * far as can be told within the timeout: its code (and why), else
 	 * 0.  NULL: a transport that cannot be stuck so */

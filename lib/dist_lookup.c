@@ -6,16 +6,14 @@
  * then per table that many ids and as many occurrence counts (int64).
  * Message of the rows, back: per table, one row per id received, in the
  * table's storage dtype, of the owner's columns (pooled parts: one fp32
- * row per pair).  With several tables, each table's part of every
- * peer's piece moves as an alltoallv of its own (rows_by_table).
+ * row per pair).  Each table's part of every peer's piece moves as an
+ * alltoallv of its own (rows_by_table).
  */
 #include "lib/dist.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Bytes of one row as rank r holds it. */
 /* Rows travel in the wire dtype, except for read_rows, which is exact. */
@@ -328,25 +326,11 @@ static int serve_table(struct shemb__step *st, struct shemb__plan **plans,
 	return 0;
 }
 
-static int serve_rows(struct shemb__step *st, struct shemb__plan **plans,
-		      const struct shemb__xchg *ids, const size_t *parts,
-		      struct shemb__xchg *x)
-{
-	size_t *off = table_offsets(st, plans, x->world, true);
-	int rc = off ? 0 : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-
-	for (int g = 0; !rc && g < st->ngroups; g++)
-		rc = serve_table(st, plans, ids, parts, x, g,
-				 off + (size_t)g * x->world);
-	free(off);
-	return rc;
-}
-
 /* The rows of table g's distinct ids, whole, in plan order, from the
- * owners' answers. */
+ * owners' answers, at[p] into each peer's piece. */
 static void assemble(struct shemb__step *st, int g,
 		     const struct shemb__plan *pl,
-		     const struct shemb__xchg *x, const size_t *seen,
+		     const struct shemb__xchg *x, const size_t *at,
 		     char *rows)
 {
 	const shemb_table *t = st->groups[g].table;
@@ -354,7 +338,7 @@ static void assemble(struct shemb__step *st, int g,
 	size_t es = shemb__dtype_bytes(row_dtype(st, t));
 
 	for (int p = 0; p < x->world; p++) {
-		const char *from = x->rbuf + x->rdispl[p] + seen[p];
+		const char *from = x->rbuf + x->rdispl[p] + at[p];
 		size_t rb = shemb__lookup_row_bytes(st, t, p);
 		int64_t lo, hi;
 		int c0, nc;
@@ -373,20 +357,16 @@ static void assemble(struct shemb__step *st, int g,
 /* A table whose bags the owners pooled: add their rows, bag by bag. */
 static int pool_at_owners(struct shemb__step *st, int g,
 			  const struct shemb__plan *pl,
-			  const struct shemb__xchg *x, size_t *seen,
+			  const struct shemb__xchg *x, const size_t *at,
 			  float *const *out)
 {
-	const struct shemb__route *r = pl->route;
 	const char **rows_at = calloc((size_t)x->world, sizeof(char *));
 	uint64_t t0 = shemb__now_ns();
 
 	if (!rows_at)
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	for (int p = 0; p < x->world; p++) {
-		rows_at[p] = x->rbuf + x->rdispl[p] + seen[p];
-		seen[p] += (size_t)(r->pair_first[p + 1] - r->pair_first[p]) *
-			   shemb__pooled_row_bytes(st->groups[g].table);
-	}
+	for (int p = 0; p < x->world; p++)
+		rows_at[p] = x->rbuf + x->rdispl[p] + at[p];
 	shemb__pool_combine(st, g, pl, out, rows_at);
 	free(rows_at);
 	for (int s = 0; s < st->groups[g].nsets; s++) {
@@ -400,9 +380,11 @@ static int pool_at_owners(struct shemb__step *st, int g,
 	return 0;
 }
 
+/* Table g's bags from the rows exchange x, its part at at[p] into each
+ * peer's piece. */
 static int pool_one(struct shemb__step *st, int g,
 		    const struct shemb__plan *pl, const struct shemb__xchg *x,
-		    size_t *seen, float *const *out)
+		    const size_t *at, float *const *out)
 {
 	shemb_table *t = st->groups[g].table;
 	size_t full = full_row_bytes(st, t);
@@ -415,7 +397,7 @@ static int pool_one(struct shemb__step *st, int g,
 	if (t->shard.kind == SHEMB_SHARD_REPLICATED)
 		return shemb__pool_local(st, &st->groups[g], pl, out);
 	if (pl->route->pooled)
-		return pool_at_owners(st, g, pl, x, seen, out);
+		return pool_at_owners(st, g, pl, x, at, out);
 	v.base = malloc((size_t)pl->nunique * full + 8);
 	v.bytes = (size_t)pl->nunique * full;
 	rows_of = malloc((size_t)(pl->nids + 1) * sizeof(int64_t));
@@ -424,127 +406,15 @@ static int pool_one(struct shemb__step *st, int g,
 		free(rows_of);
 		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
-	assemble(st, g, pl, x, seen, v.base);
+	assemble(st, g, pl, x, at, v.base);
 	shemb__plan_unique_of(pl, rows_of); /* the rows pooled from */
 	rc = shemb__pool_group(st, &st->groups[g], pl, out, &v, rows_of);
-	for (int p = 0; p < x->world; p++) {
-		int64_t lo, hi;
-
-		slots_to(t, pl, p, &lo, &hi);
-		seen[p] += (size_t)(hi - lo) *
-			   shemb__lookup_row_bytes(st, t, p);
-	}
 	free(v.base);
 	free(rows_of);
 	return rc;
 }
 
-/* The rows exchange in flight, and its status once it ended. */
-struct landing {
-	shemb_request *req;
-	bool ended;
-	int status;
-	uint64_t all_ns;      /* when the last rows had landed */
-};
-
-/* Until end[p] bytes of every peer's piece have landed, or the exchange
- * ended: 0, or its failure.  Polls, as a waiter of the transport does,
- * and naps once nothing has come for a while (a slow peer must not cost
- * a core).  Peers are taken in turn: one that has reached its end stays
- * there. */
-static int await_rows(struct landing *l, const size_t *end, int world)
-{
-	size_t last = 0;
-	int p = 0, idle = 0;
-
-	while (!l->ended) {
-		size_t got = 0;
-		int done = 0, was = p;
-
-		while (p < world &&
-		       (got = shemb__request_received(l->req, p)) >= end[p])
-			p++;
-		if (p == world)
-			return 0;
-		if (p != was || got != last) { /* something came */
-			last = got;
-			idle = 0;
-		}
-		l->status = shemb_test(l->req, &done);
-		l->ended = done;
-		if (done)
-			break;
-		if (idle < 1000) {
-			idle++;
-			sched_yield();
-		} else {
-			struct timespec nap = { .tv_nsec = 100000 };
-
-			nanosleep(&nap, NULL);
-		}
-	}
-	return l->status;
-}
-
-/*
- * Each group pooled as soon as its rows have landed from every peer: a
- * peer's piece holds the groups' rows in order, so group g needs the
- * prefix up to its end, and the first tables are pooled while the rows
- * of the later ones still travel (their outputs final meanwhile).
- */
-static int pool_landed(struct shemb__step *st, struct shemb__plan **plans,
-		       const struct shemb__xchg *x, float *const *out,
-		       struct landing *l)
-{
-	size_t *seen = calloc(2 * (size_t)x->world, sizeof(size_t));
-	size_t *end = seen + x->world;
-	int rc = seen ? 0 : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-
-	for (int g = 0; !rc && g < st->ngroups; g++) {
-		for (int p = 0; p < x->world; p++)
-			end[p] += shemb__lookup_rows_in(st, plans, g, p);
-		rc = await_rows(l, end, x->world);
-		if (g == st->ngroups - 1)
-			l->all_ns = shemb__now_ns();
-		if (!rc)
-			rc = pool_one(st, g, plans[g], x, seen, out);
-		if (!rc)
-			shemb__step_group_done(st, g);
-	}
-	free(seen);
-	return rc;
-}
-
-/*
- * The rows exchange, pooling as the rows land; the rows phase's time is
- * until the last rows landed (the pooling before it overlapped).  When
- * only the callers move the transport (SHEMB_PROGRESS_CALLER), nothing
- * would move while a table is pooled: the whole exchange comes first.
- */
-static int rows_and_pool(struct shemb__step *st, struct shemb__plan **plans,
-			 struct shemb__xchg *rows, float *const *out)
-{
-	uint64_t t0 = shemb__now_ns();
-	struct landing l = { 0 };
-	int rc = shemb__xchg_start(st->ctx, rows, &l.req), end;
-
-	if (rc)
-		return rc;
-	if (st->ctx->attr.progress == SHEMB_PROGRESS_CALLER) {
-		l.status = shemb_wait(l.req);
-		l.ended = true;
-	}
-	rc = pool_landed(st, plans, rows, out, &l);
-	/* every rank sees the exchange to its end, whatever its pooling */
-	end = l.ended ? l.status : shemb_wait(l.req);
-	shemb_request_free(l.req);
-	shemb__phase_time(st, SHEMB_PHASE_ROWS,
-			  (l.all_ns ? l.all_ns : shemb__now_ns()) - t0);
-	/* the exchange's failure, which the other ranks share, first */
-	return end ? end : rc;
-}
-
-/* The rows exchange of several tables, table by table (rows_by_table). */
+/* The rows exchange, table by table (rows_by_table). */
 struct tables_xchg {
 	struct shemb__xchg *x;
 	size_t *soff, *roff;      /* table_offsets(), out and in */
@@ -622,6 +492,7 @@ static void refuse_tables(struct shemb__step *st, struct shemb__plan **plans,
 static int refuse_rows(struct shemb__step *st, struct shemb__plan **plans,
 		       struct shemb__xchg *x, int status)
 {
+	struct tables_xchg tx = { 0 };
 	char why[256];
 
 	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(st->ctx));
@@ -633,16 +504,10 @@ static int refuse_rows(struct shemb__step *st, struct shemb__plan **plans,
 		for (int g = 0; g < st->ngroups; g++)
 			x->rcount[p] += shemb__lookup_rows_in(st, plans, g, p);
 	}
-	if (st->ngroups > 1) { /* as the others: table by table */
-		struct tables_xchg tx = { 0 };
-
-		if (!shemb__xchg_alloc(x) &&
-		    !init_tables_xchg(&tx, st, plans, x, false))
-			refuse_tables(st, plans, &tx, 0);
-		free_tables_xchg(&tx);
-	} else if (!shemb__xchg_alloc(x)) {
-		shemb__xchg_run(st->ctx, x); /* fails: the counts differ */
-	}
+	if (!shemb__xchg_alloc(x) &&
+	    !init_tables_xchg(&tx, st, plans, x, false))
+		refuse_tables(st, plans, &tx, 0);
+	free_tables_xchg(&tx);
 	return shemb__fail(st->ctx, status, "%s", why);
 }
 
@@ -683,28 +548,24 @@ static int serve_and_start(struct shemb__step *st, struct shemb__plan **plans,
 }
 
 /*
- * A lookup of several tables: each table's rows go back as an exchange of
- * their own, started as soon as the owner has served that table, so the
- * first table's rows travel, and are pooled here (its outputs final),
- * while the owners still read or pool the later tables.  In one exchange
- * they would all leave once the owners had served every table; pooled at
- * the owners (pool_at), where the replies are small, the first table
- * then had no head start at all.  Every rank waits for every exchange it
- * started.
+ * The rows back, each table's as an exchange of its own, started as soon
+ * as the owner has served that table, so the first table's rows travel,
+ * and are pooled here (its outputs final), while the owners still read
+ * or pool the later tables.  In one exchange they would all leave once
+ * the owners had served every table; pooled at the owners (pool_at),
+ * where the replies are small, the first table then had no head start at
+ * all.  Every rank waits for every exchange it started; the rows phase's
+ * time is until the last one ended.
  */
 static int rows_by_table(struct shemb__step *st, struct shemb__plan **plans,
 			 const struct shemb__xchg *ids, const size_t *parts,
 			 struct shemb__xchg *rows, float *const *out)
 {
 	struct tables_xchg tx;
-	size_t *seen = calloc((size_t)rows->world, sizeof(size_t));
 	uint64_t t0 = shemb__now_ns(), landed = 0;
 	int rc = init_tables_xchg(&tx, st, plans, rows, true), end = 0;
 
-	if (!rc && !seen)
-		rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	if (rc) { /* the others wait for these exchanges */
-		free(seen);
 		free_tables_xchg(&tx);
 		return refuse_rows(st, plans, rows, rc);
 	}
@@ -716,13 +577,13 @@ static int rows_by_table(struct shemb__step *st, struct shemb__plan **plans,
 		landed = shemb__now_ns();
 		end = end ? end : done;
 		if (!rc && !end)
-			rc = pool_one(st, g, plans[g], rows, seen, out);
+			rc = pool_one(st, g, plans[g], rows,
+				      tx.roff + (size_t)g * rows->world, out);
 		if (!rc && !end)
 			shemb__step_group_done(st, g);
 	}
 	shemb__phase_time(st, SHEMB_PHASE_ROWS, (landed ? landed : t0) - t0);
 	free_tables_xchg(&tx);
-	free(seen);
 	/* the exchanges' failure, which the other ranks share, first */
 	return end ? end : rc;
 }
@@ -779,17 +640,12 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		if (shemb__xchg_alloc(rows))
 			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
-	if (!rc && st->ngroups > 1) {
-		rc = rows_by_table(st, plans, ids, parts, rows, out);
-		free(parts);
-		return rc;
-	}
 	if (!rc)
-		rc = serve_rows(st, plans, ids, parts, rows);
+		rc = rows_by_table(st, plans, ids, parts, rows, out);
+	else
+		rc = refuse_rows(st, plans, rows, rc);
 	free(parts);
-	if (rc)
-		return refuse_rows(st, plans, rows, rc);
-	return rows_and_pool(st, plans, rows, out);
+	return rc;
 }
 
 int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
@@ -816,9 +672,17 @@ int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
 int shemb__lookup_pool_rows(struct shemb__step *st, struct shemb__plan **plans,
 			    const struct shemb__xchg *rows, float *const *out)
 {
-	struct landing l = { .ended = true };
+	size_t *at = table_offsets(st, plans, rows->world, false);
+	int rc = at ? 0 : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 
-	return pool_landed(st, plans, rows, out, &l);
+	for (int g = 0; !rc && g < st->ngroups; g++) {
+		rc = pool_one(st, g, plans[g], rows,
+			      at + (size_t)g * rows->world, out);
+		if (!rc)
+			shemb__step_group_done(st, g);
+	}
+	free(at);
+	return rc;
 }
 
 int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,

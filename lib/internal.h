@@ -153,9 +153,6 @@ SHEMB__HIDDEN int shemb__coll_run(shemb_ctx *ctx, const struct shemb__coll *c);
 SHEMB__HIDDEN int shemb__coll_start(shemb_ctx *ctx,
 				    const struct shemb__coll *c,
 				    shemb_request **req);
-/* An alltoallv of req in flight: the bytes of peer's piece landed so far
- * (0 when the transport cannot tell; SIZE_MAX once known complete). */
-SHEMB__HIDDEN size_t shemb__request_received(shemb_request *r, int peer);
 /* Set that priority (enum shemb_priority); returns the one it replaces. */
 SHEMB__HIDDEN int shemb__traffic_prio(shemb_ctx *ctx, int prio);
 /* collectives.c: frees what failed collectives left (context destroy) */
