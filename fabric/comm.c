@@ -445,17 +445,28 @@ static int copy_args(struct op *op, const struct shemb__coll *c)
 }
 
 /* The op could not start here, after it took its number: the other ranks
- * are told, so that they fail it too and every rank stays in step. */
-static int refuse_op(struct fab *f, struct op *op, int rc, char *why,
+ * are told, so that they fail it too (with status) and every rank stays
+ * in step. */
+static int refuse_op(struct fab *f, struct op *op, int status, char *why,
 		     size_t len)
 {
 	if (!op->why[0])
 		snprintf(op->why, sizeof(op->why), "rank %d: no memory for "
 			 "collective call %u", f->rank, op->seq);
 	snprintf(why, len, "%s", op->why);
-	shemb__fab_tell_all(f, op, op->why);
+	shemb__fab_tell_all(f, op, status, op->why);
 	shemb__fab_free_op(op);
-	return rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL;
+	return status;
+}
+
+/* The caller failed before it could take part (c->refuse): the op only
+ * takes its number and tells the others why. */
+static int start_refused(struct fab *f, struct op *op,
+			 const struct shemb__coll *c, char *why, size_t len)
+{
+	snprintf(op->why, sizeof(op->why), "%s",
+		 c->why && c->why[0] ? c->why : shemb_strerror(c->refuse));
+	return refuse_op(f, op, c->refuse, why, len);
 }
 
 /* A barrier (the application's, the library's, the close's) moves no
@@ -491,13 +502,18 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	op->prio = prio_of(c);
 	op->lane = op->prio > SHEMB_PRIO_DENSE ? LANE_URGENT : LANE_BULK;
 	op->seq = f->next_seq++;
+	if (c->refuse) {
+		rc = start_refused(f, op, c, why, len);
+		goto out;
+	}
 	rc = copy_args(op, c);
 	if (!rc)
 		rc = shemb__coll_build(f, op);
 	if (!rc)
 		rc = shemb__fab_early_abort(f, op);
 	if (rc) {
-		rc = refuse_op(f, op, rc, why, len);
+		rc = refuse_op(f, op, rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL,
+			       why, len);
 		goto out;
 	}
 	op->next = f->ops;

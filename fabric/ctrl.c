@@ -144,9 +144,10 @@ void shemb__fab_flush_ctrl(struct fab *f)
 /*
  * A collective that fails on one rank cannot finish on the others: tell
  * every other rank directly, so each fails it too (with this rank's
- * reason) rather than wait for its timeout; a ring learns it this way too.
+ * status and reason) rather than wait for its timeout; a ring learns it this way too.
  */
-void shemb__fab_tell_all(struct fab *f, struct op *op, const char *why)
+void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
+			 const char *why)
 {
 	for (int p = 0; p < f->world; p++) {
 		struct ctrl_tx *t;
@@ -162,7 +163,7 @@ void shemb__fab_tell_all(struct fab *f, struct op *op, const char *why)
 		t->c.magic = CTRL_MAGIC;
 		t->c.seq = op->seq;
 		t->c.from = (uint32_t)f->rank;
-		t->c.status = SHEMB_EINVAL;
+		t->c.status = status;
 		snprintf(t->c.why, sizeof(t->c.why), "%.*s",
 			 (int)sizeof(t->c.why) - 1, why);
 		t->next = f->ctrl_backlog;
@@ -189,13 +190,16 @@ void shemb__fab_free_ctrl(struct fab *f)
 /* An op that a peer failed before this rank started it. */
 int shemb__fab_early_abort(struct fab *f, struct op *op)
 {
+	int status;
+
 	for (int i = 0; i < f->nearly; i++) {
 		if (f->early[i].seq != op->seq)
 			continue;
 		snprintf(op->why, sizeof(op->why), "rank %u: %s",
 			 f->early[i].from, f->early[i].why);
+		status = f->early[i].status;
 		f->early[i] = f->early[--f->nearly];
-		return SHEMB_EINVAL;
+		return status;
 	}
 	return 0;
 }

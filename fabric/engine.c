@@ -426,7 +426,7 @@ static void post_queue(struct fab *f, bool send)
 
 static void mismatch(struct fab *f, struct op *op, int peer)
 {
-	shemb__fab_tell_all(f, op, op->why);
+	shemb__fab_tell_all(f, op, SHEMB_EINVAL, op->why);
 	shemb__fab_fail_op(f, op, SHEMB_EINVAL, NULL);
 }
 

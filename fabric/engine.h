@@ -394,10 +394,12 @@ void shemb__fab_free_ctrl(struct fab *f);
 bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err);
 /* Hand the control messages waiting to libfabric, as it takes them. */
 void shemb__fab_flush_ctrl(struct fab *f);
-/* SHEMB_EINVAL if a peer already failed this op before it started here */
+/* The status a peer failed this op with before it started here, else 0 */
 int shemb__fab_early_abort(struct fab *f, struct op *op);
-/* Tell every other rank that this rank failed op, and why */
-void shemb__fab_tell_all(struct fab *f, struct op *op, const char *why);
+/* Tell every other rank that this rank failed op, and why: they fail it
+ * with status */
+void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
+			 const char *why);
 uint64_t shemb__fab_now_ns(void);
 
 /* coll.c: build an op's rounds (headers, chunks, local steps); a

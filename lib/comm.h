@@ -38,6 +38,13 @@ struct shemb__coll {
 	size_t count;                        /* allreduce: elements */
 	int dtype, op;                       /* allreduce */
 	int prio;                            /* enum shemb_priority */
+	/* nonzero: this rank failed before it could take part (after the
+	 * others were committed to the collective); start() fails it
+	 * everywhere with this status and the detail in why, without
+	 * moving data, and returns the status here; the other ranks' calls
+	 * fail with it as "rank R: why" */
+	int refuse;
+	const char *why;
 };
 
 struct shemb_comm_ops {

@@ -55,7 +55,13 @@ static int self_start(void *comm, const struct shemb__coll *c,
 		      struct shemb__op **out, char *why, size_t len)
 {
 	struct self_op *op;
-	int rc = run(c, why, len);
+	int rc;
+
+	if (c->refuse) { /* nobody else to tell */
+		snprintf(why, len, "%s", c->why ? c->why : "");
+		return c->refuse;
+	}
+	rc = run(c, why, len);
 
 	if (rc)
 		return rc;

@@ -150,6 +150,10 @@ int shemb__xchg_start_part(shemb_ctx *ctx, const struct shemb__xchg *x,
 			   const size_t *scount, const size_t *soff,
 			   const size_t *rcount, const size_t *roff,
 			   size_t *displ, shemb_request **req);
+/* This rank's part in an exchange that it failed before it could start
+ * (status, why): every rank's fails with them (struct shemb__coll's
+ * refuse); returns status. */
+int shemb__xchg_refuse(shemb_ctx *ctx, int status, const char *why);
 /* Add ns to the phase time of every table of st. */
 void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns);
 void shemb__xchg_free(struct shemb__xchg *x);

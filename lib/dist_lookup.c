@@ -295,6 +295,19 @@ static size_t *table_offsets(const struct shemb__step *st,
 	return off;
 }
 
+/* The cause (recorded by the read or the pooling) kept in the detail. */
+static int serve_failed(struct shemb__step *st, const shemb_table *t, int p,
+			int rc)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(st->ctx));
+	if (!why[0])
+		return shemb__fail(st->ctx, rc, "table '%s': reading the rows "
+				   "rank %d asked for failed", t->name, p);
+	return shemb__fail(st->ctx, rc, "serving rank %d: %s", p, why);
+}
+
 /* Table g's rows for every peer, as owner, in the order it asked
  * (pooled parts: a pooled row per pair), at off[p] into each peer's
  * piece; parts[] locates the ids message's parts. */
@@ -320,8 +333,7 @@ static int serve_table(struct shemb__step *st, struct shemb__plan **plans,
 		else if (n)
 			rc = shemb__lookup_read_owned(st, t, n, local, at);
 		if (rc)
-			return shemb__fail(st->ctx, rc, "table '%s': reading "
-					   "rows failed", t->name);
+			return serve_failed(st, t, p, rc);
 	}
 	return 0;
 }
@@ -424,17 +436,14 @@ struct tables_xchg {
 	int started;
 };
 
-/* serving: the offsets of what this rank sends (else it sends nothing) */
 static int init_tables_xchg(struct tables_xchg *tx, struct shemb__step *st,
-			    struct shemb__plan **plans, struct shemb__xchg *x,
-			    bool serving)
+			    struct shemb__plan **plans, struct shemb__xchg *x)
 {
 	size_t w = (size_t)x->world;
 
 	memset(tx, 0, sizeof(*tx));
 	tx->x = x;
-	tx->soff = serving ? table_offsets(st, plans, x->world, true)
-			   : calloc((size_t)st->ngroups * w, sizeof(size_t));
+	tx->soff = table_offsets(st, plans, x->world, true);
 	tx->roff = table_offsets(st, plans, x->world, false);
 	tx->sc = malloc(4 * w * sizeof(size_t));
 	tx->rc = tx->sc ? tx->sc + w : NULL;
@@ -453,16 +462,15 @@ static void free_tables_xchg(struct tables_xchg *tx)
 	free(tx->req);
 }
 
-/* Table g's part of the exchange, started; refuse: sending nothing, so
- * that the peers expecting rows fail it on the counts at once. */
+/* Table g's part of the exchange, started. */
 static int start_table(struct shemb__step *st, struct shemb__plan **plans,
-		       struct tables_xchg *tx, int g, bool refuse)
+		       struct tables_xchg *tx, int g)
 {
 	int w = tx->x->world;
 	size_t at = (size_t)g * (size_t)w;
 
 	for (int p = 0; p < w; p++) {
-		tx->sc[p] = refuse ? 0 : rows_out(st, plans, g, p);
+		tx->sc[p] = rows_out(st, plans, g, p);
 		tx->rc[p] = shemb__lookup_rows_in(st, plans, g, p);
 	}
 	return shemb__xchg_start_part(st->ctx, tx->x, tx->sc, tx->soff + at,
@@ -470,52 +478,27 @@ static int start_table(struct shemb__step *st, struct shemb__plan **plans,
 				      &tx->req[g]);
 }
 
-/* Tables g0 on refused (start_table) and waited for. */
-static void refuse_tables(struct shemb__step *st, struct shemb__plan **plans,
-			  struct tables_xchg *tx, int g0)
-{
-	for (int g = g0; g < st->ngroups; g++) {
-		if (!start_table(st, plans, tx, g, true)) {
-			shemb_wait(tx->req[g]); /* fails: the counts differ */
-			shemb_request_free(tx->req[g]);
-		}
-		tx->req[g] = NULL;
-	}
-}
-
 /*
- * This rank failed after the ids went out (status, its detail recorded):
- * it still takes part in the rows exchange, sending nothing, so that the
- * ranks that expect rows from it fail at once on the counts instead of
- * waiting for their timeout.  Returns status with its detail.
+ * This rank failed (status, its detail recorded) after the ids went out:
+ * it still takes its part in the exchanges of tables g0 on, refusing
+ * them, so that the other ranks fail them at once with its status and
+ * detail instead of waiting for their timeout.  Returns status with its
+ * detail.
  */
-static int refuse_rows(struct shemb__step *st, struct shemb__plan **plans,
-		       struct shemb__xchg *x, int status)
+static int refuse_tables(struct shemb__step *st, int g0, int status)
 {
-	struct tables_xchg tx = { 0 };
 	char why[256];
 
 	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(st->ctx));
-	free(x->sbuf);
-	free(x->rbuf);
-	x->sbuf = x->rbuf = NULL;
-	for (int p = 0; p < x->world; p++) {
-		x->scount[p] = x->rcount[p] = 0;
-		for (int g = 0; g < st->ngroups; g++)
-			x->rcount[p] += shemb__lookup_rows_in(st, plans, g, p);
-	}
-	if (!shemb__xchg_alloc(x) &&
-	    !init_tables_xchg(&tx, st, plans, x, false))
-		refuse_tables(st, plans, &tx, 0);
-	free_tables_xchg(&tx);
+	for (int g = g0; g < st->ngroups; g++)
+		shemb__xchg_refuse(st->ctx, status, why);
 	return shemb__fail(st->ctx, status, "%s", why);
 }
 
 /*
  * Serve each table and start its exchange at once, the first table's
  * first.  A table this rank fails to serve (status recorded) and those
- * after it are refused, and waited for: the other ranks must not wait
- * for them until their timeout.  A start the transport refused took
+ * after it are refused (refuse_tables).  A start the transport refused took
  * its collective's number all the same (and told the others), unless
  * the context had failed, when every later start fails too: the tables
  * after it are refused, not it again, or this rank would start one
@@ -525,7 +508,6 @@ static int serve_and_start(struct shemb__step *st, struct shemb__plan **plans,
 			   const struct shemb__xchg *ids, const size_t *parts,
 			   struct tables_xchg *tx)
 {
-	char why[256];
 	int rc = 0, g;
 
 	for (g = 0; g < st->ngroups; g++) {
@@ -533,18 +515,14 @@ static int serve_and_start(struct shemb__step *st, struct shemb__plan **plans,
 				 tx->soff + (size_t)g * tx->x->world);
 		if (rc)
 			break;
-		rc = start_table(st, plans, tx, g, false);
+		rc = start_table(st, plans, tx, g);
 		if (rc) {
 			g++;
 			break;
 		}
 		tx->started = g + 1;
 	}
-	if (!rc)
-		return 0;
-	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(st->ctx));
-	refuse_tables(st, plans, tx, g);
-	return shemb__fail(st->ctx, rc, "%s", why);
+	return rc ? refuse_tables(st, g, rc) : 0;
 }
 
 /*
@@ -563,11 +541,11 @@ static int rows_by_table(struct shemb__step *st, struct shemb__plan **plans,
 {
 	struct tables_xchg tx;
 	uint64_t t0 = shemb__now_ns(), landed = 0;
-	int rc = init_tables_xchg(&tx, st, plans, rows, true), end = 0;
+	int rc = init_tables_xchg(&tx, st, plans, rows), end = 0;
 
 	if (rc) { /* the others wait for these exchanges */
 		free_tables_xchg(&tx);
-		return refuse_rows(st, plans, rows, rc);
+		return refuse_tables(st, 0, rc);
 	}
 	rc = serve_and_start(st, plans, ids, parts, &tx);
 	for (int g = 0; g < tx.started; g++) {
@@ -643,7 +621,7 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 	if (!rc)
 		rc = rows_by_table(st, plans, ids, parts, rows, out);
 	else
-		rc = refuse_rows(st, plans, rows, rc);
+		rc = refuse_tables(st, 0, rc);
 	free(parts);
 	return rc;
 }

@@ -101,6 +101,14 @@ int shemb__xchg_start_part(shemb_ctx *ctx, const struct shemb__xchg *x,
 	return shemb__coll_start(ctx, &c, req); /* copies the counts */
 }
 
+int shemb__xchg_refuse(shemb_ctx *ctx, int status, const char *why)
+{
+	struct shemb__coll c = { .kind = SHEMB__ALLTOALLV, .refuse = status,
+				 .why = why };
+
+	return shemb__coll_run(ctx, &c);
+}
+
 void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns)
 {
 	for (int g = 0; g < st->ngroups; g++)

@@ -433,9 +433,12 @@ static int send_early(struct relax *r)
 	}
 	for (int p = 0; !r->status && p < world; p++)
 		r->status = fill_early(r, p, sent);
+	if (r->status) /* the cause, recorded by the read, kept */
+		snprintf(r->why, sizeof(r->why), "%s",
+			 shemb_ctx_last_error(r->ctx));
 	if (r->status)
 		r->status = shemb__fail(r->ctx, r->status, "reading rows for "
-					"the lookup failed");
+					"the lookup: %s", r->why);
 	else
 		count_early(r, sent);
 	free(sent);

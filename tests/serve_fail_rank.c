@@ -1,0 +1,289 @@
+/*
+ * serve_fail_rank.c - one rank of tests/test_serve_fail.sh: an owner that
+ * fails to serve one table of a lookup of several, after the ids went
+ * out.  The lookup's rows go back table by table (lib/dist_lookup.c), so
+ * the tables before the failing one may already be on their way; the
+ * owner then refuses the failing table and those after it.
+ *
+ * Usage: serve_fail_rank [--pool-at-owner] [--caller]
+ *
+ * Tables A, B and C keep their rows in host memory; table F, owned by
+ * rank 1, keeps its rows in a device tier of CACHE_ROWS rows, so a call
+ * that needs more distinct rows of it than that fails at its owner with
+ * SHEMB_ENOMEM while the owner serves it.  With F first, second and last
+ * of three tables, blocking and started without waiting:
+ *
+ *   - a lookup whose F ids fit the tier: every output equals the sum of
+ *     the rows read from a one-rank reference context of the same
+ *     tables, pooled by a loop here;
+ *   - one whose F ids do not: it fails on every rank with the owner's
+ *     SHEMB_ENOMEM and its detail (naming cache_rows), which the other
+ *     ranks give as "rank 1: ..."; started, every output reports the
+ *     error too;
+ *   - then the fitting lookup again, equal to the reference: the failed
+ *     one changed nothing and left the ranks' collectives in step; and
+ *     every row of every table still reads as the reference's.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shemb.h>
+
+static int rank, world;
+
+#include "rank_check.h"
+
+#define ROWS 64
+#define DIM 8
+#define NBAGS 4
+#define IDS_PER_BAG 3
+#define CACHE_ROWS 6
+#define NTABLES 4 /* A, B, C, F */
+#define F 3
+#define NCALL 3
+
+static shemb_ctx *ctx, *ref;
+static shemb_table *tab[NTABLES], *ref_tab[NTABLES];
+static float ref_rows[NTABLES][ROWS * DIM];
+static int pool_at = SHEMB_POOL_AT_REQUESTER;
+
+static void make_table(int i)
+{
+	struct shemb_table_attr a;
+
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = DIM;
+	a.table_id = 40 + i;
+	a.seed = 11;
+	a.shard = SHEMB_SHARD_TABLE;
+	a.pool_at = pool_at;
+	a.shard_owner = i == F ? 1 : i % world;
+	if (i == F)
+		a.cache_rows = CACHE_ROWS;
+	CHECK_RC(ctx, shemb_table_create(ctx, &a, &tab[i]));
+	a.shard_owner = -1;
+	a.cache_rows = 0;
+	CHECK_RC(ref, shemb_table_create(ref, &a, &ref_tab[i]));
+}
+
+/* Every row of the reference's tables, read once. */
+static void read_reference(void)
+{
+	int64_t ids[ROWS];
+
+	for (int64_t r = 0; r < ROWS; r++)
+		ids[r] = r;
+	for (int i = 0; i < NTABLES; i++)
+		CHECK_RC(ref, shemb_table_read_rows(ref_tab[i], ROWS, ids,
+						    ref_rows[i], SHEMB_F32));
+}
+
+/* The ids of one bag set: of F, within the first CACHE_ROWS rows on
+ * every rank (fits), or RANK-own rows beyond them too (does not). */
+static void make_ids(int table, bool fits, int64_t *ids)
+{
+	for (int j = 0; j < NBAGS * IDS_PER_BAG; j++) {
+		uint64_t z = mix((uint64_t)(rank * 1000 + table * 100 + j));
+
+		if (table != F)
+			ids[j] = (int64_t)(z % ROWS);
+		else if (fits || j % 2)
+			ids[j] = (int64_t)(z % CACHE_ROWS);
+		else /* distinct per rank and beyond the tier */
+			ids[j] = CACHE_ROWS + rank * NBAGS * IDS_PER_BAG + j;
+	}
+}
+
+struct call {
+	struct shemb_bags bags[NCALL];
+	int64_t ids[NCALL][NBAGS * IDS_PER_BAG];
+	int64_t offsets[NBAGS + 1];
+	float out[NCALL][NBAGS * DIM];
+	float *outp[NCALL];
+};
+
+/* Tables in this order: F at position fpos, A, B, C around it. */
+static void make_call(struct call *c, int fpos, bool fits)
+{
+	int others = 0;
+
+	for (int b = 0; b <= NBAGS; b++)
+		c->offsets[b] = b * IDS_PER_BAG;
+	for (int i = 0; i < NCALL; i++) {
+		int table = i == fpos ? F : others++;
+
+		make_ids(table, fits, c->ids[i]);
+		shemb_bags_init(&c->bags[i]);
+		c->bags[i].table = tab[table];
+		c->bags[i].nbags = NBAGS;
+		c->bags[i].offsets = c->offsets;
+		c->bags[i].nids = NBAGS * IDS_PER_BAG;
+		c->bags[i].ids = c->ids[i];
+		c->outp[i] = c->out[i];
+		memset(c->out[i], 0, sizeof(c->out[i]));
+	}
+}
+
+static int table_index(const shemb_table *t)
+{
+	for (int i = 0; i < NTABLES; i++)
+		if (tab[i] == t)
+			return i;
+	FAIL("a table not made here");
+	return -1;
+}
+
+/* Each output against the reference's rows, summed bag by bag here. */
+static void check_outputs(const struct call *c, const char *what)
+{
+	for (int i = 0; i < NCALL; i++) {
+		int ti = table_index(c->bags[i].table);
+
+		for (int b = 0; b < NBAGS; b++) {
+			for (int d = 0; d < DIM; d++) {
+				double want = 0;
+
+				for (int64_t k = c->offsets[b];
+				     k < c->offsets[b + 1]; k++)
+					want += ref_rows[ti][c->ids[i][k] * DIM
+							     + d];
+				if (fabs(c->out[i][b * DIM + d] - want) >
+				    1e-5 * (1 + fabs(want)))
+					FAIL("%s: table %d bag %d column %d: "
+					     "%g, the reference %g", what, ti,
+					     b, d, c->out[i][b * DIM + d],
+					     want);
+			}
+		}
+	}
+}
+
+static int run_lookup(struct call *c, bool started)
+{
+	shemb_request *req;
+	int rc;
+
+	if (!started)
+		return shemb_lookup(ctx, NCALL, c->bags, c->outp,
+				    SHEMB_LOOKUP_NO_GRAD);
+	CHECK_RC(ctx, shemb_lookup_start(ctx, NCALL, c->bags, c->outp,
+					 SHEMB_LOOKUP_NO_GRAD, &req));
+	rc = shemb_wait(req);
+	/* a lookup that failed gives its error for every output */
+	for (int i = 0; i < NCALL; i++) {
+		int part = shemb_wait_part(req, i);
+
+		if (part != rc)
+			FAIL("output %d reports %d (%s), the lookup %d (%s)",
+			     i, part, shemb_strerror(part), rc,
+			     shemb_strerror(rc));
+	}
+	shemb_request_free(req);
+	return rc;
+}
+
+/* Every rank fails with the owner's status and cause; the others name
+ * the owner. */
+static void check_failure(int rc, int fpos, bool started)
+{
+	const char *why = shemb_ctx_last_error(ctx);
+
+	if (rc == 0)
+		FAIL("F at %d (%s): a lookup needing more rows than F's "
+		     "tier holds succeeded", fpos,
+		     started ? "started" : "blocking");
+	if (rc != SHEMB_ENOMEM || !strstr(why, "(cache_rows)"))
+		FAIL("F at %d (%s): failed with %d (%s): '%s', not F's "
+		     "owner's cause", fpos, started ? "started" : "blocking",
+		     rc, shemb_strerror(rc), why);
+	if (rank != 1 && strncmp(why, "rank 1: ", 8))
+		FAIL("F at %d: the detail '%s' does not name F's owner",
+		     fpos, why);
+}
+
+/* Every row of every table as the reference's. */
+static void check_unchanged(void)
+{
+	static float got[ROWS * DIM];
+	int64_t ids[ROWS];
+
+	for (int64_t r = 0; r < ROWS; r++)
+		ids[r] = r;
+	for (int i = 0; i < NTABLES; i++) {
+		CHECK_RC(ctx, shemb_table_read_rows(tab[i], ROWS, ids, got,
+						    SHEMB_F32));
+		if (memcmp(got, ref_rows[i], sizeof(got)))
+			FAIL("table %d changed", i);
+	}
+}
+
+static void scenario(int fpos, bool started)
+{
+	struct call c;
+	char what[64];
+
+	snprintf(what, sizeof(what), "F at %d, %s", fpos,
+		 started ? "started" : "blocking");
+	make_call(&c, fpos, true);
+	CHECK_RC(ctx, run_lookup(&c, started));
+	check_outputs(&c, what);
+	make_call(&c, fpos, false);
+	check_failure(run_lookup(&c, started), fpos, started);
+	make_call(&c, fpos, true);
+	CHECK_RC(ctx, run_lookup(&c, started));
+	check_outputs(&c, what);
+}
+
+static void parse_args(int argc, char **argv, struct shemb_ctx_attr *a)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--pool-at-owner"))
+			pool_at = SHEMB_POOL_AT_OWNER;
+		else if (!strcmp(argv[i], "--caller"))
+			a->progress = SHEMB_PROGRESS_CALLER;
+		else
+			FAIL("unknown argument %s", argv[i]);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct shemb_ctx_attr a;
+
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 1;
+	a.timeout_ms = 60000;
+	parse_args(argc, argv, &a);
+	CHECK_RC(NULL, shemb_ctx_create(&a, &ctx));
+	CHECK_RC(ctx, shemb_ctx_get_attr(ctx, &a));
+	rank = a.rank;
+	world = a.world_size;
+	if (world < 2)
+		FAIL("needs 2 ranks or more, has %d", world);
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 1;
+	a.rank = 0;
+	a.world_size = 1;
+	CHECK_RC(NULL, shemb_ctx_create(&a, &ref));
+	for (int i = 0; i < NTABLES; i++)
+		make_table(i);
+	read_reference();
+	for (int fpos = 0; fpos < NCALL; fpos++) {
+		scenario(fpos, false);
+		scenario(fpos, true);
+	}
+	check_unchanged();
+	for (int i = 0; i < NTABLES; i++) {
+		CHECK_RC(ctx, shemb_table_destroy(tab[i]));
+		shemb_table_destroy(ref_tab[i]);
+	}
+	shemb_ctx_destroy(ref);
+	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
+	return 0;
+}
