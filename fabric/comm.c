@@ -509,11 +509,15 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	rc = copy_args(op, c);
 	if (!rc)
 		rc = shemb__coll_build(f, op);
-	if (!rc)
-		rc = shemb__fab_early_abort(f, op);
 	if (rc) {
 		rc = refuse_op(f, op, rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL,
 			       why, len);
+		goto out;
+	}
+	rc = shemb__fab_early_abort(f, op);
+	if (rc) { /* the rank that failed it told every rank */
+		snprintf(why, len, "%s", op->why);
+		shemb__fab_free_op(op);
 		goto out;
 	}
 	op->next = f->ops;

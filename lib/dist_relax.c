@@ -401,8 +401,8 @@ static void count_early(struct relax *r, const uint64_t *sent)
 }
 
 /* The early rows' record, then the rows themselves, started.  A failure
- * before the record fails the lookup on every rank; one after it is kept
- * for the meeting before the late rows. */
+ * before the record fails the lookup on every rank; one after it refuses
+ * the early rows. */
 static int send_early(struct relax *r)
 {
 	int world = r->ctx->attr.world_size, rc;
@@ -442,9 +442,11 @@ static int send_early(struct relax *r)
 	else
 		count_early(r, sent);
 	free(sent);
-	/* sent even so: the peers expect it, and the meeting before the
-	 * late rows tells them of the failure */
-	rc = shemb__xchg_start(r->ctx, &r->early, &r->ereq);
+	/* refused on a failure: the peers fail it with this rank's status
+	 * and detail, and refuse the late rows in turn */
+	rc = r->status ? shemb__xchg_refuse(r->ctx, r->status,
+					    shemb_ctx_last_error(r->ctx))
+		       : shemb__xchg_start(r->ctx, &r->early, &r->ereq);
 	r->status = r->status ? r->status : rc;
 	if (r->status) /* the backward's calls come in between */
 		snprintf(r->why, sizeof(r->why), "%s",
@@ -472,9 +474,17 @@ static int send_late(struct relax *r, float *const *out)
 		rc = shemb__fail(r->ctx, SHEMB_ENOMEM, "no memory");
 	for (int p = 0; !rc && p < world; p++)
 		rc = fill_late(r, p);
-	rc = shemb__dist_all_ok(r->ctx, rc, "its rows of this lookup");
-	if (!rc)
+	/* a rank that failed (or learnt of a failure from the early rows)
+	 * refuses the late ones: the others fail them with its detail */
+	if (rc) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(r->ctx));
+		shemb__xchg_refuse(r->ctx, rc, why);
+		rc = shemb__fail(r->ctx, rc, "%s", why);
+	} else {
 		rc = shemb__xchg_run(r->ctx, &r->late);
+	}
 	shemb__phase_time(&r->lst, SHEMB_PHASE_ROWS, shemb__now_ns() - t0);
 	if (!rc)
 		rc = merge(r);

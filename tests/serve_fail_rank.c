@@ -21,8 +21,13 @@
  *     ranks give as "rank 1: ..."; started, every output reports the
  *     error too;
  *   - then the fitting lookup again, equal to the reference: the failed
- *     one changed nothing and left the ranks' collectives in step; and
- *     every row of every table still reads as the reference's.
+ *     one changed nothing and left the ranks' collectives in step;
+ *   - the same two lookups started right behind a backward of zero
+ *     gradients, where they run relaxed (lib/dist_relax.c): the same
+ *     results, and the backwards succeed;
+ *
+ * and at the end every row of every table still reads as the
+ * reference's.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -85,7 +90,10 @@ static void read_reference(void)
 }
 
 /* The ids of one bag set: of F, within the first CACHE_ROWS rows on
- * every rank (fits), or RANK-own rows beyond them too (does not). */
+ * every rank (fits), or mostly rows of this rank's own beyond them, more
+ * than the tier holds (does not), even those alone that a backward
+ * before leaves untouched (a relaxed lookup makes them resident apart
+ * from the others). */
 static void make_ids(int table, bool fits, int64_t *ids)
 {
 	for (int j = 0; j < NBAGS * IDS_PER_BAG; j++) {
@@ -93,9 +101,9 @@ static void make_ids(int table, bool fits, int64_t *ids)
 
 		if (table != F)
 			ids[j] = (int64_t)(z % ROWS);
-		else if (fits || j % 2)
+		else if (fits || j % 4 == 3)
 			ids[j] = (int64_t)(z % CACHE_ROWS);
-		else /* distinct per rank and beyond the tier */
+		else /* 9 distinct per rank, beyond the tier */
 			ids[j] = CACHE_ROWS + rank * NBAGS * IDS_PER_BAG + j;
 	}
 }
@@ -240,6 +248,61 @@ static void scenario(int fpos, bool started)
 	check_outputs(&c, what);
 }
 
+static uint64_t relaxed_lookups(void)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < NTABLES; i++) {
+		struct shemb_table_stats st = { .size = sizeof(st) };
+
+		CHECK_RC(ctx, shemb_table_stats(tab[i], &st));
+		n += st.relaxed_lookups;
+	}
+	return n;
+}
+
+/* A backward of zero gradients (no row changes), started, with lookup
+ * next started right behind it: next's result, the backward's 0. */
+static int behind_backward(struct call *done, struct call *next)
+{
+	static float zero[NCALL][NBAGS * DIM];
+	const float *grads[NCALL];
+	shemb_request *bw, *lk;
+	int rc;
+
+	for (int i = 0; i < NCALL; i++)
+		grads[i] = zero[i];
+	CHECK_RC(ctx, shemb_backward_start(ctx, NCALL, done->bags, grads,
+					   &bw));
+	CHECK_RC(ctx, shemb_lookup_start(ctx, NCALL, next->bags, next->outp,
+					 0, &lk));
+	rc = shemb_wait(lk);
+	shemb_request_free(lk);
+	CHECK_RC(ctx, shemb_wait(bw));
+	shemb_request_free(bw);
+	return rc;
+}
+
+/* The same behind a backward, where the lookup may run relaxed
+ * (lib/dist_relax.c): its rows before and after the update. */
+static void relaxed_scenario(int fpos)
+{
+	struct call c, n;
+
+	make_call(&c, fpos, true);
+	CHECK_RC(ctx, shemb_lookup(ctx, NCALL, c.bags, c.outp, 0));
+	check_outputs(&c, "before a backward");
+	make_call(&n, fpos, true);
+	CHECK_RC(ctx, behind_backward(&c, &n));
+	check_outputs(&n, "behind a backward");
+	make_call(&c, fpos, false);
+	check_failure(behind_backward(&n, &c), fpos, true);
+	make_call(&c, fpos, true);
+	CHECK_RC(ctx, shemb_lookup(ctx, NCALL, c.bags, c.outp,
+				   SHEMB_LOOKUP_NO_GRAD));
+	check_outputs(&c, "after a failed lookup behind a backward");
+}
+
 static void parse_args(int argc, char **argv, struct shemb_ctx_attr *a)
 {
 	for (int i = 1; i < argc; i++) {
@@ -277,7 +340,12 @@ int main(int argc, char **argv)
 	for (int fpos = 0; fpos < NCALL; fpos++) {
 		scenario(fpos, false);
 		scenario(fpos, true);
+		relaxed_scenario(fpos);
 	}
+	/* the odds that no lookup behind a backward ran relaxed are nil
+	 * (lib/stepq.c) */
+	if (relaxed_lookups() == 0)
+		FAIL("no lookup behind a backward ran relaxed");
 	check_unchanged();
 	for (int i = 0; i < NTABLES; i++) {
 		CHECK_RC(ctx, shemb_table_destroy(tab[i]));
