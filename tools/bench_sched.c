@@ -4,7 +4,9 @@
  *
  * (1) The latency of a small alltoallv of high priority (a lookup's)
  *     started while a 64 MiB allreduce of low priority (dense gradients)
- *     is in flight, against the same alltoallv alone.
+ *     is in flight, against the same alltoallv alone; timed on each rank
+ *     from its call to its return, and from the last rank's call to the
+ *     last rank's return.
  * (2) A training loop with a dense computation: steps made with the
  *     blocking calls (compute and communication one after the other)
  *     against steps whose backward and next lookup are started without
@@ -180,16 +182,50 @@ static void small_make(struct small *s)
 	}
 }
 
-static double small_once(struct small *s)
-{
-	double t0;
+/* (1)'s medians, in seconds: [0] the slowest rank's of its own, [1] from
+ * the last rank's call to the last rank's return (medians()). */
+struct sched_latency {
+	double quiet[2], alone[2], loaded[2];
+};
 
+/* One call after a barrier: its start and end on this host's clock
+ * (CLOCK_MONOTONIC, the same for every rank here), in *t0 and *t1. */
+static void small_once(struct small *s, double *t0, double *t1)
+{
 	MUST(shemb_barrier(ctx, NULL));
-	t0 = bench_now();
+	*t0 = bench_now();
 	MUST(shemb_alltoallv_prio(ctx, s->sb, s->counts, s->displs, s->rb,
 				  s->counts, s->displs, SHEMB_PRIO_LOOKUP,
 				  NULL));
-	return bench_now() - t0;
+	*t1 = bench_now();
+}
+
+/* Medians of n calls of every rank: the slowest rank's of its own times
+ * from call to return (*own), and of the times from the last rank's call
+ * to the last rank's return (*last).  The first includes the ranks'
+ * skew out of the barrier, the second leaves it out. */
+static void medians(int n, double *t0, double *t1, double *own,
+		    double *last)
+{
+	double *d = calloc((size_t)n + 1, sizeof(double));
+	double *all = calloc(4 * (size_t)n + 1, sizeof(double));
+	double *mx = all + 2 * n;
+
+	if (!d || !all)
+		die("memory", SHEMB_ENOMEM);
+	for (int r = 0; r < n; r++) {
+		d[r] = t1[r] - t0[r];
+		all[r] = t0[r];
+		all[n + r] = t1[r];
+	}
+	*own = slowest(bench_stat_of(d, n).median);
+	MUST(shemb_allreduce(ctx, all, mx, 2 * (size_t)n, SHEMB_F64,
+			     SHEMB_REDUCE_MAX, NULL));
+	for (int r = 0; r < n; r++)
+		d[r] = mx[n + r] - mx[r];
+	*last = bench_stat_of(d, n).median;
+	free(d);
+	free(all);
 }
 
 /*
@@ -199,38 +235,42 @@ static double small_once(struct small *s)
  * before and answer at once: with 4 ranks on 2 CPUs, a quiet call took
  * 0.04-0.11 ms, but 0.19 ms with 20 ms of pause before each, as long as
  * one after an allreduce.  The first is the baseline of like for like.
+ * Each is taken both ways (medians()): with 4 ranks on 2 CPUs, the
+ * ranks leave the barrier before each call up to 0.2 ms apart, as the
+ * scheduler runs them, and the first to leave waits that long for the
+ * last.
  */
-static void latency(int reps, double *quiet, double *alone, double *loaded)
+static void latency(int reps, struct sched_latency *l)
 {
 	float *big = calloc(BIG_FLOATS, sizeof(float));
 	float *sum = calloc(BIG_FLOATS, sizeof(float));
-	double *ta = calloc((size_t)reps, sizeof(double));
-	double *tl = calloc((size_t)reps, sizeof(double));
+	double *t = calloc(4 * (size_t)reps, sizeof(double));
+	double *a0 = t, *a1 = t + reps, *l0 = t + 2 * reps;
+	double *l1 = t + 3 * reps;
 	struct small s;
 
-	if (!big || !sum || !ta || !tl)
+	if (!big || !sum || !t)
 		die("memory", SHEMB_ENOMEM);
 	small_make(&s);
-	small_once(&s); /* warm-up: connections */
+	small_once(&s, a0, a1); /* warm-up: connections */
 	for (int r = 0; r < reps; r++)
-		ta[r] = small_once(&s);
-	*quiet = slowest(bench_stat_of(ta, reps).median);
+		small_once(&s, &a0[r], &a1[r]);
+	medians(reps, a0, a1, &l->quiet[0], &l->quiet[1]);
 	for (int r = 0; r < reps; r++) {
 		shemb_request *req;
 
-		ta[r] = small_once(&s);
+		small_once(&s, &a0[r], &a1[r]);
 		MUST(shemb_allreduce(ctx, big, sum, BIG_FLOATS, SHEMB_F32,
 				     SHEMB_REDUCE_SUM, &req));
-		tl[r] = small_once(&s);
+		small_once(&s, &l0[r], &l1[r]);
 		MUST(shemb_wait(req));
 		shemb_request_free(req);
 	}
-	*alone = slowest(bench_stat_of(ta, reps).median);
-	*loaded = slowest(bench_stat_of(tl, reps).median);
+	medians(reps, a0, a1, &l->alone[0], &l->alone[1]);
+	medians(reps, l0, l1, &l->loaded[0], &l->loaded[1]);
 	free(big);
 	free(sum);
-	free(ta);
-	free(tl);
+	free(t);
 	free(s.sb);
 	free(s.rb);
 	free(s.counts);
@@ -453,7 +493,7 @@ static void steps(int n, int compute_us, struct batch *b,
 
 /* The slowest rank's medians, in seconds. */
 struct sched_figs {
-	double quiet, alone, loaded;   /* (1) */
+	struct sched_latency lat;      /* (1) */
 	struct step_figs st;           /* (2) */
 	double first[2], whole[2];     /* (3): rows whole, pool_at AUTO */
 };
@@ -492,6 +532,24 @@ static void report_steps(const struct step_figs *f)
 	       "can be hidden)\n", most);
 }
 
+static void report_latency(const struct sched_latency *l)
+{
+	static const char *const how[2] = {
+		"each rank from its call to its return",
+		"from the last rank's call to the last rank's return"
+	};
+
+	printf("(1) alltoallv of %d B per peer, alone and while a 64 MiB "
+	       "allreduce is in flight (alone each time after an allreduce;"
+	       "\n    quiet: back to back before any ran):\n", SMALL_BYTES);
+	for (int k = 0; k < 2; k++)
+		printf("    %s:\n      alone %.1f us, in flight %.1f us "
+		       "(%.2fx); quiet %.1f us (%.2fx)\n", how[k],
+		       l->alone[k] * 1e6, l->loaded[k] * 1e6,
+		       l->loaded[k] / l->alone[k], l->quiet[k] * 1e6,
+		       l->loaded[k] / l->quiet[k]);
+}
+
 /* Rank 0's report: the text, the result lines, then the tagged figures
  * for the launcher's CSV line. */
 static void report(const struct shemb_ctx_attr *ca, const struct sched_figs *f)
@@ -501,13 +559,7 @@ static void report(const struct shemb_ctx_attr *ca, const struct sched_figs *f)
 	printf("ranks %d, provider %s, 1 thread each, chunk_bytes %zu, "
 	       "chunks_in_flight %d\n", world, ca->provider, ca->chunk_bytes,
 	       ca->chunks_in_flight);
-	printf("(1) alltoallv of %d B per peer: alone %.1f us, while a "
-	       "64 MiB allreduce is in flight %.1f us (%.2fx)\n",
-	       SMALL_BYTES, f->alone * 1e6, f->loaded * 1e6,
-	       f->loaded / f->alone);
-	printf("    (alone each time after an allreduce; back to back "
-	       "before any ran, %.1f us: %.2fx)\n", f->quiet * 1e6,
-	       f->loaded / f->quiet);
+	report_latency(&f->lat);
 	report_steps(st);
 	printf("(3) lookup of %d tables of %d x %d (%d bags x %d ids each), "
 	       "started:\n    rows sent whole (pool_at REQUESTER): first "
@@ -522,12 +574,15 @@ static void report(const struct shemb_ctx_attr *ca, const struct sched_figs *f)
 	       f->first[1] / f->whole[1]);
 	printf("result first_table_vs_whole_lookup %.3f\n",
 	       f->first[0] / f->whole[0]);
+	printf("result priority_latency_vs_alone_from_last_call %.3f\n",
+	       f->lat.loaded[1] / f->lat.alone[1]);
 	printf("result priority_latency_vs_alone %.3f\n",
-	       f->loaded / f->alone);
+	       f->lat.loaded[0] / f->lat.alone[0]);
 	printf("result comm_hidden_fraction %.3f\n",
 	       hidden(st->comm, st->serial[0], st->overlap[0]));
 	printf(SCHED_TAG " figures %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g "
-	       "%.9g %.9g %.9g %.9g\n", f->alone, f->loaded, st->comm,
+	       "%.9g %.9g %.9g %.9g\n", f->lat.alone[0], f->lat.loaded[0],
+	       st->comm,
 	       st->serial[0], st->overlap[0], f->first[0], f->whole[0],
 	       st->serial[1], st->overlap[1], st->cpus, f->first[1],
 	       f->whole[1]);
@@ -556,7 +611,7 @@ int bench_sched_rank(int argc, char **argv)
 	shemb_ctx_get_attr(ctx, &ca);
 	rank = ca.rank;
 	world = ca.world_size;
-	latency(o.reps, &f.quiet, &f.alone, &f.loaded);
+	latency(o.reps, &f.lat);
 	per_table(o.reps, SHEMB_POOL_AT_REQUESTER, &f.first[0], &f.whole[0]);
 	per_table(o.reps, SHEMB_POOL_AT_AUTO, &f.first[1], &f.whole[1]);
 	shemb_table_attr_init(&ta);
