@@ -539,9 +539,9 @@ static void report_latency(const struct sched_latency *l)
 		"from the last rank's call to the last rank's return"
 	};
 
-	printf("(1) alltoallv of %d B per peer, alone and while a 64 MiB "
-	       "allreduce is in flight (alone each time after an allreduce;"
-	       "\n    quiet: back to back before any ran):\n", SMALL_BYTES);
+	printf("(1) alltoallv of %d B per peer, alone (each time after an "
+	       "allreduce), while a\n    64 MiB allreduce is in flight, and "
+	       "quiet (back to back before any ran):\n", SMALL_BYTES);
 	for (int k = 0; k < 2; k++)
 		printf("    %s:\n      alone %.1f us, in flight %.1f us "
 		       "(%.2fx); quiet %.1f us (%.2fx)\n", how[k],
@@ -570,12 +570,12 @@ static void report(const struct shemb_ctx_attr *ca, const struct sched_figs *f)
 	/* the headline figures end the output */
 	printf("result comm_hidden_fraction_compute_off_host %.3f\n",
 	       hidden(st->comm, st->serial[1], st->overlap[1]));
+	printf("result priority_latency_vs_alone_from_last_call %.3f\n",
+	       f->lat.loaded[1] / f->lat.alone[1]);
 	printf("result first_table_vs_whole_lookup_auto %.3f\n",
 	       f->first[1] / f->whole[1]);
 	printf("result first_table_vs_whole_lookup %.3f\n",
 	       f->first[0] / f->whole[0]);
-	printf("result priority_latency_vs_alone_from_last_call %.3f\n",
-	       f->lat.loaded[1] / f->lat.alone[1]);
 	printf("result priority_latency_vs_alone %.3f\n",
 	       f->lat.loaded[0] / f->lat.alone[0]);
 	printf("result comm_hidden_fraction %.3f\n",
