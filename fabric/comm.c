@@ -502,8 +502,15 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	op->prio = prio_of(c);
 	op->lane = op->prio > SHEMB_PRIO_DENSE ? LANE_URGENT : LANE_BULK;
 	op->seq = f->next_seq++;
+	/* taken on every path: a record left would stay for good */
+	rc = shemb__fab_early_abort(f, op);
 	if (c->refuse) {
 		rc = start_refused(f, op, c, why, len);
+		goto out;
+	}
+	if (rc) { /* the rank that failed it told every rank */
+		snprintf(why, len, "%s", op->why);
+		shemb__fab_free_op(op);
 		goto out;
 	}
 	rc = copy_args(op, c);
@@ -512,12 +519,6 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	if (rc) {
 		rc = refuse_op(f, op, rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL,
 			       why, len);
-		goto out;
-	}
-	rc = shemb__fab_early_abort(f, op);
-	if (rc) { /* the rank that failed it told every rank */
-		snprintf(why, len, "%s", op->why);
-		shemb__fab_free_op(op);
 		goto out;
 	}
 	op->next = f->ops;

@@ -144,7 +144,8 @@ void shemb__fab_flush_ctrl(struct fab *f)
 /*
  * A collective that fails on one rank cannot finish on the others: tell
  * every other rank directly, so each fails it too (with this rank's
- * status and reason) rather than wait for its timeout; a ring learns it this way too.
+ * status and reason) rather than wait for its timeout; a ring learns it
+ * this way too.
  */
 void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
 			 const char *why)
@@ -187,19 +188,24 @@ void shemb__fab_free_ctrl(struct fab *f)
 	}
 }
 
-/* An op that a peer failed before this rank started it. */
+/* An op that peers failed before this rank started it: every record of
+ * it is taken (several ranks may have refused it), the first one's status
+ * returned and its reason put in op->why. */
 int shemb__fab_early_abort(struct fab *f, struct op *op)
 {
-	int status;
+	int status = 0;
 
-	for (int i = 0; i < f->nearly; i++) {
-		if (f->early[i].seq != op->seq)
+	for (int i = 0; i < f->nearly;) {
+		if (f->early[i].seq != op->seq) {
+			i++;
 			continue;
-		snprintf(op->why, sizeof(op->why), "rank %u: %s",
-			 f->early[i].from, f->early[i].why);
-		status = f->early[i].status;
+		}
+		if (!status) {
+			snprintf(op->why, sizeof(op->why), "rank %u: %s",
+				 f->early[i].from, f->early[i].why);
+			status = f->early[i].status;
+		}
 		f->early[i] = f->early[--f->nearly];
-		return status;
 	}
-	return 0;
+	return status;
 }

@@ -394,7 +394,8 @@ void shemb__fab_free_ctrl(struct fab *f);
 bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err);
 /* Hand the control messages waiting to libfabric, as it takes them. */
 void shemb__fab_flush_ctrl(struct fab *f);
-/* The status a peer failed this op with before it started here, else 0 */
+/* The status a peer failed this op with before it started here, else 0;
+ * takes every record of it */
 int shemb__fab_early_abort(struct fab *f, struct op *op);
 /* Tell every other rank that this rank failed op, and why: they fail it
  * with status */

@@ -232,27 +232,36 @@ static int64_t read_some(struct relax *r, int g, int64_t lo, int64_t n,
 	return k;
 }
 
-/* Peer p's early message: per table a bitmap, then the rows. */
-static int fill_early(struct relax *r, int p, uint64_t *sent)
+/* Peer p's early message: per table a bitmap, then the rows.  Once a
+ * read failed (rc, or one here), the rest is still laid out whole, the
+ * rows zeroed: the peers take the message apart and learn of the failure
+ * at the meeting before the late rows, instead of failing on a message
+ * that does not match what they asked for. */
+static int fill_early(struct relax *r, int p, uint64_t *sent, int rc)
 {
 	char *at = r->early.sbuf + r->early.sdispl[p];
-	int rc = 0;
 
-	for (int g = 0; !rc && g < r->lst.ngroups; g++) {
+	for (int g = 0; g < r->lst.ngroups; g++) {
 		const struct shemb__route *nr = r->plans[g]->route;
 		int64_t lo = nr->from_first[p], n = nr->from_first[p + 1] - lo;
 		size_t bm = ((size_t)n + 7) / 8;
 		size_t rb = own_row_bytes(r, r->lst.groups[g].table);
-		int64_t k;
+		int64_t k = 0;
 
 		if (ids_header(r, p)[g] < 0)
 			continue;
 		memset(at, 0, shemb__pad8(bm));
-		for (int64_t i = 0; i < n; i++)
-			if (r->is_early[g][lo + i])
+		for (int64_t i = 0; i < n; i++) {
+			if (r->is_early[g][lo + i]) {
 				at[i / 8] |= (char)(1u << (i % 8));
+				k++;
+			}
+		}
 		at += shemb__pad8(bm);
-		k = read_some(r, g, lo, n, true, at, &rc);
+		if (!rc)
+			read_some(r, g, lo, n, true, at, &rc);
+		if (rc) /* the rows' room, not read */
+			memset(at, 0, (size_t)k * rb);
 		sent[g] += (uint64_t)k;
 		at = shemb__zero_pad(at, (size_t)k * rb);
 	}
@@ -401,8 +410,8 @@ static void count_early(struct relax *r, const uint64_t *sent)
 }
 
 /* The early rows' record, then the rows themselves, started.  A failure
- * before the record fails the lookup on every rank; one after it refuses
- * the early rows. */
+ * before the record fails the lookup on every rank; one after it is kept
+ * for the meeting before the late rows. */
 static int send_early(struct relax *r)
 {
 	int world = r->ctx->attr.world_size, rc;
@@ -431,8 +440,8 @@ static int send_early(struct relax *r)
 		free(sent);
 		return rc;
 	}
-	for (int p = 0; !r->status && p < world; p++)
-		r->status = fill_early(r, p, sent);
+	for (int p = 0; p < world; p++)
+		r->status = fill_early(r, p, sent, r->status);
 	if (r->status) /* the cause, recorded by the read, kept */
 		snprintf(r->why, sizeof(r->why), "%s",
 			 shemb_ctx_last_error(r->ctx));
@@ -442,11 +451,9 @@ static int send_early(struct relax *r)
 	else
 		count_early(r, sent);
 	free(sent);
-	/* refused on a failure: the peers fail it with this rank's status
-	 * and detail, and refuse the late rows in turn */
-	rc = r->status ? shemb__xchg_refuse(r->ctx, r->status,
-					    shemb_ctx_last_error(r->ctx))
-		       : shemb__xchg_start(r->ctx, &r->early, &r->ereq);
+	/* sent even so: the peers expect it, and the meeting before the
+	 * late rows tells them of the failure */
+	rc = shemb__xchg_start(r->ctx, &r->early, &r->ereq);
 	r->status = r->status ? r->status : rc;
 	if (r->status) /* the backward's calls come in between */
 		snprintf(r->why, sizeof(r->why), "%s",
@@ -474,17 +481,9 @@ static int send_late(struct relax *r, float *const *out)
 		rc = shemb__fail(r->ctx, SHEMB_ENOMEM, "no memory");
 	for (int p = 0; !rc && p < world; p++)
 		rc = fill_late(r, p);
-	/* a rank that failed (or learnt of a failure from the early rows)
-	 * refuses the late ones: the others fail them with its detail */
-	if (rc) {
-		char why[256];
-
-		snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(r->ctx));
-		shemb__xchg_refuse(r->ctx, rc, why);
-		rc = shemb__fail(r->ctx, rc, "%s", why);
-	} else {
+	rc = shemb__dist_all_ok(r->ctx, rc, "its rows of this lookup");
+	if (!rc)
 		rc = shemb__xchg_run(r->ctx, &r->late);
-	}
 	shemb__phase_time(&r->lst, SHEMB_PHASE_ROWS, shemb__now_ns() - t0);
 	if (!rc)
 		rc = merge(r);
