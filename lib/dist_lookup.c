@@ -599,9 +599,9 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		return rc;
 	parts = calloc((size_t)ids->world * (size_t)st->ngroups + 1,
 		       sizeof(size_t));
-	if (!parts)
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	rc = shemb__lookup_take_in(st, plans, ids, parts);
+	/* failed, it still takes its part below: the others expect it */
+	rc = parts ? shemb__lookup_take_in(st, plans, ids, parts)
+		   : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	if (shemb__dist_ahead(st->kind)) {
 		free(parts);
 		if (!rc)
