@@ -28,7 +28,8 @@
  *     but the other ranks' detail is "rank 1 failed its rows ...", and
  *     the backwards succeed;
  *   - STORM calls in a row whose two tables' owners both fail (G is
- *     owned by another rank than F), then a fitting call, exact;
+ *     owned by another rank than F; see storm()), then a fitting call,
+ *     exact;
  *
  * and at the end every row of every table still reads as the
  * reference's.
@@ -57,10 +58,13 @@ static int rank, world;
 #define G 4
 #define NCALL 3
 #define STORM 80
+#define SLOW_ROWS 65536 /* H: rows G's owner serves first in a storm call */
+#define SLOW_IDS 16384  /* ... ids of them each rank asks for */
 
 static shemb_ctx *ctx, *ref;
 static shemb_table *tab[NTABLES], *ref_tab[NTABLES];
 static float ref_rows[NTABLES][ROWS * DIM];
+static shemb_table *slow[2]; /* H, of G's owner; H1, of F's */
 static int pool_at = SHEMB_POOL_AT_REQUESTER;
 
 static void make_table(int i)
@@ -312,35 +316,88 @@ static void relaxed_scenario(int fpos)
 	check_outputs(&c, "after a failed lookup behind a backward");
 }
 
+/* H and H1, plain tables of G's and F's owners, that every rank asks
+ * many rows of. */
+static void make_slow_tables(void)
+{
+	struct shemb_table_attr a;
+
+	for (int i = 0; i < 2; i++) {
+		shemb_table_attr_init(&a);
+		a.rows = SLOW_ROWS;
+		a.dim = DIM;
+		a.table_id = 60 + i;
+		a.shard = SHEMB_SHARD_TABLE;
+		a.pool_at = SHEMB_POOL_AT_REQUESTER;
+		a.shard_owner = i ? 1 : 2 % world;
+		CHECK_RC(ctx, shemb_table_create(ctx, &a, &slow[i]));
+	}
+}
+
+/* The lookup of b, which must fail with an owner's cause. */
+static void expect_enomem(int n, const struct shemb_bags *b,
+			  float *const *out, const char *what, int k)
+{
+	int rc = shemb_lookup(ctx, n, b, out, SHEMB_LOOKUP_NO_GRAD);
+
+	if (rc != SHEMB_ENOMEM ||
+	    !strstr(shemb_ctx_last_error(ctx), "(cache_rows)"))
+		FAIL("failing call %d of %s: %d (%s): %s", k, what, rc,
+		     shemb_strerror(rc), shemb_ctx_last_error(ctx));
+}
+
 /*
- * F and G, whose owners differ, both asked for more rows than their tiers
- * hold, STORM times: both owners refuse G's exchange, and each may hear
- * of the other's refusal before it refuses (records of the transport
- * that must not pile up: fabric/ctrl.c); then a fitting call is exact.
+ * H, F and G, STORM times, F's and G's rows more than their tiers hold.
+ * F's owner fails at F and refuses F and G at once; G's owner first
+ * serves H (many rows), so F's owner's refusal of G may come before its
+ * own, and both refuse G: the transport takes every record of an abort
+ * that came early when the collective starts (fabric/ctrl.c); records
+ * left to pile up would, past what it keeps, lose a later abort and
+ * time its collective out.  Then calls of H1 and G, where F's owner,
+ * serving H1, may hear of G's refusal before it starts G; then F and G
+ * with rows that fit: exact.
  */
 static void storm(void)
 {
+	static int64_t hids[SLOW_IDS], hoff[NBAGS + 1];
+	static float hout[NBAGS * DIM];
+	struct shemb_bags b[3];
+	float *out[3] = { hout };
 	struct call c;
 
-	for (int k = 0; k < STORM; k++) {
-		int rc;
-
-		make_call(&c, 0, false);
-		c.bags[1].table = tab[G];
-		make_ids(G, false, c.ids[1]);
-		rc = shemb_lookup(ctx, 2, c.bags, c.outp,
-				  SHEMB_LOOKUP_NO_GRAD);
-		if (rc != SHEMB_ENOMEM ||
-		    !strstr(shemb_ctx_last_error(ctx), "(cache_rows)"))
-			FAIL("failing call %d of F and G: %d (%s): %s", k, rc,
-			     shemb_strerror(rc), shemb_ctx_last_error(ctx));
-	}
+	for (int k = 0; k < SLOW_IDS; k++)
+		hids[k] = (int64_t)(mix((uint64_t)(rank * 100000 + k)) %
+				    SLOW_ROWS);
+	for (int i = 0; i <= NBAGS; i++)
+		hoff[i] = (int64_t)i * (SLOW_IDS / NBAGS);
+	make_call(&c, 0, false);
+	make_ids(G, false, c.ids[1]);
+	shemb_bags_init(&b[0]);
+	b[0].table = slow[0];
+	b[0].nbags = NBAGS;
+	b[0].offsets = hoff;
+	b[0].nids = SLOW_IDS;
+	b[0].ids = hids;
+	b[1] = c.bags[0]; /* F */
+	b[2] = c.bags[1];
+	b[2].table = tab[G];
+	out[1] = c.out[0];
+	out[2] = c.out[1];
+	for (int k = 0; k < STORM; k++)
+		expect_enomem(3, b, out, "H, F and G", k);
+	b[0].table = slow[1];
+	b[1] = b[2]; /* G */
+	out[1] = out[2];
+	for (int k = 0; k < 8; k++)
+		expect_enomem(2, b, out, "H1 and G", k);
 	make_call(&c, 0, true);
 	c.bags[1].table = tab[G];
 	make_ids(G, true, c.ids[1]);
 	CHECK_RC(ctx, shemb_lookup(ctx, NCALL, c.bags, c.outp,
 				   SHEMB_LOOKUP_NO_GRAD));
 	check_outputs(&c, "F and G after the failing ones");
+	CHECK_RC(ctx, shemb_table_destroy(slow[0]));
+	CHECK_RC(ctx, shemb_table_destroy(slow[1]));
 }
 
 static void parse_args(int argc, char **argv, struct shemb_ctx_attr *a)
@@ -382,6 +439,7 @@ int main(int argc, char **argv)
 		scenario(fpos, true);
 		relaxed_scenario(fpos);
 	}
+	make_slow_tables();
 	storm();
 	/* the odds that no lookup behind a backward ran relaxed are nil
 	 * (lib/stepq.c) */
