@@ -182,8 +182,10 @@ int shemb__dist_agree_offers(shemb_ctx *ctx, int kind, uint64_t sig,
 int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all);
 
 /* After an exchange that may have failed on some ranks only (status:
- * this rank's): 0 when every rank succeeded, else this rank's status or
- * the first failing rank's, with "rank R failed <what>" recorded. */
+ * this rank's, its detail recorded): 0 when every rank succeeded, else
+ * this rank's status or the first failing rank's, with "rank R failed
+ * <what> (<status described>): <the beginning of its detail>"
+ * recorded. */
 int shemb__dist_all_ok(shemb_ctx *ctx, int status, const char *what);
 
 /* The signature of a step over st's tables. */

@@ -123,19 +123,21 @@ void shemb__xchg_free(struct shemb__xchg *x)
 	memset(x, 0, sizeof(*x));
 }
 
-int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all)
+/* len bytes of every rank, rank r's at all + r * len. */
+static int allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
+			   void *all)
 {
 	int world = ctx->attr.world_size, rc;
 	size_t *cnt = calloc((size_t)world, sizeof(size_t));
 	size_t *dsp = calloc((size_t)world, sizeof(size_t));
-	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = &mine,
-				 .sendcount = 8, .recvbuf = all,
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = mine,
+				 .sendcount = len, .recvbuf = all,
 				 .recvcounts = cnt, .rdispls = dsp };
 
 	rc = cnt && dsp ? 0 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	for (int r = 0; !rc && r < world; r++) {
-		cnt[r] = 8;
-		dsp[r] = (size_t)r * 8;
+		cnt[r] = len;
+		dsp[r] = (size_t)r * len;
 	}
 	if (!rc)
 		rc = shemb__coll_run(ctx, &c);
@@ -144,20 +146,41 @@ int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all)
 	return rc;
 }
 
+int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all)
+{
+	return allgather_bytes(ctx, &mine, sizeof(mine), all);
+}
+
+/* A rank's word in shemb__dist_all_ok(): its status, and the beginning
+ * of its detail when it failed. */
+struct verdict {
+	int64_t status;
+	char why[248];
+};
+
 int shemb__dist_all_ok(shemb_ctx *ctx, int status, const char *what)
 {
 	int world = ctx->attr.world_size, rc;
-	uint64_t *all = calloc((size_t)world, 8);
+	struct verdict mine = { .status = status };
+	struct verdict *all = calloc((size_t)world, sizeof(*all));
 
-	rc = all ? shemb__allgather_word(ctx, (uint64_t)(int64_t)status, all)
+	if (status)
+		snprintf(mine.why, sizeof(mine.why), "%s",
+			 shemb_ctx_last_error(ctx));
+	rc = all ? allgather_bytes(ctx, &mine, sizeof(mine), all)
 		 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	if (!rc && status)
 		rc = status; /* this rank's own detail stays */
-	for (int r = 0; !rc && r < world; r++)
-		if (all[r])
-			rc = shemb__fail(ctx, (int)(int64_t)all[r], "rank %d "
-					 "failed %s (%s)", r, what,
-					 shemb_strerror((int)(int64_t)all[r]));
+	for (int r = 0; !rc && r < world; r++) {
+		int s = (int)all[r].status;
+
+		if (!s)
+			continue;
+		all[r].why[sizeof(all[r].why) - 1] = 0;
+		rc = shemb__fail(ctx, s, "rank %d failed %s (%s)%s%s", r, what,
+				 shemb_strerror(s), all[r].why[0] ? ": " : "",
+				 all[r].why);
+	}
 	free(all);
 	return rc;
 }

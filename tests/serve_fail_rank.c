@@ -25,8 +25,8 @@
  *     one changed nothing and left the ranks' collectives in step;
  *   - the same two lookups started right behind a backward of zero
  *     gradients, where they run relaxed (lib/dist_relax.c): the same,
- *     but the other ranks' detail is "rank 1 failed its rows ...", and
- *     the backwards succeed;
+ *     the other ranks' detail being "rank 1 failed its rows of this
+ *     lookup (...): ..." with the cause, and the backwards succeed;
  *   - STORM calls in a row whose two tables' owners both fail (G is
  *     owned by another rank than F; see storm()), then a fitting call,
  *     exact;
@@ -207,18 +207,16 @@ static int run_lookup(struct call *c, bool started)
 }
 
 /* Every rank fails with the owner's status and cause, which the others
- * give behind its rank; relaxed, as "rank 1 failed its rows ..." (the
- * allgather of lib/dist_relax.c carries the status only), so there only
- * the owner's names the tier. */
+ * give behind its rank: "rank 1: ...", or relaxed (the allgather of
+ * lib/dist_relax.c) "rank 1 failed its rows of this lookup (...): ...". */
 static void check_failure(int rc, int fpos, const char *how, bool relaxed)
 {
 	const char *why = shemb_ctx_last_error(ctx);
-	bool cause = !relaxed || rank == 1;
 
 	if (rc == 0)
 		FAIL("F at %d (%s): a lookup needing more rows than F's "
 		     "tier holds succeeded", fpos, how);
-	if (rc != SHEMB_ENOMEM || (cause && !strstr(why, "(cache_rows)")))
+	if (rc != SHEMB_ENOMEM || !strstr(why, "(cache_rows)"))
 		FAIL("F at %d (%s): failed with %d (%s): '%s', not F's "
 		     "owner's cause", fpos, how, rc, shemb_strerror(rc), why);
 	if (rank != 1 && strncmp(why, relaxed ? "rank 1" : "rank 1: ",
