@@ -442,14 +442,14 @@ static int send_early(struct relax *r)
 	}
 	for (int p = 0; p < world; p++)
 		r->status = fill_early(r, p, sent, r->status);
-	if (r->status) /* the cause, recorded by the read, kept */
+	if (r->status) { /* the cause, recorded by the read, kept */
 		snprintf(r->why, sizeof(r->why), "%s",
 			 shemb_ctx_last_error(r->ctx));
-	if (r->status)
 		r->status = shemb__fail(r->ctx, r->status, "reading rows for "
 					"the lookup: %s", r->why);
-	else
+	} else {
 		count_early(r, sent);
+	}
 	free(sent);
 	/* sent even so: the peers expect it, and the meeting before the
 	 * late rows tells them of the failure */

@@ -30,12 +30,15 @@
  *   (alltoallv, allgatherv, a small allreduce): no data transfer either way,
  *   a header send carrying exactly the piece, a header receive with room
  *   for one; taking the header copies the piece into place, and a header
- *   whose flag or length disagrees fails the op.
+ *   whose flag or length disagrees fails the op;
+ * - the aborts that peers sent for an op before it started here are all
+ *   taken when it starts (fabric/ctrl.c, shemb__fab_early_abort).
  */
 #include "config.h"
 
 #include <check.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +252,44 @@ static void check_world(const struct world *wd, int recv_rounds,
 				check_xfer(wd, a, r, i, recv_rounds, how);
 	}
 }
+
+/* An abort from a peer for an op this rank has not started waits as a
+ * record (fabric/ctrl.c); when the op starts, every record of it goes,
+ * the first one's status and reason kept.  Two ranks may refuse one op:
+ * a record left would stay for good, and past MAX_EARLY later aborts
+ * are lost. */
+static void add_early(struct fab *f, uint32_t seq, uint32_t from,
+		      int status, const char *why)
+{
+	struct shemb__ctrl *c = &f->early[f->nearly++];
+
+	memset(c, 0, sizeof(*c));
+	c->seq = seq;
+	c->from = from;
+	c->status = status;
+	snprintf(c->why, sizeof(c->why), "%s", why);
+}
+
+START_TEST(early_aborts_all_taken)
+{
+	static struct fab f;
+	struct op op;
+
+	memset(&op, 0, sizeof(op));
+	add_early(&f, 9, 1, SHEMB_ENOMEM, "its tier is full");
+	add_early(&f, 10, 2, SHEMB_EIO, "its file is short");
+	add_early(&f, 9, 3, SHEMB_EINVAL, "heard of it from rank 1");
+	op.seq = 9;
+	ck_assert_int_eq(shemb__fab_early_abort(&f, &op), SHEMB_ENOMEM);
+	ck_assert_str_eq(op.why, "rank 1: its tier is full");
+	ck_assert_int_eq(f.nearly, 1);
+	ck_assert_uint_eq(f.early[0].seq, 10);
+	ck_assert_int_eq(shemb__fab_early_abort(&f, &op), 0);
+	op.seq = 10;
+	ck_assert_int_eq(shemb__fab_early_abort(&f, &op), SHEMB_EIO);
+	ck_assert_int_eq(f.nearly, 0);
+}
+END_TEST
 
 START_TEST(pairwise_alltoallv)
 {
@@ -534,6 +575,7 @@ int main(void)
 	tcase_add_loop_test(tc, inline_alltoallv, 2, MAX_W + 1);
 	tcase_add_loop_test(tc, inline_refused, 3, MAX_W + 1);
 	tcase_add_loop_test(tc, inline_allreduce, 2, MAX_W + 1);
+	tcase_add_test(tc, early_aborts_all_taken);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
