@@ -104,8 +104,12 @@ static int add_header(struct op *op, int r, int peer, bool send)
 				    : shemb__hdr_in(op, peer);
 	size_t len = send ? sizeof(*h) + (h->inlined ? h->bytes : 0)
 			  : op->hdr_stride;
-	struct xfer *x = add_xfer(op, r, send, peer, h, len,
-				  shemb__fab_tag(TAG_HDR, op->seq, r, 0));
+	struct xfer *x;
+
+	if (send && op->refusing)
+		len += h->why_len;
+	x = add_xfer(op, r, send, peer, h, len,
+		     shemb__fab_tag(TAG_HDR, op->seq, r, 0));
 
 	if (!x)
 		return SHEMB_ENOMEM;
@@ -129,6 +133,16 @@ static void fill_header(struct op *op, int peer, uint64_t bytes,
 	h->bytes = bytes;
 	h->expect = expect;
 	h->count = op->c.count;
+	h->refused = 0;
+	h->why_len = 0;
+	if (op->refusing) { /* its detail, as much as the peer has room for */
+		size_t room = op->hdr_stride - sizeof(*h);
+		size_t n = strlen(op->why);
+
+		h->refused = op->refused;
+		h->why_len = (uint32_t)(n < room ? n : room);
+		memcpy(h + 1, op->why, h->why_len);
+	}
 }
 
 /* Whether op's data moves by single copy (cma.c): the bulk lane's, where
@@ -621,8 +635,37 @@ static const char *kind_name(int kind)
 	return kind >= 1 && kind <= 5 ? names[kind] : "?";
 }
 
-/* A peer's header against this rank's own call: 0, or SHEMB_EINVAL with
- * the disagreement in op->why. */
+/*
+ * A peer refused the call (fabric/README.md): the op goes on with the
+ * other ranks and ends with the first refusing peer's status and detail;
+ * what waits for this header (the data both ways with the peer) never
+ * runs.  SHEMB__HDR_REFUSED, or SHEMB_EINVAL for a malformed one.
+ */
+static int take_refusal(struct op *op, int peer, size_t len)
+{
+	const struct shemb__hdr *h = shemb__hdr_in(op, peer);
+
+	if (h->refused >= 0 || len != sizeof(*h) + h->why_len) {
+		snprintf(op->why, sizeof(op->why), "rank %d sent a malformed "
+			 "refusal", peer);
+		return SHEMB_EINVAL;
+	}
+	if (op->refused)
+		return SHEMB__HDR_REFUSED; /* the first one's kept */
+	op->refused = h->refused;
+	if (op->refusing)
+		return SHEMB__HDR_REFUSED; /* this rank's own detail stays */
+	if (h->why_len)
+		snprintf(op->why, sizeof(op->why), "rank %d: %.*s", peer,
+			 (int)h->why_len, (const char *)(h + 1));
+	else
+		snprintf(op->why, sizeof(op->why), "rank %d: %s", peer,
+			 shemb_strerror(h->refused));
+	return SHEMB__HDR_REFUSED;
+}
+
+/* A peer's header against this rank's own call: 0, SHEMB__HDR_REFUSED
+ * (take_refusal), or SHEMB_EINVAL with the disagreement in op->why. */
 static int check_header(struct op *op, int peer, size_t len)
 {
 	const struct shemb__hdr *h = shemb__hdr_in(op, peer);
@@ -643,6 +686,10 @@ static int check_header(struct op *op, int peer, size_t len)
 			 "it the same priority on every rank", op->seq, peer,
 			 h->lane == LANE_URGENT ? "above" : "at or below",
 			 op->lane == LANE_URGENT ? "above" : "at or below");
+	else if (h->refused)
+		return take_refusal(op, peer, len);
+	else if (op->refusing)
+		return 0; /* it takes nothing from the peer */
 	else if (op->kind == SHEMB__ALLREDUCE &&
 		 (h->count != op->c.count || h->dtype != op->c.dtype ||
 		  h->op != op->c.op))
@@ -707,7 +754,21 @@ int shemb__coll_take_header(struct op *op, int peer, size_t len)
 {
 	int rc = check_header(op, peer, len);
 
-	return rc ? rc : take_piece(op, peer, len);
+	return rc || op->refusing ? rc : take_piece(op, peer, len);
+}
+
+/* A refusing op (whose rank moves no data): the bytes a peer, by its
+ * header, sends this rank without waiting for this rank's header (a
+ * piece of a one-round collective neither in its header nor held back,
+ * exchange_pieces), which this rank must take all the same. */
+size_t shemb__coll_ungated_bytes(const struct op *op, int peer)
+{
+	const struct shemb__hdr *h = shemb__hdr_in(op, peer);
+
+	if (h->refused || h->inlined || !h->bytes || !op->inline_pieces ||
+	    send_waits_for_header(op->f, h->bytes))
+		return 0;
+	return h->bytes;
 }
 
 int shemb__coll_build(struct fab *f, struct op *op)

@@ -346,6 +346,7 @@ static void fab_free(struct fab *f)
 		shemb__fab_free_op(op);
 	}
 	free(f->spare);
+	free(f->discard);
 	shemb__boot_close(f->boot);
 	shemb__cma_close(f);
 	pthread_cond_destroy(&f->done_cond);
@@ -459,14 +460,25 @@ static int refuse_op(struct fab *f, struct op *op, int status, char *why,
 	return status;
 }
 
-/* The caller failed before it could take part (c->refuse): the op only
- * takes its number and tells the others why. */
-static int start_refused(struct fab *f, struct op *op,
-			 const struct shemb__coll *c, char *why, size_t len)
+/*
+ * The caller failed before it could take part (c->refuse).  An alltoallv
+ * runs as a refusal (fabric/README.md): this rank's headers carry the
+ * status and detail, no data moves to or from it, and it takes what the
+ * peers sent before they knew, so that nothing is left behind on either
+ * side; copy_args() then gives it no counts.  Another kind, or one a peer
+ * failed already (its headers may never come), only takes its number and
+ * tells the others: false.
+ */
+static bool runs_as_refusal(struct op *op, const struct shemb__coll *c,
+			    int early)
 {
 	snprintf(op->why, sizeof(op->why), "%s",
 		 c->why && c->why[0] ? c->why : shemb_strerror(c->refuse));
-	return refuse_op(f, op, c->refuse, why, len);
+	if (c->kind != SHEMB__ALLTOALLV || early)
+		return false;
+	op->refusing = true;
+	op->refused = c->refuse;
+	return true;
 }
 
 /* A barrier (the application's, the library's, the close's) moves no
@@ -482,6 +494,10 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 {
 	struct fab *f = comm;
 	struct op *op = NULL;
+	static char nothing; /* a refusal's buffers, of no bytes */
+	struct shemb__coll no_data = { .kind = c->kind, .prio = c->prio,
+				       .sendbuf = &nothing,
+				       .recvbuf = &nothing };
 	int rc = shemb__fab_lock(f, why, len);
 
 	if (rc)
@@ -504,20 +520,21 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	op->seq = f->next_seq++;
 	/* taken on every path: a record left would stay for good */
 	rc = shemb__fab_early_abort(f, op);
-	if (c->refuse) {
-		rc = start_refused(f, op, c, why, len);
+	if (c->refuse && !runs_as_refusal(op, c, rc)) {
+		rc = refuse_op(f, op, c->refuse, why, len);
 		goto out;
 	}
-	if (rc) { /* the rank that failed it told every rank */
+	if (rc && !c->refuse) { /* the rank that failed it told every rank */
 		snprintf(why, len, "%s", op->why);
 		shemb__fab_free_op(op);
 		goto out;
 	}
-	rc = copy_args(op, c);
+	rc = copy_args(op, c->refuse ? &no_data : c);
 	if (!rc)
 		rc = shemb__coll_build(f, op);
 	if (rc) {
-		rc = refuse_op(f, op, rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL,
+		rc = refuse_op(f, op, op->refusing ? op->refused
+				   : rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL,
 			       why, len);
 		goto out;
 	}

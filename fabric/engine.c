@@ -73,8 +73,20 @@ static void keep_spare(struct fab *f, void *p, size_t len)
 	f->spare_len = len;
 }
 
+/* A refusing op's receives of what the peers sent it (drain()). */
+struct drain {
+	struct drain *next;
+	struct xfer x[];
+};
+
 void shemb__fab_free_op(struct op *op)
 {
+	while (op->drains) {
+		struct drain *d = op->drains;
+
+		op->drains = d->next;
+		free(d);
+	}
 	for (int r = 0; op->rounds && r < op->nrounds; r++)
 		free(op->rounds[r].x);
 	free(op->rounds);
@@ -254,7 +266,7 @@ void shemb__fab_enqueue_round(struct fab *f, struct op *op)
 	struct round *rd;
 
 	if (op->cur >= op->nrounds) {
-		finish(f, op, 0);
+		finish(f, op, op->refused);
 		return;
 	}
 	rd = &op->rounds[op->cur];
@@ -467,6 +479,87 @@ static bool on_chunk(struct fab *f, struct op *op, const struct xfer *x)
 	return rc == 0;
 }
 
+/* Room in f->discard for a chunk of either lane, made once: receives
+ * may be writing to it at any time. */
+static bool discard_room(struct fab *f)
+{
+	size_t len = f->chunk[LANE_BULK] > f->chunk[LANE_URGENT]
+			     ? f->chunk[LANE_BULK]
+			     : f->chunk[LANE_URGENT];
+
+	if (!f->discard)
+		f->discard = malloc(len);
+	return f->discard != NULL;
+}
+
+/*
+ * This rank refuses op (fabric/README.md), and peer sent it data before
+ * it could know, as its header says: receive it all the same, into a
+ * buffer nobody reads (by single copy: acknowledge the chunks without
+ * copying them), so that no message is left unreceived here and no send
+ * waits at the peer for good.  The chunks are cut as the peer cut them.
+ */
+static int drain(struct fab *f, struct op *op, int peer)
+{
+	size_t bytes = shemb__coll_ungated_bytes(op, peer);
+	size_t chunk = op->pull ? f->pull_chunk : f->chunk[op->lane];
+	size_t n = (bytes + chunk - 1) / chunk;
+	struct drain *d;
+
+	if (!n)
+		return 0;
+	if (n > MAX_CHUNKS || (!op->pull && !discard_room(f)))
+		return SHEMB_ENOMEM;
+	d = calloc(1, sizeof(*d) + n * sizeof(d->x[0]));
+	if (!d)
+		return SHEMB_ENOMEM;
+	d->next = op->drains;
+	op->drains = d;
+	for (size_t k = 0; k < n; k++) {
+		struct xfer *x = &d->x[k];
+
+		x->op = op;
+		x->peer = peer;
+		x->drain = true;
+		x->buf = op->pull ? NULL : f->discard;
+		x->len = bytes - k * chunk < chunk ? bytes - k * chunk : chunk;
+		x->tag = shemb__fab_tag(TAG_DATA, op->seq, op->cur, (int)k);
+		x->pull = x->pulled = op->pull;
+		op->pending++;
+		enqueue(f, x);
+	}
+	return 0;
+}
+
+/*
+ * A header x landed (len bytes): checked, it lets what waited for it go
+ * (the peer's data may come), or, a refusal, drops it; a refusing op
+ * takes the data the peer sent without waiting.  false if it failed op.
+ */
+static bool take_header(struct fab *f, struct xfer *x, size_t len)
+{
+	struct op *op = x->op;
+	struct round *rd = &op->rounds[op->cur];
+	int rc = shemb__coll_take_header(op, x->peer, len);
+
+	if (rc == SHEMB__HDR_REFUSED) {
+		op->pending -= x->gate_hi - x->gate_lo;
+		return true;
+	}
+	if (rc) {
+		mismatch(f, op, x->peer);
+		return false;
+	}
+	for (int i = x->gate_lo; i < x->gate_hi; i++)
+		enqueue(f, &rd->x[i]);
+	if (op->refusing && (rc = drain(f, op, x->peer))) {
+		shemb__fab_fail_op(f, op, rc, "no memory to take the data "
+				   "rank %d sent", x->peer);
+		return false;
+	}
+	return true;
+}
+
 static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 {
 	struct op *op = x->op;
@@ -495,17 +588,9 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 					   "transfer with", fi_strerror(err));
 		return;
 	}
-	if (!x->send && x->is_hdr) {
-		struct round *rd = &op->rounds[op->cur];
-
-		if (shemb__coll_take_header(op, x->peer, len)) {
-			mismatch(f, op, x->peer);
-			return;
-		}
-		for (int i = x->gate_lo; i < x->gate_hi; i++)
-			enqueue(f, &rd->x[i]); /* the peer's data may come */
-	}
-	if (!x->send && !x->is_hdr && len != x->len) {
+	if (!x->send && x->is_hdr && !take_header(f, x, len))
+		return;
+	if (!x->send && !x->is_hdr && !x->drain && len != x->len) {
 		snprintf(op->why, sizeof(op->why), "rank %d sent %zu bytes "
 			 "where this rank expects %zu", x->peer, len, x->len);
 		mismatch(f, op, x->peer);
@@ -513,7 +598,8 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	}
 	op->last_ns = shemb__fab_now_ns();
 	x->landed = !x->send;
-	if (!x->send && !x->is_hdr && !x->pulled && !on_chunk(f, op, x))
+	if (!x->send && !x->is_hdr && !x->pulled && !x->drain &&
+	    !on_chunk(f, op, x))
 		return;
 	if (--op->pending == 0)
 		advance(f, op);

@@ -75,6 +75,11 @@ struct shemb__hdr {
 	uint32_t lane;       /* where the data travels (the priority's) */
 	uint32_t from;
 	uint32_t inlined;    /* 1: the piece follows in this message */
+	int32_t refused;     /* a SHEMB_E* code: the sender refuses the
+			      * call (it failed before it could take part)
+			      * and moves no data in it; why_len bytes of
+			      * its detail follow */
+	uint32_t why_len;
 	uint64_t bytes;      /* bytes the sender sends to the receiver */
 	uint64_t expect;     /* bytes the sender expects from the receiver */
 	uint64_t count;      /* allreduce elements */
@@ -123,6 +128,9 @@ struct xfer {
 	 * peer's memory (pull), then sends it an empty message (pulled); a
 	 * send that only waits for that message (ack) */
 	bool pull, pulled, ack;
+	bool drain;                  /* a receive of data sent to a rank
+				      * that refused the call, into
+				      * f->discard (engine.c, drain()) */
 	size_t off;                  /* pull: the chunk's offset in the
 				      * peer's piece */
 	size_t copied;               /* pull: bytes of it copied so far */
@@ -175,6 +183,14 @@ struct op {
 				      * recvcounts, rdispls */
 	void *scratch;               /* allreduce: incoming data */
 	size_t scratch_len;
+	/* A refusal (fabric/README.md): this rank refuses the call
+	 * (refusing), or a peer's header said it did; refused is the
+	 * status the op ends with once the transfers with the other ranks
+	 * are done, why its detail */
+	bool refusing;
+	int refused;
+	struct drain *drains;        /* refusing: receives of the data the
+				      * peers sent before they could know */
 	char why[256];               /* the failure, for the caller */
 };
 
@@ -276,6 +292,8 @@ struct fab {
 	 * arena, and faulting them in again costs as much as the reduction. */
 	void *spare;
 	size_t spare_len;
+	void *discard;               /* where drained data lands: a chunk
+				      * of either lane */
 
 	struct peer_proc *peer_proc; /* shm: each peer's process
 				      * (peer_proc.c) */
@@ -408,7 +426,11 @@ uint64_t shemb__fab_now_ns(void);
  * and the piece it carries (if any) copied into place: 0, or
  * SHEMB_EINVAL (op->why) */
 int shemb__coll_build(struct fab *f, struct op *op);
+/* A header that refuses the call (it was taken): what the header gates
+ * never runs. */
+#define SHEMB__HDR_REFUSED 1
 int shemb__coll_take_header(struct op *op, int peer, size_t len);
+size_t shemb__coll_ungated_bytes(const struct op *op, int peer);
 /* The bytes of a piece that travel in its header's message, at most
  * (f->inline_max), for the transport and world size of f. */
 size_t shemb__coll_inline_limit(const struct fab *f);

@@ -39,10 +39,12 @@ struct shemb__coll {
 	int dtype, op;                       /* allreduce */
 	int prio;                            /* enum shemb_priority */
 	/* nonzero: this rank failed before it could take part (after the
-	 * others were committed to the collective); start() fails it
-	 * everywhere with this status and the detail in why, without
-	 * moving data, and returns the status here; the other ranks' calls
-	 * fail with it as "rank R: why" */
+	 * others were committed to the collective); the collective fails
+	 * everywhere with this status, moving no data to or from this
+	 * rank: here with the detail in why, either at once from start()
+	 * or from the op it starts (which takes what the others sent
+	 * before they knew: the fabric's alltoallv), and on the other
+	 * ranks as "rank R: why" */
 	int refuse;
 	const char *why;
 };

@@ -5,7 +5,7 @@
  * the tables before the failing one may already be on their way; the
  * owner then refuses the failing table and those after it.
  *
- * Usage: serve_fail_rank [--pool-at-owner] [--caller]
+ * Usage: serve_fail_rank [--pool-at-owner] [--caller] [--failures N]
  *
  * Tables A, B and C keep their rows in host memory; table F, owned by
  * rank 1, keeps its rows in a device tier of CACHE_ROWS rows (as does G,
@@ -30,6 +30,8 @@
  *   - STORM calls in a row whose two tables' owners both fail (G is
  *     owned by another rank than F; see storm()), then a fitting call,
  *     exact;
+ *   - N failing calls in a row (default 1500), then a fitting call,
+ *     exact (many_failures());
  *
  * and at the end every row of every table still reads as the
  * reference's.
@@ -413,10 +415,34 @@ static void storm(void)
 	CHECK_RC(ctx, shemb_table_destroy(slow[1]));
 }
 
+/*
+ * n failing calls in a row, F first, then a fitting call, exact.  A
+ * refused exchange must leave nothing behind at any rank: a receive
+ * posted for a message that never comes, or a message nobody receives,
+ * would pile up call after call until the provider took no more
+ * (shm holds 1024 receives an endpoint).
+ */
+static void many_failures(int n)
+{
+	struct call c;
+
+	make_call(&c, 0, false);
+	for (int k = 0; k < n; k++)
+		expect_enomem(NCALL, c.bags, c.outp, "F, A and B", k);
+	make_call(&c, 0, true);
+	CHECK_RC(ctx, shemb_lookup(ctx, NCALL, c.bags, c.outp,
+				   SHEMB_LOOKUP_NO_GRAD));
+	check_outputs(&c, "after many failing calls");
+}
+
+static int failures = 1500; /* --failures N: many_failures(N) */
+
 static void parse_args(int argc, char **argv, struct shemb_ctx_attr *a)
 {
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--pool-at-owner"))
+		if (!strcmp(argv[i], "--failures") && i + 1 < argc)
+			failures = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--pool-at-owner"))
 			pool_at = SHEMB_POOL_AT_OWNER;
 		else if (!strcmp(argv[i], "--caller"))
 			a->progress = SHEMB_PROGRESS_CALLER;
@@ -454,6 +480,7 @@ int main(int argc, char **argv)
 	}
 	make_slow_tables();
 	storm();
+	many_failures(failures);
 	/* the odds that no lookup behind a backward ran relaxed are nil
 	 * (lib/stepq.c) */
 	if (relaxed_lookups() == 0)

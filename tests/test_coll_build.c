@@ -32,7 +32,8 @@
  *   for one; taking the header copies the piece into place, and a header
  *   whose flag or length disagrees fails the op;
  * - the aborts that peers sent for an op before it started here are all
- *   taken when it starts (fabric/ctrl.c, shemb__fab_early_abort).
+ *   taken when it starts (fabric/ctrl.c, shemb__fab_early_abort);
+ * - a refusing rank's headers, and what it must take from each peer.
  */
 #include "config.h"
 
@@ -563,6 +564,134 @@ START_TEST(inline_refused)
 }
 END_TEST
 
+/* Rank v of the world refuses the call instead (fabric/comm.c): no
+ * counts, its headers carrying status and why. */
+static void refuse_at(struct world *wd, int v, int lane, const char *why)
+{
+	struct op *op = calloc(1, sizeof(*op));
+	static char nothing;
+
+	ck_assert_ptr_nonnull(op);
+	shemb__fab_free_op(wd->op[v]);
+	op->f = &wd->f[v];
+	op->kind = SHEMB__ALLTOALLV;
+	op->lane = lane;
+	op->seq = 5;
+	op->counts = calloc(4 * (size_t)wd->w, sizeof(size_t));
+	ck_assert_ptr_nonnull(op->counts);
+	op->c.kind = SHEMB__ALLTOALLV;
+	op->c.sendbuf = op->c.recvbuf = &nothing;
+	op->refusing = true;
+	op->refused = SHEMB_ENOMEM;
+	snprintf(op->why, sizeof(op->why), "%s", why);
+	ck_assert_int_eq(shemb__coll_build(op->f, op), 0);
+	wd->op[v] = op;
+}
+
+/* Every header send and receive of every rank meets one at its peer. */
+static void check_headers_met(const struct world *wd)
+{
+	for (int a = 0; a < wd->w; a++)
+		for (int r = 0; r < wd->op[a]->nrounds; r++)
+			for (int i = 0; i < wd->op[a]->rounds[r].nx; i++) {
+				const struct xfer *x =
+					&wd->op[a]->rounds[r].x[i];
+
+				ck_assert_msg(!x->is_hdr || met(wd, a, r, x),
+					      "world %d, rank %d: a header "
+					      "with %d has no match", wd->w,
+					      a, x->peer);
+			}
+}
+
+/* Rank p's header to rank a lands there as sent: the code of the take. */
+static int land_sent(struct world *wd, int a, int p)
+{
+	const struct op *from = wd->op[p];
+
+	for (int r = 0; r < from->nrounds; r++)
+		for (int i = 0; i < from->rounds[r].nx; i++) {
+			const struct xfer *x = &from->rounds[r].x[i];
+
+			if (x->is_hdr && x->send && x->peer == a) {
+				memcpy(shemb__hdr_in(wd->op[a], p), x->buf,
+				       x->len);
+				return shemb__coll_take_header(wd->op[a], p,
+							       x->len);
+			}
+		}
+	ck_abort_msg("rank %d sends rank %d no header", p, a);
+	return 0;
+}
+
+/* The bytes of rank a's data sends to v that wait for no header; every
+ * other data transfer of a with v waits for v's header. */
+static size_t ungated_to(const struct world *wd, int a, int v)
+{
+	const struct op *op = wd->op[a];
+	size_t bytes = 0;
+
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++) {
+			const struct xfer *x = &op->rounds[r].x[i];
+
+			if (x->is_hdr || x->peer != v)
+				continue;
+			if (!x->gated) {
+				ck_assert(x->send);
+				bytes += x->len;
+			} else {
+				ck_assert(gated_by_peer(&op->rounds[r], i, v));
+			}
+		}
+	return bytes;
+}
+
+/*
+ * A refusal: the refusing rank's transfers are headers only, each met at
+ * its peer; its header makes every peer's take end in
+ * SHEMB__HDR_REFUSED, with its status and "rank v: why"; the peers'
+ * headers land at it without complaint, and the bytes it must take from
+ * each (shemb__coll_ungated_bytes) are those of the peer's data sends
+ * that wait for no header, as the peer built them; a refusal whose
+ * length disagrees with its detail's fails the take.
+ */
+START_TEST(refusal)
+{
+	struct world wd = { .w = _i, .inline_pieces = true };
+
+	fill_sbufs();
+	for (int k = 0; k < 6; k++) {
+		int lane = k % 2 ? LANE_URGENT : LANE_BULK, v = k % wd.w;
+		char want[64];
+
+		wd.cma = k / 2 == 1;
+		build_all(&wd, SHEMB__ALLTOALLV, lane, 0, k < 4);
+		refuse_at(&wd, v, lane, "its tier is full");
+		check_headers_met(&wd);
+		snprintf(want, sizeof(want), "rank %d: its tier is full", v);
+		for (int a = 0; a < wd.w; a++) {
+			if (a == v)
+				continue;
+			ck_assert_uint_eq(shemb__coll_ungated_bytes(wd.op[v],
+								    a), 0);
+			ck_assert_int_eq(land_sent(&wd, v, a), 0);
+			ck_assert_uint_eq(shemb__coll_ungated_bytes(wd.op[v],
+								    a),
+					  ungated_to(&wd, a, v));
+			ck_assert_int_eq(land_sent(&wd, a, v),
+					 SHEMB__HDR_REFUSED);
+			ck_assert_int_eq(wd.op[a]->refused, SHEMB_ENOMEM);
+			ck_assert_str_eq(wd.op[a]->why, want);
+		}
+		shemb__hdr_out(wd.op[v], (v + 1) % wd.w)->why_len++;
+		ck_assert_int_eq(land_sent(&wd, (v + 1) % wd.w, v),
+				 SHEMB_EINVAL);
+		free_all(&wd);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coll_build");
@@ -576,6 +705,7 @@ int main(void)
 	tcase_add_loop_test(tc, inline_refused, 3, MAX_W + 1);
 	tcase_add_loop_test(tc, inline_allreduce, 2, MAX_W + 1);
 	tcase_add_test(tc, early_aborts_all_taken);
+	tcase_add_loop_test(tc, refusal, 2, MAX_W + 1);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }

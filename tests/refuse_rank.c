@@ -1,0 +1,270 @@
+/*
+ * refuse_rank.c - one rank of tests/test_refuse.sh: alltoallvs that a
+ * rank refuses (struct shemb__coll refuse: it failed before it could
+ * take part, as a lookup's owner that cannot serve a table does), many
+ * in a row, while the other ranks send it pieces of every size.
+ *
+ * Usage: refuse_rank [--calls N] [--caller]
+ *
+ * Call k of N: rank k % world refuses it (with rank k % world + 1 too on
+ * every seventh call, from 3 ranks on), with SHEMB_ENOMEM or SHEMB_EIO
+ * and a detail naming k; the others run a real alltoallv.  Each rank
+ * sends each other rank a piece of none, a few bytes (in the header's
+ * message), a few KiB on either side of what travels in a header over
+ * tcp;ofi_rxm (16 KiB), or 64 to 192 KiB, picked from k and the two
+ * ranks, so that the refusing rank receives pieces sent before their
+ * senders could know of the refusal; half the calls above
+ * SHEMB_PRIO_DENSE (the urgent lane), half at it (the bulk lane: pairwise
+ * rounds, or single copy), half blocking and half started.  Checked:
+ *
+ *   - the refusing rank gets its own status and detail back, every other
+ *     rank the status and "rank R: <R's detail>" of a refusing rank R;
+ *   - every fifth call is a real alltoallv of every rank, started, then
+ *     the refused one, then another real one, all in flight at once: the
+ *     real ones succeed and every byte received is the sender's pattern
+ *     (computed here from the ranks and the index);
+ *   - after N calls (defaults to 2400: with one receive or message left
+ *     behind per refusal, shm, which holds 1024 receives an endpoint,
+ *     would refuse new ones long before), a last real alltoallv, exact.
+ */
+#include "config.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shemb.h>
+
+#include "lib/comm.h"
+#include "lib/internal.h"
+
+static int rank, world;
+
+#include "rank_check.h"
+
+#define MAX_RANKS 8
+#define REAL_EVERY 5
+
+static shemb_ctx *ctx;
+
+/* The bytes rank `from` sends rank `to` in call k. */
+static size_t piece_len(int k, int from, int to)
+{
+	uint64_t z = mix((uint64_t)k * 1000003u + (uint64_t)from * 1009u +
+			 (uint64_t)to);
+
+	if (from == to)
+		return z % 64;
+	switch (z % 8) {
+	case 0:
+	case 1:
+		return 0;
+	case 2:
+	case 3:
+		return 1 + (z >> 8) % 512;
+	case 4:
+	case 5:
+		return 12288 + (z >> 8) % 8192; /* 12 to 20 KiB */
+	default:
+		return 65536 + (z >> 8) % 131072;
+	}
+}
+
+static uint8_t pattern(int k, int from, int to, size_t i)
+{
+	return (uint8_t)(k * 7 + from * 31 + to * 131 + (int)(i % 251));
+}
+
+struct call {
+	size_t sc[MAX_RANKS], sd[MAX_RANKS], rc[MAX_RANKS], rd[MAX_RANKS];
+	uint8_t *sbuf, *rbuf;
+	struct shemb__coll c;
+};
+
+static void make_call(struct call *a, int k, int prio)
+{
+	size_t s = 0, r = 0;
+
+	for (int p = 0; p < world; p++) {
+		a->sc[p] = piece_len(k, rank, p);
+		a->rc[p] = piece_len(k, p, rank);
+		a->sd[p] = s;
+		a->rd[p] = r;
+		s += a->sc[p];
+		r += a->rc[p];
+	}
+	a->sbuf = malloc(s + 1);
+	a->rbuf = malloc(r + 1);
+	if (!a->sbuf || !a->rbuf)
+		FAIL("no memory");
+	for (int p = 0; p < world; p++)
+		for (size_t i = 0; i < a->sc[p]; i++)
+			a->sbuf[a->sd[p] + i] = pattern(k, rank, p, i);
+	memset(a->rbuf, 0, r + 1);
+	a->c = (struct shemb__coll){
+		.kind = SHEMB__ALLTOALLV, .sendbuf = a->sbuf,
+		.recvbuf = a->rbuf, .sendcounts = a->sc, .sdispls = a->sd,
+		.recvcounts = a->rc, .rdispls = a->rd, .prio = prio,
+	};
+}
+
+static void check_call(const struct call *a, int k)
+{
+	for (int p = 0; p < world; p++)
+		for (size_t i = 0; i < a->rc[p]; i++)
+			if (a->rbuf[a->rd[p] + i] != pattern(k, p, rank, i))
+				FAIL("call %d: byte %zu from rank %d is %u, "
+				     "not %u", k, i, p, a->rbuf[a->rd[p] + i],
+				     pattern(k, p, rank, i));
+	free(a->sbuf);
+	free(a->rbuf);
+}
+
+static int status_of(int k)
+{
+	return k % 2 ? SHEMB_EIO : SHEMB_ENOMEM;
+}
+
+static bool refuses(int k, int r)
+{
+	return r == k % world ||
+	       (world > 2 && k % 7 == 0 && r == (k + 1) % world);
+}
+
+static int prio_of(int k)
+{
+	return (k / 2) % 2 ? SHEMB_PRIO_LOOKUP : SHEMB_PRIO_DENSE;
+}
+
+/* Call k of this rank, refused or not: a request for it (started), or
+ * its result (blocking, *req left NULL). */
+static int start(int k, struct call *a, bool started, shemb_request **req)
+{
+	char why[64];
+
+	*req = NULL;
+	make_call(a, k, prio_of(k));
+	if (refuses(k, rank)) {
+		snprintf(why, sizeof(why), "refused call %d", k);
+		a->c = (struct shemb__coll){ .kind = SHEMB__ALLTOALLV,
+					     .prio = prio_of(k),
+					     .refuse = status_of(k),
+					     .why = why };
+	}
+	return started ? shemb__coll_start(ctx, &a->c, req)
+		       : shemb__coll_run(ctx, &a->c);
+}
+
+/* The result of refused call k on this rank: the refusing rank's status
+ * and detail. */
+static void check_refused(int k, int rc)
+{
+	const char *why = shemb_ctx_last_error(ctx);
+	char want[64];
+	bool ok = false;
+
+	if (rc != status_of(k))
+		FAIL("refused call %d: %d (%s): %s", k, rc, shemb_strerror(rc),
+		     why);
+	if (refuses(k, rank)) { /* its own detail, whoever else refused */
+		snprintf(want, sizeof(want), "refused call %d", k);
+		ok = strcmp(why, want) == 0;
+	}
+	for (int r = 0; r < world && !refuses(k, rank) && !ok; r++) {
+		snprintf(want, sizeof(want), "rank %d: refused call %d", r, k);
+		ok = refuses(k, r) && strcmp(why, want) == 0;
+	}
+	if (!ok)
+		FAIL("refused call %d: detail '%s'", k, why);
+}
+
+static int finish(shemb_request *req, int rc)
+{
+	if (!req)
+		return rc;
+	rc = shemb_wait(req);
+	shemb_request_free(req);
+	return rc;
+}
+
+static void refused_call(int k)
+{
+	struct call a;
+	shemb_request *req;
+	int rc = start(k, &a, k % 4 >= 2, &req);
+
+	check_refused(k, finish(req, rc));
+	free(a.sbuf);
+	free(a.rbuf);
+}
+
+/* A real call k - 1, the refused call k and a real call k + 1, all
+ * started before any is waited for. */
+static void sandwich(int k)
+{
+	struct call a[3];
+	shemb_request *req[3];
+	int rc[3];
+
+	for (int i = 0; i < 3; i++) {
+		if (i == 1)
+			rc[i] = start(k, &a[i], true, &req[i]);
+		else {
+			make_call(&a[i], k - 1 + i, prio_of(k + i));
+			rc[i] = shemb__coll_start(ctx, &a[i].c, &req[i]);
+		}
+		if (rc[i] && i != 1) /* a refusal may fail at its start */
+			FAIL("starting call %d of three: %d (%s): %s", i, rc[i],
+			     shemb_strerror(rc[i]), shemb_ctx_last_error(ctx));
+	}
+	for (int i = 0; i < 3; i++) {
+		rc[i] = finish(req[i], rc[i]);
+		if (i == 1)
+			check_refused(k, rc[i]);
+		else if (rc[i])
+			FAIL("real call %d beside refused call %d: %d (%s): %s",
+			     k - 1 + i, k, rc[i], shemb_strerror(rc[i]),
+			     shemb_ctx_last_error(ctx));
+	}
+	check_call(&a[0], k - 1);
+	check_call(&a[2], k + 1);
+	free(a[1].sbuf);
+	free(a[1].rbuf);
+}
+
+int main(int argc, char **argv)
+{
+	struct shemb_ctx_attr attr;
+	int calls = 2400;
+	struct call last;
+
+	shemb_ctx_attr_init(&attr);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--calls") && i + 1 < argc)
+			calls = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--caller"))
+			attr.progress = SHEMB_PROGRESS_CALLER;
+		else
+			FAIL("unknown argument %s", argv[i]);
+	}
+	attr.timeout_ms = 60000;
+	CHECK_RC(NULL, shemb_ctx_create(&attr, &ctx));
+	CHECK_RC(ctx, shemb_ctx_get_attr(ctx, &attr));
+	rank = attr.rank;
+	world = attr.world_size;
+	if (world < 2 || world > MAX_RANKS)
+		FAIL("needs 2 to %d ranks, has %d", MAX_RANKS, world);
+	for (int k = 0; k < calls; k++) {
+		if (k % REAL_EVERY == 1)
+			sandwich(k);
+		else
+			refused_call(k);
+	}
+	make_call(&last, calls, SHEMB_PRIO_DENSE);
+	CHECK_RC(ctx, shemb__coll_run(ctx, &last.c));
+	check_call(&last, calls);
+	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
+	return 0;
+}

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Alltoallvs refused by one rank or two, thousands in a row, while the
+# other ranks send them pieces of every size (tests/refuse_rank.c): every
+# rank fails each with a refusing rank's status and detail, the real
+# alltoallvs in flight beside them are exact, and nothing is left behind
+# to pile up; 2 to 4 ranks over shm, 2 and 3 over tcp;ofi_rxm
+# (loopback), with the progress thread and without; every run bounded in
+# time.
+. "$top_srcdir/tests/run_ranks.sh"
+rank=$top_builddir/tests/refuse_rank
+
+one() { # provider ranks [options...]
+	p=$1 n=$2
+	shift 2
+	job "$p n=$n $*" -n "$n" --provider "$p" --timeout 240 "$rank" "$@"
+}
+
+for n in 2 3 4; do
+	one shm "$n"
+done
+one shm 2 --caller
+one "tcp;ofi_rxm" 2
+one "tcp;ofi_rxm" 3 --caller
+[ "$fails" -eq 0 ]
