@@ -481,6 +481,20 @@ static bool runs_as_refusal(struct op *op, const struct shemb__coll *c,
 	return true;
 }
 
+/* No memory for the op: its number is taken all the same (and the
+ * aborts peers sent for it), and the others are told, so that they fail
+ * it too and every rank stays in step. */
+static int start_without_memory(struct fab *f, char *why, size_t len)
+{
+	struct op none = { .f = f, .seq = f->next_seq++ };
+
+	shemb__fab_early_abort(f, &none);
+	snprintf(why, len, "rank %d: no memory for collective call %u",
+		 f->rank, none.seq);
+	shemb__fab_tell_all(f, &none, SHEMB_ENOMEM, why);
+	return SHEMB_ENOMEM;
+}
+
 /* A barrier (the application's, the library's, the close's) moves no
  * data: nothing is gained by letting it wait behind any. */
 static int prio_of(const struct shemb__coll *c)
@@ -509,8 +523,7 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	}
 	op = calloc(1, sizeof(*op));
 	if (!op) {
-		snprintf(why, len, "no memory for a collective");
-		rc = SHEMB_ENOMEM;
+		rc = start_without_memory(f, why, len);
 		goto out;
 	}
 	op->f = f;

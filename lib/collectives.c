@@ -242,6 +242,27 @@ static shemb_request *new_request(shemb_ctx *ctx,
 	return r;
 }
 
+/* No memory for c's request: c is refused all the same (lib/comm.h), so
+ * that the other ranks, committed to it, fail it too and every rank
+ * stays in step; waited for here.  SHEMB_ENOMEM. */
+static int refuse_without_request(shemb_ctx *ctx,
+				  const struct shemb_comm_ops *ops, void *comm,
+				  const struct shemb__coll *c)
+{
+	static const char no_request[] = "no memory for a request";
+	struct shemb__coll mine = *c;
+	struct shemb__op *op = NULL;
+	char why[256];
+
+	mine.refuse = SHEMB_ENOMEM;
+	mine.why = no_request;
+	if (!ops->start(comm, &mine, &op, why, sizeof(why))) {
+		ops->wait(comm, op, why, sizeof(why));
+		ops->release(comm, op);
+	}
+	return shemb__fail(ctx, SHEMB_ENOMEM, "%s", no_request);
+}
+
 /* Start c on a communicator; with req NULL, wait for it too. */
 static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		     void *comm, const struct shemb__coll *c,
@@ -252,7 +273,7 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 	int rc;
 
 	if (!r)
-		return SHEMB_ENOMEM;
+		return refuse_without_request(ctx, ops, comm, c);
 	rc = ops->start(comm, c, &r->op, why, sizeof(why));
 	if (rc) {
 		shemb__stage_keep(ctx, stage); /* transfers may be posted */

@@ -434,8 +434,17 @@ static int send_early(struct relax *r)
 				  : shemb__dist_signature(SHEMB__DIST_LOOKUP,
 							  &r->lst),
 			       rc, &r->early);
-	if (!rc && shemb__xchg_alloc(&r->early))
-		rc = shemb__fail(r->ctx, SHEMB_ENOMEM, "no memory");
+	if (!rc && shemb__xchg_alloc(&r->early)) {
+		/* the peers, agreed, start the early rows: refused, and the
+		 * meeting before the late rows tells them of it too */
+		r->status = shemb__fail(r->ctx, SHEMB_ENOMEM, "no memory for "
+					"the early rows");
+		snprintf(r->why, sizeof(r->why), "%s",
+			 shemb_ctx_last_error(r->ctx));
+		shemb__xchg_refuse(r->ctx, r->status, r->why);
+		free(sent);
+		return 0;
+	}
 	if (rc) {
 		free(sent);
 		return rc;
