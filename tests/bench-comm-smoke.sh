@@ -36,6 +36,10 @@ tail -n 3 "$tmp/out" | sed 's/^/  /'
 grep -q '^ *2 *64 KiB | *[0-9]' "$tmp/out" || fail "no libshemb figure"
 grep -q '^result alltoallv_vs_raw_min [0-9]' "$tmp/out" ||
 	fail "no raw libfabric figure"
+# the raw streams under the same load ran too, their line before the three
+tail -n 4 "$tmp/out" | head -n 1 |
+	grep -q '^result alltoallv_vs_raw_same_load_min [0-9]' ||
+	fail "no figure against the raw streams under the same load"
 if [ -z "$mpi" ]; then
 	grep -q '^result alltoallv_vs_openmpi_shm_min [0-9]' "$tmp/out" ||
 		fail "OpenMPI was there but gave no figure"
@@ -57,5 +61,8 @@ if "$bench" comm --provider ib > /dev/null 2>&1; then
 fi
 if "$bench" comm --sizes 1M, > /dev/null 2>&1; then
 	fail "a size list with a trailing comma was accepted"
+fi
+if "$bench" comm-raw --pairs 2 > /dev/null 2>&1; then
+	fail "comm-raw took --pairs without --bidir"
 fi
 exit 0

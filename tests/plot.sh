@@ -268,9 +268,11 @@ if grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h"; then
 	check_csv "$tmp/comm.csv" comm 2 \
 		"ranks size_bytes shemb_reps mpi_reps shemb_a2a_gbps" \
 		"mpi_a2a_gbps a2a_vs_mpi raw_gbps a2a_vs_raw
-		 shemb_allreduce_gbps mpi_allreduce_gbps chunk_bytes" \
+		 shemb_allreduce_gbps mpi_allreduce_gbps chunk_bytes
+		 raw_load_gbps a2a_vs_raw_load" \
 		"a2a_vs_raw=shemb_a2a_gbps/raw_gbps
-		 ?a2a_vs_mpi=shemb_a2a_gbps/mpi_a2a_gbps"
+		 ?a2a_vs_mpi=shemb_a2a_gbps/mpi_a2a_gbps
+		 a2a_vs_raw_load=shemb_a2a_gbps/raw_load_gbps"
 	csvs="$csvs comm.csv"
 
 	run train timeout 120 "$bench" train -n 2 --scale 200 --batch 64 \

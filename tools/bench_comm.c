@@ -354,7 +354,8 @@ static void read_line(const struct comm_opts *o, struct comm_prov *p,
 	    !(t > 0))
 		return;
 	if (who == SEEN_RAW && !strcmp(op, "raw")) {
-		comm_samples_add(&p->raw, bytes, t);
+		comm_samples_add(ri < 0 ? &p->raw : &p->raw_load[ri], bytes,
+				 t);
 		return;
 	}
 	s = series_of(op, who == SEEN_MPI);
@@ -387,14 +388,22 @@ static void read_mpi_provider(struct comm_prov *p, const struct comm_buf *b)
 
 /* ---- the three kinds of job ---- */
 
-static void job_raw(const struct comm_opts *o, struct comm_prov *p,
+/* The raw stream: ri < 0, one way between two processes; else, as many
+ * processes as rank count ri has ranks, in pairs streaming both ways. */
+static void job_raw(const struct comm_opts *o, struct comm_prov *p, int ri,
 		    const char *self)
 {
 	struct argv_buf a = { .n = 0 };
 	struct comm_buf out = { 0 }, err = { 0 };
+	int64_t pairs = ri < 0 ? 0 : o->ranks[ri] / 2;
 
 	arg(&a, self);
 	arg(&a, "comm-raw");
+	if (pairs) {
+		arg(&a, "--bidir");
+		arg(&a, "--pairs");
+		arg_num(&a, pairs);
+	}
 	arg(&a, "--provider");
 	arg(&a, p->name);
 	arg(&a, "--msg");
@@ -407,9 +416,10 @@ static void job_raw(const struct comm_opts *o, struct comm_prov *p,
 	arg_num(&a, COMM_RAW_WINDOW);
 	arg(&a, "--timeout");
 	arg_num(&a, o->timeout_s);
-	if (!run_job(o, &a, true, "the raw libfabric stream", &out, &err,
+	if (!run_job(o, &a, true, pairs ? "the raw libfabric streams "
+		     "under load" : "the raw libfabric stream", &out, &err,
 		     p->note[SEEN_RAW], sizeof(p->note[0])))
-		read_output(o, p, -1, &out, SEEN_RAW);
+		read_output(o, p, ri, &out, SEEN_RAW);
 	comm_buf_free(&out);
 	comm_buf_free(&err);
 }
@@ -535,7 +545,8 @@ static void sweep_provider(const struct comm_opts *o, struct comm_prov *p,
 			bench_progress("%s: raw libfabric stream, pass %d of "
 				       "%lld", p->name, pass + 1,
 				       (long long)o->passes);
-			job_raw(o, p, self);
+			job_raw(o, p, -1, self);
+			job_raw(o, p, ri, self);
 			job_pair(o, p, ri, self, pass, (pass + ri) % 2 == 1);
 		}
 	}
@@ -649,6 +660,8 @@ int bench_comm(int argc, char **argv)
 	comm_print_results(&o, p, np);
 	for (int i = 0; i < np; i++) {
 		comm_samples_free(&p[i].raw);
+		for (int ri = 0; ri < COMM_MAX_RANKS; ri++)
+			comm_samples_free(&p[i].raw_load[ri]);
 		for (int r = 0; r < COMM_MAX_RANKS; r++)
 			for (int k = 0; k < COMM_MAX_SIZES; k++)
 				for (int s = 0; s < NSERIES; s++)

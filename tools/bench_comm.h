@@ -109,6 +109,9 @@ struct comm_prov {
 	const char *name;        /* libfabric's: "shm", "tcp;ofi_rxm" */
 	bool mpi_ofi;            /* OpenMPI forced onto it (else defaults) */
 	struct comm_samples raw;
+	/* raw streams under the same load: at each rank count N, N / 2
+	 * pairs of processes at once, each streaming both ways */
+	struct comm_samples raw_load[COMM_MAX_RANKS];
 	char seen[3][64];        /* provider reported: libshemb, raw, MPI */
 	char note[3][320];       /* why a series is missing: same order */
 	/* libshemb's chunk_bytes and chunks_in_flight at each rank count

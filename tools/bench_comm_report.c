@@ -58,6 +58,7 @@ static bool mpi_valid(const struct comm_prov *p)
 
 struct row {
 	double shemb, mpi, vs_mpi, raw, vs_raw, shemb_ar, mpi_ar;
+	double load, vs_load; /* the raw streams under the same load */
 	double start;         /* median start of an alltoallv, seconds */
 	int shemb_n, mpi_n;
 };
@@ -73,6 +74,8 @@ static struct row row_of(const struct comm_prov *p, int ri, int k)
 	r.vs_mpi = r.shemb / r.mpi;
 	r.raw = comm_rate(&p->raw);
 	r.vs_raw = r.shemb / r.raw;
+	r.load = comm_rate(&p->raw_load[ri]);
+	r.vs_load = r.shemb / r.load;
 	r.shemb_ar = comm_rate(&c[S_SHEMB_AR]);
 	r.mpi_ar = mpi ? comm_rate(&c[S_MPI_AR]) : NAN;
 	r.start = c[S_SHEMB_A2A_START].n ?
@@ -140,6 +143,29 @@ static void print_head(const struct comm_opts *o, const struct comm_prov *p)
 	       "libshemb", "OpenMPI", o->split ? " |    ms" : "");
 }
 
+/* The same alltoallvs against raw streams under their load. */
+static void print_load_table(const struct comm_opts *o,
+			     const struct comm_prov *p)
+{
+	char buf[32];
+
+	printf("   raw under the same load: as many processes as ranks at "
+	       "once, in pairs\n   streaming both ways (the bar of "
+	       "alltoallv_vs_raw_same_load)\n");
+	printf("%5s %9s | %9s %9s\n", "ranks", "size", "GB/s", "shemb/raw");
+	for (int ri = 0; ri < o->nranks; ri++) {
+		for (int k = 0; k < o->nsizes; k++) {
+			struct row r = row_of(p, ri, k);
+
+			printf("%5lld %9s |", (long long)o->ranks[ri],
+			       comm_size_name(o->sizes[k], buf, sizeof(buf)));
+			cell(r.load, 1e-9, 9, 3);
+			cell(r.vs_load, 1, 9, 3);
+			printf("\n");
+		}
+	}
+}
+
 void comm_print_table(const struct comm_opts *o, const struct comm_prov *p)
 {
 	char buf[32];
@@ -167,6 +193,7 @@ void comm_print_table(const struct comm_opts *o, const struct comm_prov *p)
 			printf("\n");
 		}
 	}
+	print_load_table(o, p);
 	print_notes(o, p);
 }
 
@@ -187,6 +214,26 @@ static void sample_counts(const struct comm_opts *o,
 	}
 }
 
+static int load_lo(const struct comm_opts *o, const struct comm_prov *p)
+{
+	int lo = -1;
+
+	for (int ri = 0; ri < o->nranks; ri++)
+		if (lo < 0 || p->raw_load[ri].n < lo)
+			lo = p->raw_load[ri].n;
+	return lo;
+}
+
+static int load_hi(const struct comm_opts *o, const struct comm_prov *p)
+{
+	int hi = 0;
+
+	for (int ri = 0; ri < o->nranks; ri++)
+		if (p->raw_load[ri].n > hi)
+			hi = p->raw_load[ri].n;
+	return hi;
+}
+
 static void print_notes(const struct comm_opts *o, const struct comm_prov *p)
 {
 	int lo, hi;
@@ -194,8 +241,9 @@ static void print_notes(const struct comm_opts *o, const struct comm_prov *p)
 	sample_counts(o, p, S_SHEMB_A2A, &lo, &hi);
 	printf("   samples:  libshemb %d to %d repetitions per figure", lo, hi);
 	sample_counts(o, p, S_MPI_A2A, &lo, &hi);
-	printf(", OpenMPI %d to %d;\n             raw %d iterations\n", lo,
-	       hi, p->raw.n);
+	printf(", OpenMPI %d to %d;\n             raw %d iterations, "
+	       "under load %d to %d per rank count\n", lo, hi, p->raw.n,
+	       load_lo(o, p), load_hi(o, p));
 	if (p->mpi_ofi && p->seen[SEEN_MPI][0])
 		printf("   OpenMPI's ofi MTL said it took provider %s%s\n",
 		       p->seen[SEEN_MPI], mpi_valid(p) ? "" :
@@ -212,7 +260,8 @@ static void print_notes(const struct comm_opts *o, const struct comm_prov *p)
 const char comm_csv_header[] =
 	"mode,provider,mpi_transport,ranks,size_bytes,shemb_reps,mpi_reps,"
 	"shemb_a2a_gbps,mpi_a2a_gbps,a2a_vs_mpi,raw_gbps,a2a_vs_raw,"
-	"shemb_allreduce_gbps,mpi_allreduce_gbps,chunk_bytes,progress";
+	"shemb_allreduce_gbps,mpi_allreduce_gbps,chunk_bytes,progress,"
+	"raw_load_gbps,a2a_vs_raw_load";
 
 /* One line per rank count and size of provider p. */
 void comm_write_csv(const struct comm_opts *o, const struct comm_prov *p)
@@ -239,6 +288,8 @@ void comm_write_csv(const struct comm_opts *o, const struct comm_prov *p)
 			bench_csv_num(f, r.mpi_ar * 1e-9);
 			bench_csv_int(f, p->chunk_seen[ri]);
 			bench_csv_str(f, o->progress);
+			bench_csv_num(f, r.load * 1e-9);
+			bench_csv_num(f, r.vs_load);
 			bench_csv_end(f);
 		}
 	}
@@ -246,16 +297,20 @@ void comm_write_csv(const struct comm_opts *o, const struct comm_prov *p)
 
 /* ---- the result lines ---- */
 
+enum bar { VS_MPI, VS_RAW, VS_LOAD };
+
 /* The smallest ratio over the rows of p; counts the rows without one. */
 static double min_ratio(const struct comm_opts *o, const struct comm_prov *p,
-			bool raw, int *missing)
+			enum bar bar, int *missing)
 {
 	double m = NAN;
 
 	for (int ri = 0; ri < o->nranks; ri++) {
 		for (int k = 0; k < o->nsizes; k++) {
 			struct row r = row_of(p, ri, k);
-			double v = raw ? r.vs_raw : r.vs_mpi;
+			double v = bar == VS_RAW    ? r.vs_raw
+				   : bar == VS_LOAD ? r.vs_load
+						    : r.vs_mpi;
 
 			if (isnan(v))
 				(*missing)++;
@@ -286,7 +341,7 @@ static double vs_mpi(const struct comm_opts *o, const struct comm_prov *p,
 		snprintf(why, len, "%s: not measured (see --provider)", name);
 		return NAN;
 	}
-	m = min_ratio(o, p, false, &missing);
+	m = min_ratio(o, p, VS_MPI, &missing);
 	if (isnan(m))
 		snprintf(why, len, "%s: nan, %s", name, p->note[SEEN_MPI][0] ?
 			 p->note[SEEN_MPI] : p->note[SEEN_SHEMB][0] ?
@@ -313,6 +368,11 @@ static void print_meaning(void)
 "    1.0 means a rank sends as fast inside the all-to-all as a lone\n"
 "    one-way stream; with more processes than CPUs, the ranks\n"
 "    share the CPUs that move the bytes, which caps this below 1.\n"
+"  alltoallv_vs_raw_same_load: the same rate over a raw stream's when\n"
+"    as many processes as ranks stream at once, in pairs, both ways\n"
+"    (each sends as much as it receives, as a rank of an alltoallv\n"
+"    does); the raw streams poll their completion queues without\n"
+"    pause, as libfabric's manual progress has them do.\n"
 "  Each figure is the minimum over sizes and rank counts.\n");
 }
 
@@ -327,18 +387,20 @@ static void print_result(const char *name, double v)
 void comm_print_results(const struct comm_opts *o,
 			const struct comm_prov *p, int np)
 {
-	char why[3][400] = { "", "", "" };
-	double shm, ofi, raw = NAN;
-	int missing = 0;
+	char why[4][400] = { "", "", "", "" };
+	double shm, ofi, raw = NAN, load = NAN;
+	int missing = 0, load_missing = 0;
 
 	shm = vs_mpi(o, find(p, np, false), "alltoallv_vs_openmpi_shm_min",
 		     why[0], sizeof(why[0]));
 	ofi = vs_mpi(o, find(p, np, true), "alltoallv_vs_openmpi_ofi_min",
 		     why[1], sizeof(why[1]));
 	for (int i = 0; i < np; i++) {
-		double m = min_ratio(o, &p[i], true, &missing);
+		double m = min_ratio(o, &p[i], VS_RAW, &missing);
+		double l = min_ratio(o, &p[i], VS_LOAD, &load_missing);
 
 		raw = isnan(raw) || m < raw ? m : raw;
+		load = isnan(load) || l < load ? l : load;
 	}
 	if (isnan(raw))
 		snprintf(why[2], sizeof(why[2]), "alltoallv_vs_raw_min: nan, "
@@ -346,11 +408,20 @@ void comm_print_results(const struct comm_opts *o,
 	else if (missing)
 		snprintf(why[2], sizeof(why[2]), "alltoallv_vs_raw_min: over "
 			 "the rows measured; %d rows have no figure", missing);
+	if (isnan(load))
+		snprintf(why[3], sizeof(why[3]), "alltoallv_vs_raw_same_load_"
+			 "min: nan, no raw or no libshemb figures");
+	else if (load_missing)
+		snprintf(why[3], sizeof(why[3]), "alltoallv_vs_raw_same_load_"
+			 "min: over the rows measured; %d rows have no figure",
+			 load_missing);
 	print_meaning();
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (why[i][0])
 			printf("  %s\n", why[i]);
 	printf("\n");
+	/* before the three, which end the output */
+	print_result("alltoallv_vs_raw_same_load_min", load);
 	print_result("alltoallv_vs_openmpi_shm_min", shm);
 	print_result("alltoallv_vs_openmpi_ofi_min", ofi);
 	print_result("alltoallv_vs_raw_min", raw);

@@ -21,6 +21,12 @@
  * until its sends and its receives are all complete; an iteration takes
  * the longer of the two processes' times.
  *
+ * --pairs K (both ways only) runs K such pairs at once, 2 K processes on
+ * the host as an alltoallv of 2 K ranks has: the first process of every
+ * pair meets the others' at a barrier (shared memory) before it says
+ * READY(i), so the pairs' iterations start together, and each pair
+ * prints its own lines.
+ *
  * Iteration 0 is a warm-up.  Progress is manual: every wait loop reads the
  * completion queue.  The first 8 bytes of each message carry (iteration,
  * index), checked on arrival, and the receiving side compares its whole
@@ -38,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,12 +63,14 @@
 
 #define CTL_TAG (1ull << 62)
 #define MAX_WINDOW 1024
+#define MAX_PAIRS 64
 
 struct raw_opts {
 	const char *provider;
 	int64_t msg, total, window;
 	int64_t iters;
 	int64_t timeout_s;
+	int64_t pairs;
 	bool bidir;
 };
 
@@ -102,6 +112,7 @@ struct raw {
 	struct raw_op ctl_rx, ctl_tx;
 	uint64_t ctl_in, ctl_out;
 	int ctl_got, ctl_sent;
+	pthread_barrier_t *start; /* --pairs: the pairs' first processes */
 };
 
 /* Fail: say why, stop the other process, exit. */
@@ -471,6 +482,8 @@ static void both_ways(struct raw *r, double *t)
 
 		start_iteration(r, it);
 		post_more(r, &r->rx);
+		if (r->start && !r->child)
+			pthread_barrier_wait(r->start);
 		say(r, (uint64_t)it); /* READY(it) */
 		hear(r, (int)it + 1, (uint64_t)it, it < r->o->iters);
 		t0 = bench_now();
@@ -493,13 +506,14 @@ static int raw_args(int argc, char **argv, struct raw_opts *o)
 		{ "window", required_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "bidir", no_argument, NULL, 'b' },
+		{ "pairs", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int c, bad = 0;
 
 	*o = (struct raw_opts){ .provider = "shm", .msg = 1 << 20,
 				.total = 64 << 20, .window = COMM_RAW_WINDOW,
-				.iters = 5, .timeout_s = 120 };
+				.iters = 5, .timeout_s = 120, .pairs = 1 };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -527,13 +541,18 @@ static int raw_args(int argc, char **argv, struct raw_opts *o)
 		case 'b':
 			o->bidir = true;
 			break;
+		case 'P':
+			bad |= comm_parse_count(optarg, 1, MAX_PAIRS,
+						&o->pairs);
+			break;
 		default:
 			bad = 1;
 		}
 	}
-	if (bad || o->total % o->msg || o->total / o->msg >= (1ll << 32)) {
+	if (bad || o->total % o->msg || o->total / o->msg >= (1ll << 32) ||
+	    (o->pairs > 1 && !o->bidir)) {
 		fprintf(stderr, "comm-raw: bad arguments (total must be a "
-			"multiple of msg)\n");
+			"multiple of msg, --pairs goes with --bidir)\n");
 		return -1;
 	}
 	return 0;
@@ -606,35 +625,40 @@ static int run_parent(struct raw *r, int rfd, int wfd, int tfd)
 	return 0;
 }
 
-static pid_t alarm_child;
+/* The processes this one stops and reaps when out of time: its pair's
+ * other, or (--pairs) the pairs' first ones. */
+static pid_t alarm_pids[MAX_PAIRS];
+static int alarm_npids;
 
-/* Out of time: the child goes first, and is reaped. */
-static void on_alarm(int sig)
+static void kill_all(int sig)
 {
 	int st;
 
-	if (alarm_child > 0) {
-		kill(alarm_child, SIGKILL);
-		waitpid(alarm_child, &st, 0);
+	for (int i = 0; i < alarm_npids; i++) {
+		if (alarm_pids[i] > 0) {
+			kill(alarm_pids[i], sig);
+			waitpid(alarm_pids[i], &st, 0);
+		}
 	}
+}
+
+/* Out of time: the others go first, and are reaped. */
+static void on_alarm(int sig)
+{
+	kill_all(SIGKILL);
 	_exit(124);
 }
 
-int bench_fi_raw(int argc, char **argv)
+static int run_pair(struct raw_opts *o, pthread_barrier_t *start)
 {
 	static struct raw r; /* large: the windows' contexts */
-	struct raw_opts o;
 	int a[2], b[2], tp[2];
-	const char *env = getenv("FI_PROVIDER");
 
-	if (raw_args(argc, argv, &o))
-		return 2;
-	if (env && !*env)
-		unsetenv("FI_PROVIDER"); /* "" breaks fi_getinfo */
-	r.o = &o;
-	r.nmsg = o.total / o.msg;
-	if (o.window > r.nmsg)
-		o.window = r.nmsg;
+	r.o = o;
+	r.start = start;
+	r.nmsg = o->total / o->msg;
+	if (o->window > r.nmsg)
+		o->window = r.nmsg;
 	if (pipe(a) || pipe(b) || pipe(tp)) {
 		perror("comm-raw: pipe");
 		return 1;
@@ -649,10 +673,83 @@ int bench_fi_raw(int argc, char **argv)
 		r.child = true;
 		return run_child(&r, a[0], b[1], tp[1]);
 	}
-	alarm_child = r.pid;
+	alarm_pids[0] = r.pid;
+	alarm_npids = 1;
 	signal(SIGALRM, on_alarm);
-	alarm((unsigned)o.timeout_s); /* bounded, whatever happens */
+	alarm((unsigned)o->timeout_s); /* bounded, whatever happens */
 	return run_parent(&r, b[0], a[1], tp[0]);
+}
+
+/* The first process of pair i, a child of the one that runs them all. */
+static void __attribute__((noreturn))
+pair_process(struct raw_opts *o, pthread_barrier_t *start)
+{
+	int rc;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	rc = run_pair(o, start);
+	fflush(stdout);
+	exit(rc);
+}
+
+/* --pairs: the pairs at once; the first failure stops the others. */
+static int run_pairs(struct raw_opts *o)
+{
+	pthread_barrier_t *start = mmap(NULL, sizeof(*start),
+					PROT_READ | PROT_WRITE,
+					MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pthread_barrierattr_t ba;
+	int rc = 0;
+
+	if (start == MAP_FAILED) {
+		perror("comm-raw: mmap");
+		return 1;
+	}
+	pthread_barrierattr_init(&ba);
+	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+	pthread_barrier_init(start, &ba, (unsigned)o->pairs);
+	fflush(stdout);
+	signal(SIGALRM, on_alarm);
+	alarm((unsigned)o->timeout_s + 5); /* the pairs stop themselves */
+	for (int i = 0; i < o->pairs; i++) {
+		pid_t pid = fork(); /* before any libfabric call */
+
+		if (pid == 0)
+			pair_process(o, start);
+		if (pid < 0) {
+			perror("comm-raw: fork");
+			kill_all(SIGKILL);
+			return 1;
+		}
+		alarm_pids[alarm_npids++] = pid;
+	}
+	for (int left = alarm_npids; left > 0; left--) {
+		int st;
+		pid_t pid = wait(&st);
+
+		for (int i = 0; i < alarm_npids; i++)
+			if (alarm_pids[i] == pid)
+				alarm_pids[i] = 0;
+		if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr, "comm-raw: a pair failed\n");
+			kill_all(SIGKILL);
+			rc = 1;
+			break;
+		}
+	}
+	return rc;
+}
+
+int bench_fi_raw(int argc, char **argv)
+{
+	static struct raw_opts o;
+	const char *env = getenv("FI_PROVIDER");
+
+	if (raw_args(argc, argv, &o))
+		return 2;
+	if (env && !*env)
+		unsetenv("FI_PROVIDER"); /* "" breaks fi_getinfo */
+	return o.pairs > 1 ? run_pairs(&o) : run_pair(&o, NULL);
 }
 
 #else /* !HAVE_LIBFABRIC */
