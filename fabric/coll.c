@@ -664,8 +664,35 @@ static int take_refusal(struct op *op, int peer, size_t len)
 	return SHEMB__HDR_REFUSED;
 }
 
+/*
+ * The same call (kind, number, lane) with counts that disagree with the
+ * peer's, which finds the same disagreement in this rank's header: as with
+ * a refusal, what waits for the header never runs, the data the peer sent
+ * without waiting is taken and dropped (engine.c), and the op ends with
+ * SHEMB_EINVAL and the first such detail once the transfers with the
+ * other ranks are done; those ranks' calls, consistent, succeed.  Nothing
+ * is left posted or unreceived.  SHEMB__HDR_REFUSED.
+ */
+static int disagree(struct op *op, int peer)
+{
+	const struct shemb__hdr *h = shemb__hdr_in(op, peer);
+	const struct shemb__hdr *mine = shemb__hdr_out(op, peer);
+
+	if (op->refused)
+		return SHEMB__HDR_REFUSED; /* the first one's kept */
+	op->refused = SHEMB_EINVAL;
+	snprintf(op->why, sizeof(op->why), "%s: rank %d sends %llu bytes to "
+		 "this rank and expects %llu; this rank expects %llu from it "
+		 "and sends %llu", kind_name(op->kind), peer,
+		 (unsigned long long)h->bytes, (unsigned long long)h->expect,
+		 (unsigned long long)mine->expect,
+		 (unsigned long long)mine->bytes);
+	return SHEMB__HDR_REFUSED;
+}
+
 /* A peer's header against this rank's own call: 0, SHEMB__HDR_REFUSED
- * (take_refusal), or SHEMB_EINVAL with the disagreement in op->why. */
+ * (take_refusal, disagree), or SHEMB_EINVAL with the disagreement in
+ * op->why. */
 static int check_header(struct op *op, int peer, size_t len)
 {
 	const struct shemb__hdr *h = shemb__hdr_in(op, peer);
@@ -698,13 +725,7 @@ static int check_header(struct op *op, int peer, size_t len)
 			 "op %d", peer, (unsigned long long)h->count, h->dtype,
 			 h->op, op->c.count, op->c.dtype, op->c.op);
 	else if (h->bytes != mine->expect || h->expect != mine->bytes)
-		snprintf(why, n, "%s: rank %d sends %llu bytes to this rank "
-			 "and expects %llu; this rank expects %llu from it and "
-			 "sends %llu", kind_name(op->kind), peer,
-			 (unsigned long long)h->bytes,
-			 (unsigned long long)h->expect,
-			 (unsigned long long)mine->expect,
-			 (unsigned long long)mine->bytes);
+		return disagree(op, peer);
 	else
 		return 0;
 	return SHEMB_EINVAL;

@@ -493,9 +493,9 @@ static bool discard_room(struct fab *f)
 }
 
 /*
- * This rank refuses op (fabric/README.md), and peer sent it data before
- * it could know, as its header says: receive it all the same, into a
- * buffer nobody reads (by single copy: acknowledge the chunks without
+ * This rank refuses op (fabric/README.md), or its counts disagree with
+ * peer's, and peer sent it data before it could know, as its header says:
+ * receive it all the same, into a buffer nobody reads (by single copy: acknowledge the chunks without
  * copying them), so that no message is left unreceived here and no send
  * waits at the peer for good.  The chunks are cut as the peer cut them.
  */
@@ -533,26 +533,27 @@ static int drain(struct fab *f, struct op *op, int peer)
 
 /*
  * A header x landed (len bytes): checked, it lets what waited for it go
- * (the peer's data may come), or, a refusal, drops it; a refusing op
- * takes the data the peer sent without waiting.  false if it failed op.
+ * (the peer's data may come), or, a refusal or counts that disagree
+ * (coll.c), drops it; a refusing op, or one whose counts disagree with
+ * the peer's, takes the data the peer sent without waiting.  false if it
+ * failed op.
  */
 static bool take_header(struct fab *f, struct xfer *x, size_t len)
 {
 	struct op *op = x->op;
 	struct round *rd = &op->rounds[op->cur];
 	int rc = shemb__coll_take_header(op, x->peer, len);
+	bool dropped = rc == SHEMB__HDR_REFUSED;
 
-	if (rc == SHEMB__HDR_REFUSED) {
-		op->pending -= x->gate_hi - x->gate_lo;
-		return true;
-	}
-	if (rc) {
+	if (rc && !dropped) {
 		mismatch(f, op, x->peer);
 		return false;
 	}
-	for (int i = x->gate_lo; i < x->gate_hi; i++)
+	if (dropped)
+		op->pending -= x->gate_hi - x->gate_lo;
+	for (int i = x->gate_lo; !dropped && i < x->gate_hi; i++)
 		enqueue(f, &rd->x[i]);
-	if (op->refusing && (rc = drain(f, op, x->peer))) {
+	if ((dropped || op->refusing) && (rc = drain(f, op, x->peer))) {
 		shemb__fab_fail_op(f, op, rc, "no memory to take the data "
 				   "rank %d sent", x->peer);
 		return false;

@@ -184,13 +184,14 @@ struct op {
 	void *scratch;               /* allreduce: incoming data */
 	size_t scratch_len;
 	/* A refusal (fabric/README.md): this rank refuses the call
-	 * (refusing), or a peer's header said it did; refused is the
-	 * status the op ends with once the transfers with the other ranks
-	 * are done, why its detail */
+	 * (refusing), or a peer's header said it did, or the counts of a
+	 * peer disagree with this rank's; refused is the status the op ends
+	 * with once the transfers with the other ranks are done, why its
+	 * detail */
 	bool refusing;
 	int refused;
-	struct drain *drains;        /* refusing: receives of the data the
-				      * peers sent before they could know */
+	struct drain *drains;        /* receives of the data peers sent
+				      * before they could know of it */
 	char why[256];               /* the failure, for the caller */
 };
 

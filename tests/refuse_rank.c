@@ -1,8 +1,9 @@
 /*
  * refuse_rank.c - one rank of tests/test_refuse.sh: alltoallvs that a
  * rank refuses (struct shemb__coll refuse: it failed before it could
- * take part, as a lookup's owner that cannot serve a table does), many
- * in a row, while the other ranks send it pieces of every size.
+ * take part, as a lookup's owner that cannot serve a table does), and
+ * alltoallvs whose counts disagree between two ranks, many in a row,
+ * while the other ranks send them pieces of every size.
  *
  * Usage: refuse_rank [--calls N] [--caller]
  *
@@ -23,6 +24,10 @@
  *     the refused one, then another real one, all in flight at once: the
  *     real ones succeed and every byte received is the sender's pattern
  *     (computed here from the ranks and the index);
+ *   - every fifth call, rank k % world sends rank k % world + 1 more
+ *     bytes than that rank expects (1, 20000 or 100000 more): those two
+ *     fail with SHEMB_EINVAL and the counts named, and every other rank
+ *     succeeds with every byte as sent;
  *   - after N calls (defaults to 2400: with one receive or message left
  *     behind per refusal, shm, which holds 1024 receives an endpoint,
  *     would refuse new ones long before), a last real alltoallv, exact.
@@ -72,6 +77,37 @@ static size_t piece_len(int k, int from, int to)
 	}
 }
 
+/* Calls whose counts disagree: rank da(k) sends rank db(k) extra(k)
+ * bytes more than db(k) expects. */
+static bool disagrees(int k)
+{
+	return k % REAL_EVERY == 3;
+}
+
+static int da(int k)
+{
+	return k % world;
+}
+
+static int db(int k)
+{
+	return (k + 1) % world;
+}
+
+static size_t extra(int k)
+{
+	static const size_t more[] = { 1, 20000, 100000 };
+
+	return more[(k / REAL_EVERY) % 3];
+}
+
+/* What `from` sends `to` in call k, by its own count. */
+static size_t send_len(int k, int from, int to)
+{
+	return piece_len(k, from, to) +
+	       (disagrees(k) && from == da(k) && to == db(k) ? extra(k) : 0);
+}
+
 static uint8_t pattern(int k, int from, int to, size_t i)
 {
 	return (uint8_t)(k * 7 + from * 31 + to * 131 + (int)(i % 251));
@@ -88,7 +124,7 @@ static void make_call(struct call *a, int k, int prio)
 	size_t s = 0, r = 0;
 
 	for (int p = 0; p < world; p++) {
-		a->sc[p] = piece_len(k, rank, p);
+		a->sc[p] = send_len(k, rank, p);
 		a->rc[p] = piece_len(k, p, rank);
 		a->sd[p] = s;
 		a->rd[p] = r;
@@ -234,6 +270,36 @@ static void sandwich(int k)
 	free(a[1].rbuf);
 }
 
+/* Call k, whose counts disagree between ranks da(k) and db(k): those
+ * two fail with SHEMB_EINVAL and the counts named; every other rank
+ * succeeds, with every byte from every rank as sent. */
+static void disagreeing_call(int k)
+{
+	struct call a;
+	shemb_request *req = NULL;
+	int rc;
+
+	make_call(&a, k, prio_of(k));
+	if (k % 4 >= 2)
+		rc = shemb__coll_start(ctx, &a.c, &req);
+	else
+		rc = shemb__coll_run(ctx, &a.c);
+	rc = finish(req, rc);
+	if (rank == da(k) || rank == db(k)) {
+		if (rc != SHEMB_EINVAL ||
+		    !strstr(shemb_ctx_last_error(ctx), "sends"))
+			FAIL("call %d, whose counts disagree: %d (%s): %s", k,
+			     rc, shemb_strerror(rc), shemb_ctx_last_error(ctx));
+		free(a.sbuf);
+		free(a.rbuf);
+		return;
+	}
+	if (rc)
+		FAIL("call %d, whose counts disagree elsewhere: %d (%s): %s",
+		     k, rc, shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	check_call(&a, k);
+}
+
 int main(int argc, char **argv)
 {
 	struct shemb_ctx_attr attr;
@@ -259,6 +325,8 @@ int main(int argc, char **argv)
 	for (int k = 0; k < calls; k++) {
 		if (k % REAL_EVERY == 1)
 			sandwich(k);
+		else if (disagrees(k))
+			disagreeing_call(k);
 		else
 			refused_call(k);
 	}

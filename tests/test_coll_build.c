@@ -33,7 +33,8 @@
  *   whose flag or length disagrees fails the op;
  * - the aborts that peers sent for an op before it started here are all
  *   taken when it starts (fabric/ctrl.c, shemb__fab_early_abort);
- * - a refusing rank's headers, and what it must take from each peer.
+ * - a refusing rank's headers, and what it must take from each peer;
+ *   counts that disagree between two ranks.
  */
 #include "config.h"
 
@@ -692,6 +693,39 @@ START_TEST(refusal)
 }
 END_TEST
 
+/*
+ * Counts that disagree between two ranks of the same call: each finds
+ * the disagreement in the other's header, which its take drops
+ * (SHEMB__HDR_REFUSED) with SHEMB_EINVAL and the counts named, the first
+ * detail kept; a third rank takes both headers as usual.
+ */
+START_TEST(disagreement)
+{
+	struct world wd = { .w = _i, .inline_pieces = true };
+
+	fill_sbufs();
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_URGENT, 0, false);
+	/* rank 0 says it sends rank 1 a byte more than it does */
+	shemb__hdr_out(wd.op[0], 1)->bytes++;
+	ck_assert_int_eq(land_sent(&wd, 1, 0), SHEMB__HDR_REFUSED);
+	ck_assert_int_eq(wd.op[1]->refused, SHEMB_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wd.op[1]->why, "rank 0 sends"));
+	ck_assert_int_eq(land_sent(&wd, 0, 1), SHEMB__HDR_REFUSED);
+	ck_assert_int_eq(wd.op[0]->refused, SHEMB_EINVAL);
+	ck_assert_ptr_nonnull(strstr(wd.op[0]->why, "rank 1 sends"));
+	if (wd.w > 2) {
+		ck_assert_int_eq(land_sent(&wd, 2, 0), 0);
+		ck_assert_int_eq(land_sent(&wd, 2, 1), 0);
+		ck_assert_int_eq(wd.op[2]->refused, 0);
+		/* a second disagreement keeps the first detail */
+		shemb__hdr_out(wd.op[2], 1)->expect++;
+		ck_assert_int_eq(land_sent(&wd, 1, 2), SHEMB__HDR_REFUSED);
+		ck_assert_ptr_nonnull(strstr(wd.op[1]->why, "rank 0 sends"));
+	}
+	free_all(&wd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coll_build");
@@ -706,6 +740,7 @@ int main(void)
 	tcase_add_loop_test(tc, inline_allreduce, 2, MAX_W + 1);
 	tcase_add_test(tc, early_aborts_all_taken);
 	tcase_add_loop_test(tc, refusal, 2, MAX_W + 1);
+	tcase_add_loop_test(tc, disagreement, 2, MAX_W + 1);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
