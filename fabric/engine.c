@@ -495,9 +495,10 @@ static bool discard_room(struct fab *f)
 /*
  * This rank refuses op (fabric/README.md), or its counts disagree with
  * peer's, and peer sent it data before it could know, as its header says:
- * receive it all the same, into a buffer nobody reads (by single copy: acknowledge the chunks without
- * copying them), so that no message is left unreceived here and no send
- * waits at the peer for good.  The chunks are cut as the peer cut them.
+ * receive it all the same, into a buffer nobody reads (by single copy:
+ * acknowledge the chunks without copying them), so that no message is
+ * left unreceived here and no send waits at the peer for good.  The
+ * chunks are cut as the peer cut them.
  */
 static int drain(struct fab *f, struct op *op, int peer)
 {
