@@ -15,3 +15,12 @@ job() {
 		fails=$((fails + 1))
 	fi
 }
+
+# ranks_job LIMIT PROVIDER N [ARGS...]: $rank with ARGS on N ranks over
+# PROVIDER, stopped after LIMIT seconds, as a job labelled by what it runs.
+ranks_job() {
+	limit=$1 p=$2 n=$3
+	shift 3
+	job "$p n=$n $*" -n "$n" --provider "$p" --timeout "$limit" "$rank" \
+		"$@"
+}

@@ -11,9 +11,7 @@
 rank=$top_builddir/tests/coll_rank
 
 one() { # provider ranks scenario [options...]
-	p=$1 n=$2
-	shift 2
-	job "$p n=$n $*" -n "$n" --provider "$p" --timeout 120 "$rank" "$@"
+	ranks_job 120 "$@"
 }
 
 taskset_one() { # cpu provider ranks scenario [options...]

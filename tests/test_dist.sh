@@ -17,9 +17,7 @@ export TMPDIR
 trap 'rm -rf "$TMPDIR"' EXIT
 
 one() { # provider ranks [options...]
-	p=$1 n=$2
-	shift 2
-	job "$p n=$n $*" -n "$n" --provider "$p" --timeout 300 "$rank" "$@"
+	ranks_job 300 "$@"
 }
 
 for n in 1 2 3 4; do

@@ -10,9 +10,7 @@
 rank=$top_builddir/tests/refuse_rank
 
 one() { # provider ranks [options...]
-	p=$1 n=$2
-	shift 2
-	job "$p n=$n $*" -n "$n" --provider "$p" --timeout 240 "$rank" "$@"
+	ranks_job 240 "$@"
 }
 
 for n in 2 3 4; do
