@@ -460,25 +460,68 @@ static int refuse_op(struct fab *f, struct op *op, int status, char *why,
 	return status;
 }
 
+/* The kinds that can run as a refusal: one header each way per peer
+ * round, and data that waits for it or is taken all the same. */
+static bool refusable(int kind)
+{
+	return kind == SHEMB__ALLTOALLV || kind == SHEMB__ALLGATHERV;
+}
+
 /*
  * The caller failed before it could take part (c->refuse).  An alltoallv
- * runs as a refusal (fabric/README.md): this rank's headers carry the
- * status and detail, no data moves to or from it, and it takes what the
- * peers sent before they knew, so that nothing is left behind on either
- * side; copy_args() then gives it no counts.  Another kind, or one a peer
- * failed already (its headers may never come), only takes its number and
- * tells the others: false.
+ * or allgatherv runs as a refusal (fabric/README.md): this rank's headers
+ * carry the status and detail, no data moves to or from it, and it takes
+ * what the peers sent before they knew, so that nothing is left behind on
+ * either side; copy_args() then gives it no counts.  Another kind, or one
+ * a peer failed already (its headers may never come), only takes its
+ * number and tells the others: false.
  */
 static bool runs_as_refusal(struct op *op, const struct shemb__coll *c,
 			    int early)
 {
 	snprintf(op->why, sizeof(op->why), "%s",
 		 c->why && c->why[0] ? c->why : shemb_strerror(c->refuse));
-	if (c->kind != SHEMB__ALLTOALLV || early)
+	if (!refusable(c->kind) || early)
 		return false;
 	op->refusing = true;
 	op->refused = c->refuse;
 	return true;
+}
+
+/*
+ * The call's own arguments failed its build here (a piece to itself that
+ * it does not expect): it runs as a refusal with that detail instead
+ * (runs_as_refusal), in a new op of the same number.  0 with *opp the new
+ * op built, else the old op is left for refuse_op().
+ */
+static int build_refusal(struct op **opp, const struct shemb__coll *no_data)
+{
+	struct op *old = *opp, *op;
+	int rc;
+
+	if (!refusable(old->kind) || old->refusing)
+		return SHEMB_EINVAL;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return SHEMB_ENOMEM;
+	op->f = old->f;
+	op->kind = old->kind;
+	op->prio = old->prio;
+	op->lane = old->lane;
+	op->seq = old->seq;
+	op->refusing = true;
+	op->refused = SHEMB_EINVAL;
+	memcpy(op->why, old->why, sizeof(op->why));
+	rc = copy_args(op, no_data);
+	if (!rc)
+		rc = shemb__coll_build(op->f, op);
+	if (rc) {
+		shemb__fab_free_op(op);
+		return rc;
+	}
+	shemb__fab_free_op(old);
+	*opp = op;
+	return 0;
 }
 
 /* No memory for the op: its number is taken all the same (and the
@@ -545,6 +588,8 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	rc = copy_args(op, c->refuse ? &no_data : c);
 	if (!rc)
 		rc = shemb__coll_build(f, op);
+	if (rc == SHEMB_EINVAL && !build_refusal(&op, &no_data))
+		rc = 0;
 	if (rc) {
 		rc = refuse_op(f, op, op->refusing ? op->refused
 				   : rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL,

@@ -28,7 +28,11 @@
  *     bytes than that rank expects (1, 20000 or 100000 more): those two
  *     fail with SHEMB_EINVAL and the counts named, and every other rank
  *     succeeds with every byte as sent;
- *   - after N calls (defaults to 2400: with one receive or message left
+ *   - every fifth call, rank k % world is given a piece for itself of
+ *     another size than it expects, in an alltoallv or an allgatherv:
+ *     its build fails, the call runs as a refusal, and every rank fails
+ *     with SHEMB_EINVAL, the others naming that rank;
+ *   - after N calls (defaults to 4000: with one receive or message left
  *     behind per refusal, shm, which holds 1024 receives an endpoint,
  *     would refuse new ones long before), a last real alltoallv, exact.
  */
@@ -300,10 +304,59 @@ static void disagreeing_call(int k)
 	check_call(&a, k);
 }
 
+/*
+ * Call k, in which rank k % world is given a piece for itself of another
+ * size than it expects (an alltoallv, or an allgatherv every other time):
+ * its build fails and the call runs as a refusal with that detail, so
+ * every rank fails it with SHEMB_EINVAL, the others naming that rank.
+ */
+static void self_mismatch_call(int k)
+{
+	int v = k % world;
+	bool gather = (k / REAL_EVERY) % 2;
+	size_t cnt[MAX_RANKS], dsp[MAX_RANKS], at = 0;
+	struct call a;
+	char want[32];
+	int rc;
+
+	make_call(&a, k, prio_of(k));
+	if (gather) {
+		for (int p = 0; p < world; p++) {
+			cnt[p] = piece_len(k, p, (p + 1) % world);
+			dsp[p] = at;
+			at += cnt[p];
+		}
+		free(a.rbuf);
+		a.rbuf = malloc(at + 2);
+		if (!a.rbuf)
+			FAIL("no memory");
+		a.c = (struct shemb__coll){
+			.kind = SHEMB__ALLGATHERV, .sendbuf = a.sbuf,
+			.sendcount = cnt[rank], .recvbuf = a.rbuf,
+			.recvcounts = cnt, .rdispls = dsp, .prio = prio_of(k),
+		};
+	}
+	if (rank == v && gather)
+		cnt[v]++;
+	else if (rank == v)
+		a.rc[v]++;
+	rc = shemb__coll_run(ctx, &a.c);
+	snprintf(want, sizeof(want), "rank %d: ", v);
+	if (rc != SHEMB_EINVAL ||
+	    !strstr(shemb_ctx_last_error(ctx), "itself") ||
+	    (rank != v && strncmp(shemb_ctx_last_error(ctx), want,
+				  strlen(want))))
+		FAIL("call %d, whose rank %d expects another piece from "
+		     "itself: %d (%s): %s", k, v, rc, shemb_strerror(rc),
+		     shemb_ctx_last_error(ctx));
+	free(a.sbuf);
+	free(a.rbuf);
+}
+
 int main(int argc, char **argv)
 {
 	struct shemb_ctx_attr attr;
-	int calls = 2400;
+	int calls = 4000;
 	struct call last;
 
 	shemb_ctx_attr_init(&attr);
@@ -327,6 +380,8 @@ int main(int argc, char **argv)
 			sandwich(k);
 		else if (disagrees(k))
 			disagreeing_call(k);
+		else if (k % REAL_EVERY == 4)
+			self_mismatch_call(k);
 		else
 			refused_call(k);
 	}
