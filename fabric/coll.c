@@ -59,7 +59,7 @@ static struct xfer *add_xfer(struct op *op, int r, bool send, int peer,
 
 /* The chunk size of op: an allreduce's chunks hold whole elements, since
  * each is reduced as it lands. */
-static size_t chunk_of(const struct op *op)
+size_t shemb__coll_chunk(const struct op *op)
 {
 	size_t chunk = op->f->chunk[op->lane], e;
 
@@ -73,7 +73,7 @@ static size_t chunk_of(const struct op *op)
 static int add_chunks(struct op *op, int r, bool send, int peer, void *buf,
 		      size_t len)
 {
-	size_t chunk = chunk_of(op);
+	size_t chunk = shemb__coll_chunk(op);
 
 	if (len / chunk >= MAX_CHUNKS) {
 		snprintf(op->why, sizeof(op->why), "%zu bytes to or from rank "

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shemb.h"
@@ -422,6 +423,34 @@ int shemb__fabric_chunks_in_flight(void *comm)
 	return ((struct fab *)comm)->max_chunks[LANE_BULK];
 }
 
+static int count_ops(const struct fab *f)
+{
+	int n = 0;
+
+	for (const struct op *op = f->ops; op; op = op->next)
+		n++;
+	return n;
+}
+
+int shemb__fabric_ops_held(void *comm, int ms)
+{
+	struct fab *f = comm;
+	uint64_t until = shemb__fab_now_ns() + (uint64_t)ms * 1000000u;
+	struct timespec nap = { .tv_nsec = 1000000 };
+	int n;
+
+	for (;;) {
+		if (shemb__fab_lock(f, NULL, 0))
+			return -1;
+		shemb__fab_progress(f, true);
+		n = count_ops(f);
+		pthread_mutex_unlock(&f->lock);
+		if (n == 0 || shemb__fab_now_ns() >= until)
+			return n;
+		nanosleep(&nap, NULL);
+	}
+}
+
 /* ---- ops ---- */
 
 static int copy_args(struct op *op, const struct shemb__coll *c)
@@ -451,9 +480,6 @@ static int copy_args(struct op *op, const struct shemb__coll *c)
 static int refuse_op(struct fab *f, struct op *op, int status, char *why,
 		     size_t len)
 {
-	if (!op->why[0])
-		snprintf(op->why, sizeof(op->why), "rank %d: no memory for "
-			 "collective call %u", f->rank, op->seq);
 	snprintf(why, len, "%s", op->why);
 	shemb__fab_tell_all(f, op, status, op->why);
 	shemb__fab_free_op(op);
@@ -467,61 +493,36 @@ static bool refusable(int kind)
 	return kind == SHEMB__ALLTOALLV || kind == SHEMB__ALLGATHERV;
 }
 
-/*
- * The caller failed before it could take part (c->refuse).  An alltoallv
- * or allgatherv runs as a refusal (fabric/README.md): this rank's headers
- * carry the status and detail, no data moves to or from it, and it takes
- * what the peers sent before they knew, so that nothing is left behind on
- * either side; copy_args() then gives it no counts.  Another kind, or one
- * a peer failed already (its headers may never come), only takes its
- * number and tells the others: false.
- */
-static bool runs_as_refusal(struct op *op, const struct shemb__coll *c,
-			    int early)
+/* op as c asks: 0, or SHEMB_ENOMEM or SHEMB_EINVAL with the detail in
+ * op->why. */
+static int build_call(struct op *op, const struct shemb__coll *c)
 {
-	snprintf(op->why, sizeof(op->why), "%s",
-		 c->why && c->why[0] ? c->why : shemb_strerror(c->refuse));
-	if (!refusable(c->kind) || early)
-		return false;
-	op->refusing = true;
-	op->refused = c->refuse;
-	return true;
+	int rc = copy_args(op, c);
+
+	if (!rc)
+		rc = shemb__coll_build(op->f, op);
+	return rc == SHEMB_ENOMEM ? rc : rc ? SHEMB_EINVAL : 0;
 }
 
 /*
- * The call's own arguments failed its build here (a piece to itself that
- * it does not expect): it runs as a refusal with that detail instead
- * (runs_as_refusal), in a new op of the same number.  0 with *opp the new
- * op built, else the old op is left for refuse_op().
+ * This rank failed op before it could take part (the caller's refusal,
+ * c->refuse, or its own arguments failing the build, such as a piece for
+ * itself of another size than it expects): op is built again as a
+ * refusal (fabric/README.md).  Its headers carry status and op->why, no
+ * data moves to or from this rank, and it takes what the peers sent
+ * before they knew, so nothing is left behind on either side.
  */
-static int build_refusal(struct op **opp, const struct shemb__coll *no_data)
+static int build_refusal(struct op *op, int status)
 {
-	struct op *old = *opp, *op;
-	int rc;
+	static char nothing; /* buffers of no bytes */
+	struct shemb__coll no_data = { .kind = op->kind,
+				       .sendbuf = &nothing,
+				       .recvbuf = &nothing };
 
-	if (!refusable(old->kind) || old->refusing)
-		return SHEMB_EINVAL;
-	op = calloc(1, sizeof(*op));
-	if (!op)
-		return SHEMB_ENOMEM;
-	op->f = old->f;
-	op->kind = old->kind;
-	op->prio = old->prio;
-	op->lane = old->lane;
-	op->seq = old->seq;
+	shemb__fab_clear_op(op);
 	op->refusing = true;
-	op->refused = SHEMB_EINVAL;
-	memcpy(op->why, old->why, sizeof(op->why));
-	rc = copy_args(op, no_data);
-	if (!rc)
-		rc = shemb__coll_build(op->f, op);
-	if (rc) {
-		shemb__fab_free_op(op);
-		return rc;
-	}
-	shemb__fab_free_op(old);
-	*opp = op;
-	return 0;
+	op->refused = status;
+	return build_call(op, &no_data);
 }
 
 /* No memory for the op: its number is taken all the same (and the
@@ -551,10 +552,7 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 {
 	struct fab *f = comm;
 	struct op *op = NULL;
-	static char nothing; /* a refusal's buffers, of no bytes */
-	struct shemb__coll no_data = { .kind = c->kind, .prio = c->prio,
-				       .sendbuf = &nothing,
-				       .recvbuf = &nothing };
+	int early;
 	int rc = shemb__fab_lock(f, why, len);
 
 	if (rc)
@@ -575,25 +573,28 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	op->lane = op->prio > SHEMB_PRIO_DENSE ? LANE_URGENT : LANE_BULK;
 	op->seq = f->next_seq++;
 	/* taken on every path: a record left would stay for good */
-	rc = shemb__fab_early_abort(f, op);
-	if (c->refuse && !runs_as_refusal(op, c, rc)) {
-		rc = refuse_op(f, op, c->refuse, why, len);
-		goto out;
-	}
-	if (rc && !c->refuse) { /* the rank that failed it told every rank */
+	early = shemb__fab_early_abort(f, op);
+	if (early && !c->refuse) { /* the rank that failed it told all */
+		rc = early;
 		snprintf(why, len, "%s", op->why);
 		shemb__fab_free_op(op);
 		goto out;
 	}
-	rc = copy_args(op, c->refuse ? &no_data : c);
-	if (!rc)
-		rc = shemb__coll_build(f, op);
-	if (rc == SHEMB_EINVAL && !build_refusal(&op, &no_data))
+	if (c->refuse)
+		snprintf(op->why, sizeof(op->why), "%s",
+			 c->why && c->why[0] ? c->why
+					     : shemb_strerror(c->refuse));
+	rc = c->refuse ? c->refuse : build_call(op, c);
+	if (rc && !op->why[0])
+		snprintf(op->why, sizeof(op->why), "rank %d: no memory for "
+			 "collective call %u", f->rank, op->seq);
+	/* Run as a refusal where the kind allows and no peer failed it
+	 * already (its headers may never come); else only tell the others
+	 * (refuse_op). */
+	if (rc && refusable(op->kind) && !early && !build_refusal(op, rc))
 		rc = 0;
 	if (rc) {
-		rc = refuse_op(f, op, op->refusing ? op->refused
-				   : rc == SHEMB_ENOMEM ? rc : SHEMB_EINVAL,
-			       why, len);
+		rc = refuse_op(f, op, rc, why, len);
 		goto out;
 	}
 	op->next = f->ops;

@@ -79,7 +79,7 @@ struct drain {
 	struct xfer x[];
 };
 
-void shemb__fab_free_op(struct op *op)
+void shemb__fab_clear_op(struct op *op)
 {
 	while (op->drains) {
 		struct drain *d = op->drains;
@@ -95,6 +95,16 @@ void shemb__fab_free_op(struct op *op)
 	free(op->counts);
 	if (op->scratch)
 		keep_spare(op->f, op->scratch, op->scratch_len);
+	op->rounds = NULL;
+	op->nrounds = 0;
+	op->hdr_out = op->hdr_in = NULL;
+	op->counts = NULL;
+	op->scratch = NULL;
+}
+
+void shemb__fab_free_op(struct op *op)
+{
+	shemb__fab_clear_op(op);
 	free(op);
 }
 
@@ -503,7 +513,7 @@ static bool discard_room(struct fab *f)
 static int drain(struct fab *f, struct op *op, int peer)
 {
 	size_t bytes = shemb__coll_ungated_bytes(op, peer);
-	size_t chunk = op->pull ? f->pull_chunk : f->chunk[op->lane];
+	size_t chunk = shemb__coll_chunk(op);
 	size_t n = (bytes + chunk - 1) / chunk;
 	struct drain *d;
 

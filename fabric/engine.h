@@ -403,6 +403,9 @@ void shemb__fab_urgent_wait_end(struct fab *f);
 /* false: the thread did not end (see shemb__fab_join) */
 bool shemb__fab_stop_thread(struct fab *f);
 void shemb__fab_free_op(struct op *op);
+/* What a build of op made (rounds, headers, counts, scratch), freed: op
+ * can be built again. */
+void shemb__fab_clear_op(struct op *op);
 /* A scratch buffer of at least len bytes for op (the spare when it fits),
  * which shemb__fab_free_op() hands back as the spare. */
 void *shemb__fab_scratch(struct op *op, size_t len);
@@ -432,6 +435,8 @@ int shemb__coll_build(struct fab *f, struct op *op);
 #define SHEMB__HDR_REFUSED 1
 int shemb__coll_take_header(struct op *op, int peer, size_t len);
 size_t shemb__coll_ungated_bytes(const struct op *op, int peer);
+/* The bytes a data chunk of op holds at most. */
+size_t shemb__coll_chunk(const struct op *op);
 /* The bytes of a piece that travel in its header's message, at most
  * (f->inline_max), for the transport and world size of f. */
 size_t shemb__coll_inline_limit(const struct fab *f);

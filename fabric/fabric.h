@@ -39,5 +39,9 @@ size_t shemb__fabric_chunk(void *comm);
 int shemb__fabric_chunks_in_flight(void *comm);
 /* Whether bulk alltoallv and allgatherv move by single copy (cma.c) */
 bool shemb__fabric_single_copy(void *comm);
+/* The collectives the transport still holds, transfers and all, once
+ * their transfers had up to ms to complete (tests: a failed collective
+ * must leave none behind); -1 if the engine's lock cannot be had. */
+int shemb__fabric_ops_held(void *comm, int ms);
 
 #endif

@@ -32,6 +32,9 @@
  *     another size than it expects, in an alltoallv or an allgatherv:
  *     its build fails, the call runs as a refusal, and every rank fails
  *     with SHEMB_EINVAL, the others naming that rank;
+ *   - every 100 calls, after a barrier, the transport holds no
+ *     collective (shemb__fabric_ops_held): a failed one kept for a
+ *     receive that never completes would stay;
  *   - after N calls (defaults to 4000: with one receive or message left
  *     behind per refusal, shm, which holds 1024 receives an endpoint,
  *     would refuse new ones long before), a last real alltoallv, exact.
@@ -46,6 +49,7 @@
 
 #include <shemb.h>
 
+#include "fabric/fabric.h"
 #include "lib/comm.h"
 #include "lib/internal.h"
 
@@ -353,6 +357,19 @@ static void self_mismatch_call(int k)
 	free(a.rbuf);
 }
 
+/* Every collective so far, refused, disagreeing or not, left nothing
+ * in the transport: no op kept for a receive that never completes. */
+static void check_nothing_held(int k)
+{
+	int held;
+
+	CHECK_RC(ctx, shemb_barrier(ctx, NULL));
+	held = shemb__fabric_ops_held(ctx->comm, 5000);
+	if (held != 0)
+		FAIL("after call %d the transport still holds %d "
+		     "collectives", k, held);
+}
+
 int main(int argc, char **argv)
 {
 	struct shemb_ctx_attr attr;
@@ -384,6 +401,8 @@ int main(int argc, char **argv)
 			self_mismatch_call(k);
 		else
 			refused_call(k);
+		if (k % 100 == 99)
+			check_nothing_held(k);
 	}
 	make_call(&last, calls, SHEMB_PRIO_DENSE);
 	CHECK_RC(ctx, shemb__coll_run(ctx, &last.c));

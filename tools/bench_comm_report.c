@@ -199,39 +199,32 @@ void comm_print_table(const struct comm_opts *o, const struct comm_prov *p)
 
 /* ---- notes under the table ---- */
 
+/* lo and hi (lo -1: none yet) widened to take n in. */
+static void widen(int n, int *lo, int *hi)
+{
+	*lo = *lo < 0 || n < *lo ? n : *lo;
+	*hi = n > *hi ? n : *hi;
+}
+
 static void sample_counts(const struct comm_opts *o,
 			  const struct comm_prov *p, int s, int *lo, int *hi)
 {
 	*lo = -1;
 	*hi = 0;
 	for (int ri = 0; ri < o->nranks; ri++) {
-		for (int k = 0; k < o->nsizes; k++) {
-			int n = p->cell[ri][k][s].n;
-
-			*lo = *lo < 0 || n < *lo ? n : *lo;
-			*hi = n > *hi ? n : *hi;
-		}
+		for (int k = 0; k < o->nsizes; k++)
+			widen(p->cell[ri][k][s].n, lo, hi);
 	}
 }
 
-static int load_lo(const struct comm_opts *o, const struct comm_prov *p)
+/* The fewest and most raw iterations under load of a rank count. */
+static void load_counts(const struct comm_opts *o, const struct comm_prov *p,
+			int *lo, int *hi)
 {
-	int lo = -1;
-
+	*lo = -1;
+	*hi = 0;
 	for (int ri = 0; ri < o->nranks; ri++)
-		if (lo < 0 || p->raw_load[ri].n < lo)
-			lo = p->raw_load[ri].n;
-	return lo;
-}
-
-static int load_hi(const struct comm_opts *o, const struct comm_prov *p)
-{
-	int hi = 0;
-
-	for (int ri = 0; ri < o->nranks; ri++)
-		if (p->raw_load[ri].n > hi)
-			hi = p->raw_load[ri].n;
-	return hi;
+		widen(p->raw_load[ri].n, lo, hi);
 }
 
 static void print_notes(const struct comm_opts *o, const struct comm_prov *p)
@@ -241,9 +234,10 @@ static void print_notes(const struct comm_opts *o, const struct comm_prov *p)
 	sample_counts(o, p, S_SHEMB_A2A, &lo, &hi);
 	printf("   samples:  libshemb %d to %d repetitions per figure", lo, hi);
 	sample_counts(o, p, S_MPI_A2A, &lo, &hi);
-	printf(", OpenMPI %d to %d;\n             raw %d iterations, "
-	       "under load %d to %d per rank count\n", lo, hi, p->raw.n,
-	       load_lo(o, p), load_hi(o, p));
+	printf(", OpenMPI %d to %d;\n", lo, hi);
+	load_counts(o, p, &lo, &hi);
+	printf("             raw %d iterations, under load %d to %d per "
+	       "rank count\n", p->raw.n, lo, hi);
 	if (p->mpi_ofi && p->seen[SEEN_MPI][0])
 		printf("   OpenMPI's ofi MTL said it took provider %s%s\n",
 		       p->seen[SEEN_MPI], mpi_valid(p) ? "" :
