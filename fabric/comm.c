@@ -388,6 +388,7 @@ int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 	f->world = cfg->world_size;
 	f->timeout_ms = cfg->timeout_ms;
 	f->progress_mode = cfg->progress;
+	f->slice_us = cfg->slice_us;
 	init_sync(f);
 	rc = connect_ranks(f, cfg, err, errlen);
 	if (!rc) {

@@ -230,6 +230,7 @@ struct fab {
 				      * most, lane by lane */
 	int timeout_ms;
 	int progress_mode;
+	int slice_us;                /* the progress thread asks for it */
 
 	pthread_mutex_t lock;
 	pthread_cond_t nap;          /* the progress thread's sleep, cut short

@@ -21,6 +21,7 @@ struct shemb__fabric_cfg {
 	size_t chunk_bytes;
 	int chunks_in_flight;         /* 0: by provider */
 	int single_copy;              /* 1 required, 0 if possible, -1 no */
+	int slice_us;                 /* the progress thread's, if > 0 */
 	shemb_oob_allgather_fn oob_allgather;
 	void *oob_arg;
 };

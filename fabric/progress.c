@@ -92,6 +92,7 @@ static void *progress_main(void *arg)
 {
 	struct fab *f = arg;
 
+	shemb__thread_ask_slice(f->slice_us); /* a hint: failure is fine */
 	pthread_mutex_lock(&f->lock);
 	while (!atomic_load(&f->stop)) {
 		int n;

@@ -195,6 +195,17 @@ struct shemb_ctx_attr {
 				  * (SHEMB_ENOTSUP at create where it
 				  * cannot be had); -1: never.
 				  * shemb_ctx_get_attr: 1 in use, -1 not */
+	int comm_slice_us;       /* the scheduling slice, in microseconds,
+				  * that the threads moving collectives
+				  * (the progress thread, the thread of
+				  * started steps) ask of the kernel
+				  * (Linux 6.12 or later; earlier kernels
+				  * ignore it): a shorter slice has them
+				  * run sooner when they wake or yield,
+				  * where ranks share CPUs with busy
+				  * application threads; 0 (default):
+				  * 100; -1: the kernel's default;
+				  * else 100 to 100000 */
 };
 
 /* Where a context's kernels run. */

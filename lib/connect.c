@@ -97,6 +97,7 @@ static int open_fabric(shemb_ctx *ctx)
 		.chunk_bytes = a->chunk_bytes,
 		.chunks_in_flight = a->chunks_in_flight,
 		.single_copy = single_copy_wanted(a),
+		.slice_us = a->comm_slice_us,
 		.oob_allgather = a->oob_allgather,
 		.oob_arg = a->oob_arg,
 	};

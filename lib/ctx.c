@@ -18,6 +18,10 @@
 #include "lib/tier.h"
 
 #define MAX_THREADS 1024
+/* The slices the kernel takes (100 us to 100 ms), and the default. */
+#define MIN_SLICE_US 100
+#define MAX_SLICE_US 100000
+#define DEFAULT_SLICE_US 100
 
 /* The size of the first released struct shemb_ctx_attr. */
 #define CTX_ATTR_V1_SIZE                                                      \
@@ -72,6 +76,14 @@ static int check_attr(struct shemb_ctx_attr *a)
 		return shemb__fail(NULL, SHEMB_EINVAL,
 				   "prefetch_thread %d is neither 0 nor 1",
 				   a->prefetch_thread);
+	if (a->comm_slice_us != -1 && a->comm_slice_us != 0 &&
+	    (a->comm_slice_us < MIN_SLICE_US ||
+	     a->comm_slice_us > MAX_SLICE_US))
+		return shemb__fail(NULL, SHEMB_EINVAL, "comm_slice_us %d is "
+				   "not -1, 0 or %d to %d", a->comm_slice_us,
+				   MIN_SLICE_US, MAX_SLICE_US);
+	if (!a->comm_slice_us)
+		a->comm_slice_us = DEFAULT_SLICE_US;
 	if (a->device != SHEMB_DEVICE_CPU && a->device != SHEMB_DEVICE_CUDA)
 		return shemb__fail(NULL, SHEMB_EINVAL, "device %d is not an "
 				   "enum shemb_device value", a->device);

@@ -17,6 +17,8 @@ struct shemb__job {
 
 struct shemb__jobq_ops {
 	const char *thread_name;
+	bool moves_collectives; /* the thread asks for the context's
+				 * comm_slice_us (thread.c) */
 	/* on the queue's thread, without its lock */
 	void (*run)(void *arg, struct shemb__job *j);
 	/* then under its lock: the job is over (the waiters are woken

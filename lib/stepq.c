@@ -129,6 +129,7 @@ static void job_done(void *arg, struct shemb__job *job)
 
 static const struct shemb__jobq_ops step_ops = {
 	.thread_name = "shemb-steps",
+	.moves_collectives = true,
 	.run = run,
 	.done = job_done,
 };

@@ -1,12 +1,18 @@
 /*
  * thread.c - how the library starts a thread of its own: with every
  * signal blocked (the host's handlers run on the host's threads) and a
- * name that says whose it is.
+ * name that says whose it is; and the scheduling slice its threads that
+ * move collectives ask for.
  */
 #define _GNU_SOURCE
 #include "lib/thread.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 int shemb__thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
 			const char *name)
@@ -21,4 +27,50 @@ int shemb__thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
 	if (!rc)
 		pthread_setname_np(*t, name);
 	return rc;
+}
+
+/* The first version of the kernel's struct sched_attr (48 bytes). */
+struct slice_attr {
+	uint32_t size;
+	uint32_t policy;
+	uint64_t flags;
+	int32_t nice;
+	uint32_t priority;
+	uint64_t runtime; /* a fair policy's slice (Linux 6.12 and later) */
+	uint64_t deadline;
+	uint64_t period;
+};
+
+#define SLICE_FLAG_RESET_ON_FORK 0x01
+
+/*
+ * Linux 6.12's scheduler (EEVDF) lets a task of the normal policy ask for
+ * a slice other than the default (sched_setattr(2), sched_runtime): a
+ * shorter one puts its deadline sooner, so the task runs sooner when it
+ * wakes or yields, for less time at a go.  The threads that move
+ * collectives wait on other ranks in short turns, and where ranks share
+ * CPUs with a busy application thread the default slice made each turn
+ * wait out the application's.  Kernels before 6.12 ignore the field.
+ * The thread's nice value and policy are kept.
+ */
+int shemb__thread_ask_slice(int us)
+{
+#if defined(SYS_sched_getattr) && defined(SYS_sched_setattr)
+	struct slice_attr a = { 0 };
+
+	if (us <= 0)
+		return 0;
+	if (syscall(SYS_sched_getattr, 0, &a, (unsigned)sizeof(a), 0u))
+		return errno;
+	if (a.policy != SCHED_OTHER && a.policy != SCHED_BATCH)
+		return 0;
+	a.size = sizeof(a);
+	a.flags &= SLICE_FLAG_RESET_ON_FORK;
+	a.runtime = (uint64_t)us * 1000u;
+	if (syscall(SYS_sched_setattr, 0, &a, 0u))
+		return errno;
+	return 0;
+#else
+	return us > 0 ? ENOSYS : 0;
+#endif
 }

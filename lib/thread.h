@@ -11,4 +11,9 @@
 int shemb__thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
 			const char *name);
 
+/* The calling thread asks the kernel for a scheduling slice of us
+ * microseconds (> 0; the attr comm_slice_us); a no-op for us <= 0 and
+ * for threads outside the normal and batch policies.  0 or an errno. */
+int shemb__thread_ask_slice(int us);
+
 #endif

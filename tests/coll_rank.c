@@ -66,6 +66,7 @@ static int rank, world, timeout_ms;
 static shemb_ctx *ctx;
 
 #include "tests/rank_check.h"
+#include "tests/slice.h"
 #include "tests/devmem.h"
 
 #define CHECK(call) CHECK_RC(ctx, call)
@@ -1017,6 +1018,36 @@ static void run_slow_steps(void)
 	CHECK(shemb_table_destroy(t));
 }
 
+/*
+ * slice: the progress thread (shemb-progress) has the slice the context's
+ * comm_slice_us asks for, or the one a thread has without asking for -1,
+ * where the kernel takes slices (Linux 6.12 and later); then collectives
+ * work as ever.
+ */
+static void run_slice(void)
+{
+	struct shemb_ctx_attr a;
+	long long dflt, want, got;
+	int tid = slice_thread_named("shemb-progress");
+
+	shemb_ctx_attr_init(&a);
+	CHECK(shemb_ctx_get_attr(ctx, &a));
+	if (!slice_kernel_takes(&dflt)) {
+		printf("the kernel takes no slice a thread asks for: not "
+		       "checked\n");
+	} else if (a.progress == SHEMB_PROGRESS_THREAD) {
+		want = a.comm_slice_us == -1 ? dflt
+					     : a.comm_slice_us * 1000LL;
+		got = tid > 0 ? slice_of_thread(tid) : -1;
+		if (got != want)
+			FAIL("comm_slice_us %d: the progress thread (%d) has "
+			     "a slice of %lld ns, not %lld", a.comm_slice_us,
+			     tid, got, want);
+		printf("progress thread's slice %lld ns\n", got);
+	}
+	run_alltoallv(4, 0);
+}
+
 /* ---- mismatched calls ---- */
 
 static void expect_einval(int rc, const char *what)
@@ -1378,6 +1409,8 @@ static void open_ctx(int argc, char **argv)
 			a.timeout_ms = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--in-flight") && i + 1 < argc)
 			a.chunks_in_flight = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--slice") && i + 1 < argc)
+			a.comm_slice_us = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--device"))
 			on_device = true;
 		else if (!strcmp(argv[i], "--pin") && !pinned_of)
@@ -1497,6 +1530,8 @@ int main(int argc, char **argv)
 		run_wedge_steps(&wedged_table);
 	else if (!strcmp(s, "slow-steps"))
 		run_slow_steps();
+	else if (!strcmp(s, "slice"))
+		run_slice();
 	else if (!strcmp(s, "hold"))
 		run_hold();
 	else if (!strcmp(s, "lanes"))

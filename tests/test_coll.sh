@@ -109,6 +109,10 @@ fi
 # thread must let them be, with the progress thread and without
 one shm 2 slow-steps --timeout 1000
 one shm 3 slow-steps --timeout 1000 --caller
+# the scheduling slice the progress thread asks for (comm_slice_us)
+one shm 2 slice
+one shm 3 slice --slice 5000
+one "tcp;ofi_rxm" 2 slice --slice -1
 # a thread of rank 0 that never comes back from libfabric (shm's spin
 # locks, as after a peer died holding one): every rank's calls fail, rank
 # 0's with SHEMB_EPEER, and every context is destroyed (before the fix,

@@ -273,6 +273,14 @@ START_TEST(ctx_transport_attrs)
 	ctx_refused(&a, SHEMB_EINVAL);
 	a.single_copy = -2;
 	ctx_refused(&a, SHEMB_EINVAL);
+	/* slices the kernel takes: 100 us to 100 ms */
+	shemb_ctx_attr_init(&a);
+	a.comm_slice_us = -2;
+	ctx_refused(&a, SHEMB_EINVAL);
+	a.comm_slice_us = 99;
+	ctx_refused(&a, SHEMB_EINVAL);
+	a.comm_slice_us = 100001;
+	ctx_refused(&a, SHEMB_EINVAL);
 }
 END_TEST
 

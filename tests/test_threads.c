@@ -1,9 +1,10 @@
 /*
  * test_threads.c - concurrent callers: lookups of one table from eight
  * threads, a writer (backward, write_rows, set_lr) among readers, training
- * of separate tables side by side, per-thread error details, and the
+ * of separate tables side by side, per-thread error details, the
  * threads a context runs (its workers, and no others: oneDNN's OpenMP
- * must start none).
+ * must start none), and the scheduling slice its thread of started steps
+ * asks for.
  */
 #include <check.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "shemb.h"
+#include "tests/slice.h"
 #include "tests/testutil.h"
 
 #define NREADERS 8
@@ -419,6 +421,73 @@ START_TEST(context_runs_only_its_workers)
 }
 END_TEST
 
+/* A lookup started without waiting, which starts the thread of started
+ * steps, and its output against the rows it sums. */
+static void started_lookup(shemb_ctx *ctx)
+{
+	shemb_table *t = tu_table(ctx, 16, 4, SHEMB_F32, SHEMB_OPT_SGD);
+	int64_t offsets[2] = { 0, 2 }, ids[2] = { 3, 9 }, two[2] = { 3, 9 };
+	float rows[2][4], out[4], *o = out;
+	struct shemb_bags b;
+	shemb_request *req;
+
+	ck_assert_int_eq(shemb_table_read_rows(t, 2, two, &rows[0][0],
+					       SHEMB_F32), 0);
+	shemb_bags_init(&b);
+	b.table = t;
+	b.nbags = 1;
+	b.offsets = offsets;
+	b.nids = 2;
+	b.ids = ids;
+	ck_assert_int_eq(shemb_lookup_start(ctx, 1, &b, &o,
+					    SHEMB_LOOKUP_NO_GRAD, &req), 0);
+	ck_assert_int_eq(shemb_wait(req), 0);
+	shemb_request_free(req);
+	for (int d = 0; d < 4; d++)
+		ck_assert_float_eq(out[d], rows[0][d] + rows[1][d]);
+	ck_assert_int_eq(shemb_table_destroy(t), 0);
+}
+
+/*
+ * comm_slice_us: 0 gives 100 us, a value its own, -1 the slice a thread
+ * has without asking, as the kernel reports the thread of started steps'
+ * (shemb-steps) against a thread of the test's.  Skipped where the kernel
+ * takes no slices (before Linux 6.12).
+ */
+START_TEST(steps_thread_asks_for_its_slice)
+{
+	static const int asked[] = { 0, 2000, -1, 100000 };
+	long long dflt, mine = slice_of_thread(0);
+
+	if (!slice_kernel_takes(&dflt)) {
+		printf("the kernel takes no slice a thread asks for: not "
+		       "checked\n");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(asked) / sizeof(asked[0]); i++) {
+		struct shemb_ctx_attr a;
+		shemb_ctx *ctx = NULL;
+		long long want = asked[i] == -1 ? dflt
+				 : asked[i] ? asked[i] * 1000LL : 100000;
+		int tid;
+
+		shemb_ctx_attr_init(&a);
+		a.nthreads = 1;
+		a.comm_slice_us = asked[i];
+		ck_assert_int_eq(shemb_ctx_create(&a, &ctx), 0);
+		ck_assert_int_eq(shemb_ctx_get_attr(ctx, &a), 0);
+		ck_assert_int_eq(a.comm_slice_us, asked[i] ? asked[i] : 100);
+		started_lookup(ctx);
+		tid = slice_thread_named("shemb-steps");
+		ck_assert_int_gt(tid, 0);
+		ck_assert_int_eq(slice_of_thread(tid), want);
+		/* the caller's own thread is left as it was */
+		ck_assert_int_eq(slice_of_thread(0), mine);
+		shemb_ctx_destroy(ctx);
+	}
+}
+END_TEST
+
 static Suite *threads_suite(void)
 {
 	Suite *s = suite_create("threads");
@@ -430,6 +499,7 @@ static Suite *threads_suite(void)
 	tcase_add_test(tc, separate_tables_in_parallel);
 	tcase_add_test(tc, last_error_is_per_thread);
 	tcase_add_test(tc, context_runs_only_its_workers);
+	tcase_add_test(tc, steps_thread_asks_for_its_slice);
 	suite_add_tcase(s, tc);
 	return s;
 }

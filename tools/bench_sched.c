@@ -47,24 +47,26 @@ const char bench_sched_usage[] =
 "  --reps N            repetitions of the latency measurement (default 20)\n"
 "  --chunk BYTES       libshemb's chunk_bytes (default: the library's)\n"
 "  --in-flight N       libshemb's chunks_in_flight (default: the library's)\n"
+"  --slice US          libshemb's comm_slice_us (default: the library's;\n"
+"                      -1: the kernel's default slice)\n"
 "  --shemb-run PATH    the launcher (default: next to this program)\n"
 "  --csv FILE          append one line of the figures to FILE\n";
 
 struct sched_opts {
-	int ranks, compute_us, steps, reps, in_flight;
+	int ranks, compute_us, steps, reps, in_flight, slice_us;
 	int64_t chunk;
 	const char *provider, *shemb_run, *csv;
 };
 
 enum { SO_PROVIDER = 1, SO_COMPUTE, SO_STEPS, SO_REPS, SO_RUN, SO_CHUNK,
-       SO_IN_FLIGHT, SO_CSV };
+       SO_IN_FLIGHT, SO_SLICE, SO_CSV };
 
 /*
  * Rank 0's figures for the launcher, a line after the ones it prints:
  *   @sched figures ALONE LOADED COMM BLOCKING STARTED FIRST WHOLE
  *                  OFF_BLOCKING OFF_STARTED CPUS FIRST_AUTO WHOLE_AUTO
  * seconds (CPUS: the CPUs the steps alone kept busy); then
- *   @sched setup CHUNK_BYTES CHUNKS_IN_FLIGHT COMPUTE_US
+ *   @sched setup CHUNK_BYTES CHUNKS_IN_FLIGHT COMPUTE_US COMM_SLICE_US
  * the values the context took and the dense computation of a step.
  */
 #define SCHED_TAG "@sched"
@@ -78,6 +80,7 @@ static const struct option sched_long[] = {
 	{ "shemb-run", required_argument, NULL, SO_RUN },
 	{ "chunk", required_argument, NULL, SO_CHUNK },
 	{ "in-flight", required_argument, NULL, SO_IN_FLIGHT },
+	{ "slice", required_argument, NULL, SO_SLICE },
 	{ "csv", required_argument, NULL, SO_CSV },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
@@ -106,6 +109,12 @@ static int sched_apply(void *p, int c, const char *arg)
 		return comm_parse_count(arg, 1, (int64_t)1 << 40, &o->chunk);
 	case SO_IN_FLIGHT:
 		return comm_parse_int(arg, 1, 256, &o->in_flight);
+	case SO_SLICE: /* the library refuses what it does not take */
+		if (!strcmp(arg, "-1")) {
+			o->slice_us = -1;
+			return 0;
+		}
+		return comm_parse_int(arg, 0, 100000, &o->slice_us);
 	case SO_CSV:
 		o->csv = arg;
 		return 0;
@@ -557,8 +566,8 @@ static void report(const struct shemb_ctx_attr *ca, const struct sched_figs *f)
 	const struct step_figs *st = &f->st;
 
 	printf("ranks %d, provider %s, 1 thread each, chunk_bytes %zu, "
-	       "chunks_in_flight %d\n", world, ca->provider, ca->chunk_bytes,
-	       ca->chunks_in_flight);
+	       "chunks_in_flight %d, comm_slice_us %d\n", world, ca->provider,
+	       ca->chunk_bytes, ca->chunks_in_flight, ca->comm_slice_us);
 	report_latency(&f->lat);
 	report_steps(st);
 	printf("(3) lookup of %d tables of %d x %d (%d bags x %d ids each), "
@@ -586,8 +595,8 @@ static void report(const struct shemb_ctx_attr *ca, const struct sched_figs *f)
 	       st->serial[0], st->overlap[0], f->first[0], f->whole[0],
 	       st->serial[1], st->overlap[1], st->cpus, f->first[1],
 	       f->whole[1]);
-	printf(SCHED_TAG " setup %zu %d %d\n", ca->chunk_bytes,
-	       ca->chunks_in_flight, st->compute_us);
+	printf(SCHED_TAG " setup %zu %d %d %d\n", ca->chunk_bytes,
+	       ca->chunks_in_flight, st->compute_us, ca->comm_slice_us);
 }
 
 int bench_sched_rank(int argc, char **argv)
@@ -607,6 +616,7 @@ int bench_sched_rank(int argc, char **argv)
 	ca.nthreads = 1;
 	ca.chunk_bytes = (size_t)o.chunk;
 	ca.chunks_in_flight = o.in_flight;
+	ca.comm_slice_us = o.slice_us;
 	MUST(shemb_ctx_create(&ca, &ctx));
 	shemb_ctx_get_attr(ctx, &ca);
 	rank = ca.rank;
@@ -636,7 +646,8 @@ int bench_sched_rank(int argc, char **argv)
 /* ---- the launcher ---- */
 
 static const char sched_csv_header[] =
-	"mode,provider,ranks,chunk_bytes,chunks_in_flight,compute_us,steps,"
+	"mode,provider,ranks,chunk_bytes,chunks_in_flight,comm_slice_us,"
+	"compute_us,steps,"
 	"reps,alltoallv_bytes_per_peer,alone_us,loaded_us,"
 	"priority_latency_vs_alone,comm_ms,blocking_ms,started_ms,"
 	"comm_hidden_fraction,first_table_ms,whole_lookup_ms,"
@@ -648,7 +659,7 @@ static const char sched_csv_header[] =
 /* The figures of rank 0's SCHED_TAG lines, in their order. */
 enum { V_ALONE, V_LOADED, V_COMM, V_BLOCKING, V_STARTED, V_FIRST, V_WHOLE,
        V_OFF_BLOCKING, V_OFF_STARTED, V_CPUS, V_FIRST_AUTO, V_WHOLE_AUTO,
-       V_CHUNK, V_IN_FLIGHT, V_COMPUTE, V_COUNT };
+       V_CHUNK, V_IN_FLIGHT, V_COMPUTE, V_SLICE, V_COUNT };
 
 /* The CSV line of rank 0's figures. */
 static void write_csv(const struct sched_opts *o, FILE *f, const double *v)
@@ -658,6 +669,7 @@ static void write_csv(const struct sched_opts *o, FILE *f, const double *v)
 	bench_csv_int(f, o->ranks);
 	bench_csv_int(f, (long long)v[V_CHUNK]);
 	bench_csv_int(f, (long long)v[V_IN_FLIGHT]);
+	bench_csv_int(f, (long long)v[V_SLICE]);
 	bench_csv_int(f, (long long)v[V_COMPUTE]);
 	bench_csv_int(f, o->steps);
 	bench_csv_int(f, o->reps);
@@ -701,9 +713,9 @@ static int show(const struct sched_opts *o, char *out, FILE *csv)
 			   &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
 			   &v[11]) == V_CHUNK)
 			have |= 1;
-		else if (sscanf(l, SCHED_TAG " setup %lf %lf %lf",
-				&v[V_CHUNK], &v[V_IN_FLIGHT],
-				&v[V_COMPUTE]) == 3)
+		else if (sscanf(l, SCHED_TAG " setup %lf %lf %lf %lf",
+				&v[V_CHUNK], &v[V_IN_FLIGHT], &v[V_COMPUTE],
+				&v[V_SLICE]) == 4)
 			have |= 2;
 		else
 			puts(l);
@@ -719,12 +731,14 @@ static int run_ranks(const struct sched_opts *o, struct comm_buf *out,
 		     struct comm_buf *err)
 {
 	char num[16], us[16], st[16], reps[16], chunk[24], flight[16];
+	char slice[16];
 	char *argv[] = { (char *)o->shemb_run, (char *)"-n", num,
 			 (char *)"--provider", (char *)o->provider,
 			 (char *)"--timeout", (char *)"600",
 			 (char *)comm_self_exe(), (char *)"sched-rank",
 			 (char *)"--compute-us", us, (char *)"--steps", st,
-			 (char *)"--reps", reps, NULL, NULL, NULL, NULL, NULL };
+			 (char *)"--reps", reps, NULL, NULL, NULL, NULL, NULL,
+			 NULL, NULL };
 	int n = 15;
 
 	snprintf(num, sizeof(num), "%d", o->ranks);
@@ -733,6 +747,7 @@ static int run_ranks(const struct sched_opts *o, struct comm_buf *out,
 	snprintf(reps, sizeof(reps), "%d", o->reps);
 	snprintf(chunk, sizeof(chunk), "%lld", (long long)o->chunk);
 	snprintf(flight, sizeof(flight), "%d", o->in_flight);
+	snprintf(slice, sizeof(slice), "%d", o->slice_us);
 	if (o->chunk) {
 		argv[n++] = (char *)"--chunk";
 		argv[n++] = chunk;
@@ -740,6 +755,10 @@ static int run_ranks(const struct sched_opts *o, struct comm_buf *out,
 	if (o->in_flight) {
 		argv[n++] = (char *)"--in-flight";
 		argv[n++] = flight;
+	}
+	if (o->slice_us) {
+		argv[n++] = (char *)"--slice";
+		argv[n++] = slice;
 	}
 	bench_progress("sched: %d ranks", o->ranks);
 	n = comm_run(argv, 620, out, err);
