@@ -513,7 +513,7 @@ static int build_call(struct op *op, const struct shemb__coll *c)
  * data moves to or from this rank, and it takes what the peers sent
  * before they knew, so nothing is left behind on either side.
  */
-static int build_refusal(struct op *op, int status)
+int shemb__fab_build_refusal(struct op *op, int status)
 {
 	static char nothing; /* buffers of no bytes */
 	struct shemb__coll no_data = { .kind = op->kind,
@@ -592,7 +592,8 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	/* Run as a refusal where the kind allows and no peer failed it
 	 * already (its headers may never come); else only tell the others
 	 * (refuse_op). */
-	if (rc && refusable(op->kind) && !early && !build_refusal(op, rc))
+	if (rc && refusable(op->kind) && !early &&
+	    !shemb__fab_build_refusal(op, rc))
 		rc = 0;
 	if (rc) {
 		rc = refuse_op(f, op, rc, why, len);

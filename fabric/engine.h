@@ -407,6 +407,10 @@ void shemb__fab_free_op(struct op *op);
 /* What a build of op made (rounds, headers, counts, scratch), freed: op
  * can be built again. */
 void shemb__fab_clear_op(struct op *op);
+/* comm.c: op, failed here before it could take part, built again as a
+ * refusal with status and op->why (fabric/README.md): 0, or SHEMB_ENOMEM
+ * or SHEMB_EINVAL with the detail in op->why. */
+int shemb__fab_build_refusal(struct op *op, int status);
 /* A scratch buffer of at least len bytes for op (the spare when it fits),
  * which shemb__fab_free_op() hands back as the spare. */
 void *shemb__fab_scratch(struct op *op, size_t len);

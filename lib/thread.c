@@ -29,7 +29,9 @@ int shemb__thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
 	return rc;
 }
 
-/* The first version of the kernel's struct sched_attr (48 bytes). */
+/* The first version of the kernel's struct sched_attr (48 bytes): glibc
+ * before 2.41 has none, and <linux/sched/types.h>, which has it, redefines
+ * glibc's struct sched_param (pthread.h brings in <sched.h>). */
 struct slice_attr {
 	uint32_t size;
 	uint32_t policy;

@@ -565,28 +565,16 @@ START_TEST(inline_refused)
 }
 END_TEST
 
-/* Rank v of the world refuses the call instead (fabric/comm.c): no
- * counts, its headers carrying status and why. */
-static void refuse_at(struct world *wd, int v, int lane, const char *why)
+/* Rank v of the world, its call built, fails it before it can take
+ * part: rebuilt in place as a refusal, as fabric/comm.c does, its
+ * headers carrying status and why. */
+static void refuse_at(struct world *wd, int v, const char *why)
 {
-	struct op *op = calloc(1, sizeof(*op));
-	static char nothing;
+	struct op *op = wd->op[v];
 
-	ck_assert_ptr_nonnull(op);
-	shemb__fab_free_op(wd->op[v]);
-	op->f = &wd->f[v];
-	op->kind = SHEMB__ALLTOALLV;
-	op->lane = lane;
-	op->seq = 5;
-	op->counts = calloc(4 * (size_t)wd->w, sizeof(size_t));
-	ck_assert_ptr_nonnull(op->counts);
-	op->c.kind = SHEMB__ALLTOALLV;
-	op->c.sendbuf = op->c.recvbuf = &nothing;
-	op->refusing = true;
-	op->refused = SHEMB_ENOMEM;
 	snprintf(op->why, sizeof(op->why), "%s", why);
-	ck_assert_int_eq(shemb__coll_build(op->f, op), 0);
-	wd->op[v] = op;
+	ck_assert_int_eq(shemb__fab_build_refusal(op, SHEMB_ENOMEM), 0);
+	ck_assert(op->refusing);
 }
 
 /* Every header send and receive of every rank meets one at its peer. */
@@ -668,7 +656,7 @@ START_TEST(refusal)
 
 		wd.cma = k / 2 == 1;
 		build_all(&wd, SHEMB__ALLTOALLV, lane, 0, k < 4);
-		refuse_at(&wd, v, lane, "its tier is full");
+		refuse_at(&wd, v, "its tier is full");
 		check_headers_met(&wd);
 		snprintf(want, sizeof(want), "rank %d: its tier is full", v);
 		for (int a = 0; a < wd.w; a++) {

@@ -143,22 +143,29 @@ static void print_head(const struct comm_opts *o, const struct comm_prov *p)
 	       "libshemb", "OpenMPI", o->split ? " |    ms" : "");
 }
 
+/* A table line's start (rank count ri, size k), and its figures. */
+static struct row row_start(const struct comm_opts *o,
+			    const struct comm_prov *p, int ri, int k)
+{
+	char buf[32];
+
+	printf("%5lld %9s |", (long long)o->ranks[ri],
+	       comm_size_name(o->sizes[k], buf, sizeof(buf)));
+	return row_of(p, ri, k);
+}
+
 /* The same alltoallvs against raw streams under their load. */
 static void print_load_table(const struct comm_opts *o,
 			     const struct comm_prov *p)
 {
-	char buf[32];
-
 	printf("   raw under the same load: as many processes as ranks at "
 	       "once, in pairs\n   streaming both ways (the bar of "
 	       "alltoallv_vs_raw_same_load)\n");
 	printf("%5s %9s | %9s %9s\n", "ranks", "size", "GB/s", "shemb/raw");
 	for (int ri = 0; ri < o->nranks; ri++) {
 		for (int k = 0; k < o->nsizes; k++) {
-			struct row r = row_of(p, ri, k);
+			struct row r = row_start(o, p, ri, k);
 
-			printf("%5lld %9s |", (long long)o->ranks[ri],
-			       comm_size_name(o->sizes[k], buf, sizeof(buf)));
 			cell(r.load, 1e-9, 9, 3);
 			cell(r.vs_load, 1, 9, 3);
 			printf("\n");
@@ -168,15 +175,11 @@ static void print_load_table(const struct comm_opts *o,
 
 void comm_print_table(const struct comm_opts *o, const struct comm_prov *p)
 {
-	char buf[32];
-
 	print_head(o, p);
 	for (int ri = 0; ri < o->nranks; ri++) {
 		for (int k = 0; k < o->nsizes; k++) {
-			struct row r = row_of(p, ri, k);
+			struct row r = row_start(o, p, ri, k);
 
-			printf("%5lld %9s |", (long long)o->ranks[ri],
-			       comm_size_name(o->sizes[k], buf, sizeof(buf)));
 			cell(r.shemb, 1e-9, 9, 3);
 			cell(r.mpi, 1e-9, 9, 3);
 			cell(r.vs_mpi, 1, 7, 3);

@@ -49,17 +49,21 @@ const char bench_sched_usage[] =
 "  --in-flight N       libshemb's chunks_in_flight (default: the library's)\n"
 "  --slice US          libshemb's comm_slice_us (default: the library's;\n"
 "                      -1: the kernel's default slice)\n"
+"  --slice-pairs N     then N runs of (2) at that slice and N at the\n"
+"                      kernel's default, alternating (default 0)\n"
 "  --shemb-run PATH    the launcher (default: next to this program)\n"
 "  --csv FILE          append one line of the figures to FILE\n";
 
+#define MAX_SLICE_PAIRS 50
+
 struct sched_opts {
-	int ranks, compute_us, steps, reps, in_flight, slice_us;
+	int ranks, compute_us, steps, reps, in_flight, slice_us, slice_pairs;
 	int64_t chunk;
 	const char *provider, *shemb_run, *csv;
 };
 
 enum { SO_PROVIDER = 1, SO_COMPUTE, SO_STEPS, SO_REPS, SO_RUN, SO_CHUNK,
-       SO_IN_FLIGHT, SO_SLICE, SO_CSV };
+       SO_IN_FLIGHT, SO_SLICE, SO_SLICE_PAIRS, SO_CSV };
 
 /*
  * Rank 0's figures for the launcher, a line after the ones it prints:
@@ -81,6 +85,7 @@ static const struct option sched_long[] = {
 	{ "chunk", required_argument, NULL, SO_CHUNK },
 	{ "in-flight", required_argument, NULL, SO_IN_FLIGHT },
 	{ "slice", required_argument, NULL, SO_SLICE },
+	{ "slice-pairs", required_argument, NULL, SO_SLICE_PAIRS },
 	{ "csv", required_argument, NULL, SO_CSV },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
@@ -115,6 +120,9 @@ static int sched_apply(void *p, int c, const char *arg)
 			return 0;
 		}
 		return comm_parse_int(arg, 0, 100000, &o->slice_us);
+	case SO_SLICE_PAIRS:
+		return comm_parse_int(arg, 0, MAX_SLICE_PAIRS,
+				      &o->slice_pairs);
 	case SO_CSV:
 		o->csv = arg;
 		return 0;
@@ -695,11 +703,13 @@ static void write_csv(const struct sched_opts *o, FILE *f, const double *v)
 	bench_csv_end(f);
 }
 
-/* Rank 0's lines on the standard output, its figures into the CSV
- * file; -1 when they are missing. */
-static int show(const struct sched_opts *o, char *out, FILE *csv)
+#define MAX_RESULTS 16
+
+/* Rank 0's lines of a job: its figures into v; with res, its other lines
+ * printed but for the result lines, which res keeps (pointers into out)
+ * for the end of the output.  0, or -1 when the figures are missing. */
+static int read_figures(char *out, double *v, char **res, int *nres)
 {
-	double v[V_COUNT];
 	int have = 0;
 	char *save = NULL;
 
@@ -717,13 +727,14 @@ static int show(const struct sched_opts *o, char *out, FILE *csv)
 				&v[V_CHUNK], &v[V_IN_FLIGHT], &v[V_COMPUTE],
 				&v[V_SLICE]) == 4)
 			have |= 2;
+		else if (!res)
+			continue;
+		else if (!strncmp(l, "result ", 7) && *nres < MAX_RESULTS)
+			res[(*nres)++] = l;
 		else
 			puts(l);
 	}
-	if (have != 3)
-		return -1;
-	write_csv(o, csv, v);
-	return 0;
+	return have == 3 ? 0 : -1;
 }
 
 /* The ranks, with shemb-run: its exit status. */
@@ -766,10 +777,103 @@ static int run_ranks(const struct sched_opts *o, struct comm_buf *out,
 	return n;
 }
 
+/* The figures (4) compares: a started step (busy computation), the
+ * fraction of the embedding steps it hid, the urgent latency ratio. */
+enum { F_STARTED, F_HIDDEN, F_LATENCY, F_COUNT };
+
+static void slice_figures(const double *v, double *f)
+{
+	f[F_STARTED] = v[V_STARTED];
+	f[F_HIDDEN] = hidden(v[V_COMM], v[V_BLOCKING], v[V_STARTED]);
+	f[F_LATENCY] = v[V_LOADED] / v[V_ALONE];
+}
+
+static double median_of(double *x, int n)
+{
+	return bench_stat_of(x, n).median;
+}
+
+/*
+ * (4): the jobs again, o->slice_pairs times at the first job's slice and
+ * as often at the kernel's default (comm_slice_us -1), alternating which
+ * goes first, each with the first job's computation; the medians of
+ * each.  0, or the first failing job's status.
+ */
+static int compare_slices(const struct sched_opts *o, const double *first)
+{
+	static double f[2][F_COUNT][MAX_SLICE_PAIRS];
+	struct sched_opts alt[2] = { *o, *o };
+	int n = o->slice_pairs;
+
+	alt[0].compute_us = alt[1].compute_us = (int)first[V_COMPUTE];
+	alt[0].slice_us = (int)first[V_SLICE];
+	alt[1].slice_us = -1;
+	for (int i = 0; i < 2 * n; i++) {
+		int s = (i + i / 2) % 2; /* 0 1, 1 0, 0 1 ... */
+		struct comm_buf out = { 0 }, err = { 0 };
+		double v[V_COUNT], one[F_COUNT];
+		int rc = run_ranks(&alt[s], &out, &err);
+
+		if (!rc && read_figures(out.p, v, NULL, NULL))
+			rc = 1;
+		if (rc)
+			fprintf(stderr, "shemb-bench sched: a job of (4) "
+				"failed: exit %d\n%s", rc, err.p ? err.p : "");
+		comm_buf_free(&out);
+		comm_buf_free(&err);
+		if (rc)
+			return rc;
+		slice_figures(v, one);
+		for (int k = 0; k < F_COUNT; k++)
+			f[s][k][i / 2] = one[k];
+	}
+	printf("(4) the threads moving collectives at comm_slice_us %d and at "
+	       "the kernel's\n    default slice (-1): %d runs of each, "
+	       "alternating, compute %d us; medians:\n",
+	       alt[0].slice_us, n, alt[0].compute_us);
+	for (int s = 0; s < 2; s++)
+		printf("      %-15s started step %.2f ms, %.2f of the steps "
+		       "hidden, latency %.2fx\n",
+		       s ? "kernel default:" : "comm_slice_us:",
+		       median_of(f[s][F_STARTED], n) * 1e3,
+		       median_of(f[s][F_HIDDEN], n),
+		       median_of(f[s][F_LATENCY], n));
+	printf("result started_step_slice_vs_kernel_default %.3f\n",
+	       median_of(f[0][F_STARTED], n) / median_of(f[1][F_STARTED], n));
+	return 0;
+}
+
+/* The job, then (4) if asked for, then the result lines. */
+static int run_all(const struct sched_opts *o, FILE *csv)
+{
+	struct comm_buf out = { 0 }, err = { 0 };
+	char *res[MAX_RESULTS];
+	double v[V_COUNT];
+	int nres = 0, rc = run_ranks(o, &out, &err);
+
+	if (!rc && read_figures(out.p, v, res, &nres)) {
+		fprintf(stderr, "shemb-bench sched: rank 0 gave no figures\n");
+		rc = 1;
+	} else if (rc) {
+		fprintf(stderr, "shemb-bench sched: exit %d\n%s", rc,
+			err.p ? err.p : "");
+	}
+	if (!rc) {
+		write_csv(o, csv, v);
+		fflush(stdout);
+		if (o->slice_pairs)
+			rc = compare_slices(o, v);
+		for (int i = 0; i < nres; i++) /* the figures last */
+			puts(res[i]);
+	}
+	comm_buf_free(&out);
+	comm_buf_free(&err);
+	return rc;
+}
+
 int bench_sched(int argc, char **argv)
 {
 	struct sched_opts o;
-	struct comm_buf out = { 0 }, err = { 0 };
 	FILE *csv = NULL;
 	int rc;
 
@@ -789,16 +893,7 @@ int bench_sched(int argc, char **argv)
 	comm_adopt_orphans();
 	printf("shemb-bench sched: libshemb %s\n", shemb_version_string());
 	fflush(stdout);
-	rc = run_ranks(&o, &out, &err);
-	if (!rc && show(&o, out.p, csv)) {
-		fprintf(stderr, "shemb-bench sched: rank 0 gave no figures\n");
-		rc = 1;
-	}
-	if (rc)
-		fprintf(stderr, "shemb-bench sched: exit %d\n%s", rc,
-			err.p ? err.p : "");
-	comm_buf_free(&out);
-	comm_buf_free(&err);
+	rc = run_all(&o, csv);
 	if (bench_csv_close(csv, o.csv, "shemb-bench sched"))
 		rc = 1;
 	return rc ? 1 : 0;
