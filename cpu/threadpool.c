@@ -91,7 +91,7 @@ static int start_workers(struct shemb__pool *p)
 
 	for (i = 0; i < p->nthreads - 1; i++) {
 		rc = shemb__thread_start(&p->threads[i], worker_main, p,
-					 "shemb-worker");
+					 "shemb-worker", 0);
 		if (rc)
 			break;
 	}

@@ -92,7 +92,6 @@ static void *progress_main(void *arg)
 {
 	struct fab *f = arg;
 
-	shemb__thread_ask_slice(f->slice_us); /* a hint: failure is fine */
 	pthread_mutex_lock(&f->lock);
 	while (!atomic_load(&f->stop)) {
 		int n;
@@ -121,7 +120,7 @@ static void *progress_main(void *arg)
 int shemb__fab_start_thread(struct fab *f)
 {
 	if (shemb__thread_start(&f->thread, progress_main, f,
-				"shemb-progress"))
+				"shemb-progress", f->slice_us))
 		return SHEMB_ENOMEM;
 	f->have_thread = true;
 	return 0;

@@ -23,7 +23,6 @@ struct shemb__jobq {
 				       * joined: the queue stays allocated */
 	const struct shemb__jobq_ops *ops;
 	void *arg;
-	int slice_us;                 /* asked for by its thread, if > 0 */
 };
 
 static void pop(struct shemb__jobq *q)
@@ -45,7 +44,6 @@ static void *jobq_main(void *p)
 {
 	struct shemb__jobq *q = p;
 
-	shemb__thread_ask_slice(q->slice_us); /* a hint: failure is fine */
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
 		struct shemb__job *j;
@@ -89,11 +87,11 @@ struct shemb__jobq *shemb__jobq_get(shemb_ctx *ctx, struct shemb__jobq **slot,
 		pthread_cond_init(&q->done, NULL);
 		q->ops = ops;
 		q->arg = arg;
-		q->slice_us = ops->moves_collectives
-				      ? ctx->attr.comm_slice_us
-				      : 0;
 		if (shemb__thread_start(&q->thread, jobq_main, q,
-					ops->thread_name)) {
+					ops->thread_name,
+					ops->moves_collectives
+						? ctx->attr.comm_slice_us
+						: 0)) {
 			jobq_free(q);
 			q = NULL;
 		}

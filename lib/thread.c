@@ -9,25 +9,11 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-int shemb__thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
-			const char *name)
-{
-	sigset_t all, old;
-	int rc;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(t, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!rc)
-		pthread_setname_np(*t, name);
-	return rc;
-}
 
 /* The first version of the kernel's struct sched_attr (48 bytes): glibc
  * before 2.41 has none, and <linux/sched/types.h>, which has it, redefines
@@ -55,7 +41,7 @@ struct slice_attr {
  * wait out the application's.  Kernels before 6.12 ignore the field.
  * The thread's nice value and policy are kept.
  */
-int shemb__thread_ask_slice(int us)
+static int ask_slice(int us)
 {
 #if defined(SYS_sched_getattr) && defined(SYS_sched_setattr)
 	struct slice_attr a = { 0 };
@@ -75,4 +61,48 @@ int shemb__thread_ask_slice(int us)
 #else
 	return us > 0 ? ENOSYS : 0;
 #endif
+}
+
+/* What a new thread needs before it runs fn: its slice to ask for, and
+ * the semaphore on which its creator waits until it has. */
+struct start {
+	void *(*fn)(void *);
+	void *arg;
+	int slice_us;
+	sem_t asked;
+};
+
+static void *thread_main(void *p)
+{
+	struct start *s = p;
+	void *(*fn)(void *) = s->fn;
+	void *arg = s->arg;
+
+	ask_slice(s->slice_us); /* a hint: failure is fine */
+	sem_post(&s->asked); /* s, on the creator's stack, is gone after */
+	return fn(arg);
+}
+
+/* The thread has its slice when this returns: a caller that reads it
+ * (or relies on it) right after the start sees it. */
+int shemb__thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
+			const char *name, int slice_us)
+{
+	struct start s = { .fn = fn, .arg = arg, .slice_us = slice_us };
+	sigset_t all, old;
+	int rc;
+
+	if (sem_init(&s.asked, 0, 0))
+		return errno;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(t, NULL, thread_main, &s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!rc) {
+		pthread_setname_np(*t, name);
+		while (sem_wait(&s.asked) && errno == EINTR)
+			;
+	}
+	sem_destroy(&s.asked);
+	return rc;
 }

@@ -7,13 +7,12 @@
 #include <pthread.h>
 
 /* A thread of the library running fn(arg): every signal blocked, named
- * name (shemb-...); 0 or the errno of pthread_create. */
+ * name (shemb-...), and, slice_us > 0 (the attr comm_slice_us), having
+ * asked the kernel for a scheduling slice of that many microseconds
+ * before this returns (a hint: a kernel that refuses it, or a thread
+ * outside the normal and batch policies, keeps its own); 0 or an errno
+ * of pthread_create or sem_init. */
 int shemb__thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
-			const char *name);
-
-/* The calling thread asks the kernel for a scheduling slice of us
- * microseconds (> 0; the attr comm_slice_us); a no-op for us <= 0 and
- * for threads outside the normal and batch policies.  0 or an errno. */
-int shemb__thread_ask_slice(int us);
+			const char *name, int slice_us);
 
 #endif
