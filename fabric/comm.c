@@ -784,6 +784,19 @@ static int fab_stuck(void *comm, char *why, size_t len)
 	return shemb__fab_probe(comm, why, len);
 }
 
+/* A wedged engine may still move anything: it holds everything. */
+static bool fab_holds(void *comm, struct shemb__op *h)
+{
+	struct fab *f = comm;
+	bool held;
+
+	if (shemb__fab_lock(f, NULL, 0))
+		return true;
+	held = shemb__fab_op_holds((struct op *)h);
+	pthread_mutex_unlock(&f->lock);
+	return held;
+}
+
 const struct shemb_comm_ops shemb__fabric_ops = {
 	.size = sizeof(struct shemb_comm_ops),
 	.name = "libfabric",
@@ -795,4 +808,5 @@ const struct shemb_comm_ops shemb__fabric_ops = {
 	.describe = fab_describe,
 	.destroy = fab_destroy,
 	.stuck = fab_stuck,
+	.holds = fab_holds,
 };

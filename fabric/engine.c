@@ -196,6 +196,33 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 	finish(f, op, status);
 }
 
+/* Headers and drains land in the op's own memory, and so does the
+ * incoming data of an allreduce (its scratch); the other transfers move
+ * the caller's pieces.  A send that waits for its peer's single copy
+ * (ack) stands for the piece the peer reads. */
+static bool on_caller_buffers(const struct op *op, const struct xfer *x)
+{
+	const char *b = x->buf, *s = op->scratch;
+
+	if (x->is_hdr || x->drain)
+		return false;
+	return !s || b < s || b >= s + op->scratch_len;
+}
+
+bool shemb__fab_op_holds(const struct op *op)
+{
+	if (!op->done || !op->status || !op->posted)
+		return false;
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++) {
+			const struct xfer *x = &op->rounds[r].x[i];
+
+			if (x->posted && on_caller_buffers(op, x))
+				return true;
+		}
+	return false;
+}
+
 /* ---- the queues of transfers to post ---- */
 
 /* A send of data (not a header): those are the ones max_chunks bounds,

@@ -352,6 +352,10 @@ void shemb__fab_enqueue_round(struct fab *f, struct op *op);
 void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 			const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* op failed with transfers on its caller's buffers still libfabric's
+ * (they complete or the endpoint closes), or with pieces of them still
+ * open to a peer's single copy (shemb_comm_ops.holds) */
+bool shemb__fab_op_holds(const struct op *op);
 /* Move transfers along: post, read completions (the bulk lane's too, if
  * bulk), check liveness; the completions handled. */
 int shemb__fab_progress(struct fab *f, bool bulk);

@@ -164,10 +164,15 @@ void shemb__stage_keep(shemb_ctx *ctx, struct shemb__staging *st)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-int shemb__stage_finish(shemb_ctx *ctx, struct shemb__staging *st, int rc)
+int shemb__stage_finish(shemb_ctx *ctx, struct shemb__staging *st, int rc,
+			bool held)
 {
-	if (rc) { /* the transport may still write into it */
+	if (held) { /* the transport may still write into it */
 		shemb__stage_keep(ctx, st);
+		return rc;
+	}
+	if (rc) {
+		shemb__stage_free(ctx, st);
 		return rc;
 	}
 	if (st->error)

@@ -18,10 +18,12 @@ int shemb__coll_mem(shemb_ctx *ctx, const struct shemb__coll *c);
 int shemb__stage_begin(shemb_ctx *ctx, const struct shemb__coll *c,
 		       struct shemb__staging **st, struct shemb__coll *host);
 /* The collective on st ended with status rc: on success its received
- * pieces are copied into device memory and st freed; on failure st is
- * kept until the context is destroyed, since the transport may still
- * write into it.  Returns rc, or the copy's failure. */
-int shemb__stage_finish(shemb_ctx *ctx, struct shemb__staging *st, int rc);
+ * pieces are copied into device memory and st freed; on a failure whose
+ * buffers the transport still holds (held), st is kept until the context
+ * is destroyed, since the transport may still write into it; on another
+ * failure, freed.  Returns rc, or the copy's failure. */
+int shemb__stage_finish(shemb_ctx *ctx, struct shemb__staging *st, int rc,
+			bool held);
 /* st (or NULL) of a collective whose end will not be seen, kept
  * likewise */
 void shemb__stage_keep(shemb_ctx *ctx, struct shemb__staging *st);

@@ -14,6 +14,7 @@
 #include "cpu/reduce.h"
 #include "lib/coll_staged.h"
 #include "lib/comm.h"
+#include "lib/held.h"
 #include "lib/parts.h"
 #include "lib/stepq.h"
 
@@ -25,6 +26,7 @@ struct shemb_request {
 	struct shemb__step_job *job;    /* a step started without waiting */
 	struct shemb__staging *stage;   /* device buffers through host
 					 * memory (coll_staged.c) */
+	const void *sendbuf, *recvbuf;  /* what the communicator moves */
 	struct shemb_request *prev, *next;
 	bool reported;
 };
@@ -77,20 +79,39 @@ void shemb__requests_free_all(shemb_ctx *ctx)
 
 /* The end of r's collective on device buffers staged through host
  * memory: the received pieces go to the device. */
-static int finish_stage(shemb_request *r, int rc)
+static int finish_stage(shemb_request *r, int rc, bool held)
 {
 	struct shemb__staging *st = r->stage;
 
 	r->stage = NULL;
-	return st ? shemb__stage_finish(r->ctx, st, rc) : rc;
+	return st ? shemb__stage_finish(r->ctx, st, rc, held) : rc;
 }
 
-static int report(shemb_request *r, int rc, const char *why)
+/* Whether op, which failed, leaves its buffers to the communicator. */
+static bool op_holds(const shemb_request *r, struct shemb__op *op)
 {
+	const struct shemb_comm_ops *o = r->ops;
+
+	if (!op || o->size < offsetof(struct shemb_comm_ops, holds) +
+		      sizeof(o->holds) || !o->holds)
+		return false;
+	return o->holds(r->comm, op);
+}
+
+/* r's collective (op) ended with rc: a failure's buffers that the
+ * communicator still holds are remembered (held.c), or kept with their
+ * staging. */
+static int report(shemb_request *r, struct shemb__op *op, int rc,
+		  const char *why)
+{
+	bool held = rc && op_holds(r, op);
+
 	r->reported = true;
 	if (rc)
 		rc = shemb__fail(r->ctx, rc, "%s", why);
-	return finish_stage(r, rc);
+	if (held && !r->stage)
+		shemb__held_note(r->ctx, r->sendbuf, r->recvbuf);
+	return finish_stage(r, rc, held);
 }
 
 /* A queued step, or a collective queued to start in its turn: the job,
@@ -103,10 +124,10 @@ static int wait_job(shemb_request *r)
 
 	if (!rc && (op = shemb__stepq_op(r->job))) {
 		rc = r->ops->wait(r->comm, op, why, sizeof(why));
-		return report(r, rc, why);
+		return report(r, op, rc, why);
 	}
 	r->reported = true;
-	return finish_stage(r, rc);
+	return finish_stage(r, rc, false);
 }
 
 SHEMB_API int shemb_wait(shemb_request *r)
@@ -122,12 +143,13 @@ SHEMB_API int shemb_wait(shemb_request *r)
 	if (r->job)
 		return wait_job(r);
 	rc = r->op ? r->ops->wait(r->comm, r->op, why, sizeof(why)) : 0;
-	return report(r, rc, why);
+	return report(r, r->op, rc, why);
 }
 
 SHEMB_API int shemb_test(shemb_request *r, int *done)
 {
 	char why[256] = "";
+	struct shemb__op *op = NULL;
 	int rc, d = 0;
 
 	if (!r || !done)
@@ -139,19 +161,19 @@ SHEMB_API int shemb_test(shemb_request *r, int *done)
 	d = 1;
 	if (r->job) {
 		const char *detail;
-		struct shemb__op *op;
 
 		d = shemb__stepq_done(r->ctx, r->job, &rc, &detail);
 		snprintf(why, sizeof(why), "%s", detail);
 		if (d && !rc && (op = shemb__stepq_op(r->job)))
 			rc = r->ops->test(r->comm, op, &d, why, sizeof(why));
 	} else if (r->op) {
-		rc = r->ops->test(r->comm, r->op, &d, why, sizeof(why));
+		op = r->op;
+		rc = r->ops->test(r->comm, op, &d, why, sizeof(why));
 	} else {
 		rc = 0;
 	}
 	*done = d;
-	return d ? report(r, rc, why) : 0;
+	return d ? report(r, op, rc, why) : 0;
 }
 
 /* The outputs of the lookup behind r, with the checks of its arguments. */
@@ -274,9 +296,12 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 
 	if (!r)
 		return refuse_without_request(ctx, ops, comm, c);
+	r->sendbuf = c->sendbuf;
+	r->recvbuf = c->recvbuf;
 	rc = ops->start(comm, c, &r->op, why, sizeof(why));
 	if (rc) {
-		shemb__stage_keep(ctx, stage); /* transfers may be posted */
+		/* a start that fails leaves nothing posted */
+		shemb__stage_free(ctx, stage);
 		free(r);
 		return shemb__fail(ctx, rc, "%s", why);
 	}
@@ -353,6 +378,8 @@ static int queue_coll(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 
 	if (!r)
 		return SHEMB_ENOMEM;
+	r->sendbuf = c->sendbuf;
+	r->recvbuf = c->recvbuf;
 	rc = shemb__stepq_submit_coll(ctx, c, ops, comm, &r->job);
 	if (rc) {
 		shemb__stage_free(ctx, stage); /* not queued */

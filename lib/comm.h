@@ -7,6 +7,7 @@
 #ifndef SHEMB_COMM_H
 #define SHEMB_COMM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +74,12 @@ struct shemb_comm_ops {
 	 * far as can be told within the timeout: its code (and why), else
 	 * 0.  NULL: a transport that cannot be stuck so */
 	int (*stuck)(void *comm, char *why, size_t len);
+	/* op failed (its status seen, not yet released): whether the
+	 * transport may still write into its receive buffer or read its
+	 * send buffer (transfers it cannot take back, a peer that may
+	 * still copy a piece), so that the caller must keep both until
+	 * the communicator is destroyed.  NULL: never */
+	bool (*holds)(void *comm, struct shemb__op *op);
 };
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/comm.h"
+#include "lib/held.h"
 #ifdef HAVE_LIBFABRIC
 #include "fabric/fabric.h"
 #endif
@@ -176,4 +177,5 @@ void shemb__comm_close(shemb_ctx *ctx)
 	ctx->comm_ops = NULL;
 	ctx->comm = NULL;
 	shemb__staging_free_all(ctx);
+	shemb__held_free_all(ctx);
 }

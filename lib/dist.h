@@ -156,7 +156,8 @@ int shemb__xchg_start_part(shemb_ctx *ctx, const struct shemb__xchg *x,
 int shemb__xchg_refuse(shemb_ctx *ctx, int status, const char *why);
 /* Add ns to the phase time of every table of st. */
 void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns);
-void shemb__xchg_free(struct shemb__xchg *x);
+/* The buffers through shemb__coll_buf_free() (held.c). */
+void shemb__xchg_free(shemb_ctx *ctx, struct shemb__xchg *x);
 
 /*
  * The exchange that opens every step.  status: this rank's result so far
@@ -301,7 +302,7 @@ bool shemb__dense_replicated(const struct shemb__step *st,
 int shemb__dense_prepare(struct shemb__step *st, int g, const float *rows,
 			 struct shemb__dense **out);
 int shemb__dense_finish(struct shemb__step *st, int g, struct shemb__dense *d);
-void shemb__dense_free(struct shemb__dense *d);
+void shemb__dense_free(shemb_ctx *ctx, struct shemb__dense *d);
 
 /* dist_route.c */
 int shemb__route_build(const shemb_table *t, struct shemb__plan *p);

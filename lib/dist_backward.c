@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "lib/comm.h"
+#include "lib/held.h"
 
 /* This rank's gradient rows of one table: [nunique][dim], or in
  * deterministic mode [nids][dim] in plan position order, in the table's
@@ -359,19 +360,20 @@ struct owner_part {
 	struct shemb__rows_view view;
 };
 
-static void free_part(struct owner_part *o)
+/* sq, sum and all travel in collectives (finish_rowsum) */
+static void free_part(shemb_ctx *ctx, struct owner_part *o)
 {
 	if (o->table)
 		shemb__rows_release(o->table, &o->view);
 	shemb__route_release_intake(&o->own);
 	shemb__merge_free(&o->m);
 	free(o->rows);
-	free(o->sq);
-	free(o->sum);
-	free(o->all);
+	shemb__coll_buf_free(ctx, o->sq);
+	shemb__coll_buf_free(ctx, o->sum);
+	shemb__coll_buf_free(ctx, o->all);
 	free(o->cnt);
 	free(o->dsp);
-	shemb__dense_free(o->dense);
+	shemb__dense_free(ctx, o->dense);
 }
 
 /* Squares of this rank's slice, and room for what the collective
@@ -547,7 +549,7 @@ int shemb__dist_backward_apply(struct shemb__step *st,
 	for (int g = 0; !rc && g < st->ngroups; g++)
 		shemb__tier_plan_end(st->groups[g].table);
 	for (int g = 0; parts && g < st->ngroups; g++)
-		free_part(&parts[g]);
+		free_part(st->ctx, &parts[g]);
 	free(parts);
 	return rc;
 }
@@ -598,7 +600,7 @@ void shemb__dist_backward_close(struct shemb__step *st,
 				shemb__now_ns() - b->t0);
 	}
 	free(gr);
-	shemb__xchg_free(&b->x);
+	shemb__xchg_free(st->ctx, &b->x);
 }
 
 int shemb__dist_backward(struct shemb__step *st, const float *const *grad,

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "lib/comm.h"
+#include "lib/held.h"
 
 /* The largest dense buffer (rows x (dim + 1) fp32) sent instead of the
  * sparse rows: the touched rows of a small table are most of it. */
@@ -72,11 +73,11 @@ struct shemb__dense {
 	float *g;        /* their gradients, compacted */
 };
 
-void shemb__dense_free(struct shemb__dense *d)
+void shemb__dense_free(shemb_ctx *ctx, struct shemb__dense *d)
 {
 	if (!d)
 		return;
-	free(d->buf);
+	shemb__coll_buf_free(ctx, d->buf); /* allreduced */
 	free(d->ids);
 	free(d->idx);
 	free(d->g);

@@ -678,7 +678,7 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 	for (int g = 0; g < st->ngroups; g++)
 		SHEMB__STAT_ADD(st->groups[g].table, exchange_ns,
 				shemb__now_ns() - t0);
-	shemb__xchg_free(&ids);
-	shemb__xchg_free(&rows);
+	shemb__xchg_free(st->ctx, &ids);
+	shemb__xchg_free(st->ctx, &rows);
 	return rc;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/comm.h"
+#include "lib/held.h"
 #include "lib/rowinit.h"
 
 /* One rank's word to another at the start of a step. */
@@ -115,34 +116,43 @@ void shemb__phase_time(const struct shemb__step *st, int phase, uint64_t ns)
 		SHEMB__STAT_ADD(st->groups[g].table, phase_ns[phase], ns);
 }
 
-void shemb__xchg_free(struct shemb__xchg *x)
+void shemb__xchg_free(shemb_ctx *ctx, struct shemb__xchg *x)
 {
 	free(x->scount);
-	free(x->sbuf);
-	free(x->rbuf);
+	shemb__coll_buf_free(ctx, x->sbuf);
+	shemb__coll_buf_free(ctx, x->rbuf);
 	memset(x, 0, sizeof(*x));
 }
 
-/* len bytes of every rank, rank r's at all + r * len. */
+/* len bytes of every rank, rank r's at all + r * len.  The collective
+ * moves copies in a buffer of its own, which a failure may leave to the
+ * transport (held.c): the callers' are on their stacks. */
 static int allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
 			   void *all)
 {
 	int world = ctx->attr.world_size, rc;
 	size_t *cnt = calloc((size_t)world, sizeof(size_t));
 	size_t *dsp = calloc((size_t)world, sizeof(size_t));
-	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = mine,
-				 .sendcount = len, .recvbuf = all,
+	char *buf = malloc(((size_t)world + 1) * len);
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = buf,
+				 .sendcount = len, .recvbuf = buf + len,
 				 .recvcounts = cnt, .rdispls = dsp };
 
-	rc = cnt && dsp ? 0 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	rc = cnt && dsp && buf ? 0 : shemb__fail(ctx, SHEMB_ENOMEM,
+						 "no memory");
 	for (int r = 0; !rc && r < world; r++) {
 		cnt[r] = len;
 		dsp[r] = (size_t)r * len;
 	}
-	if (!rc)
+	if (!rc) {
+		memcpy(buf, mine, len);
 		rc = shemb__coll_run(ctx, &c);
+	}
+	if (!rc)
+		memcpy(all, buf + len, (size_t)world * len);
 	free(cnt);
 	free(dsp);
+	shemb__coll_buf_free(ctx, buf);
 	return rc;
 }
 
@@ -278,7 +288,7 @@ int shemb__dist_agree_offers(shemb_ctx *ctx, int kind, uint64_t sig,
 	if (rc) {
 		/* without the records the other ranks wait for their
 		 * timeout: nothing better is possible without memory */
-		shemb__xchg_free(&m);
+		shemb__xchg_free(ctx, &m);
 		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	}
 	out = (struct meta *)m.sbuf;
@@ -306,6 +316,6 @@ int shemb__dist_agree_offers(shemb_ctx *ctx, int kind, uint64_t sig,
 	}
 	if (rc && offers)
 		*offers = 0;
-	shemb__xchg_free(&m);
+	shemb__xchg_free(ctx, &m);
 	return rc;
 }

@@ -507,10 +507,10 @@ static void relax_free(struct relax *r)
 	free(r->is_early);
 	free(r->parts);
 	shemb_request_free(r->ereq);
-	shemb__xchg_free(&r->ids);
-	shemb__xchg_free(&r->early);
-	shemb__xchg_free(&r->late);
-	shemb__xchg_free(&r->rows);
+	shemb__xchg_free(r->ctx, &r->ids);
+	shemb__xchg_free(r->ctx, &r->early);
+	shemb__xchg_free(r->ctx, &r->late);
+	shemb__xchg_free(r->ctx, &r->rows);
 }
 
 /* The lookup's part before the update: plans, ids, early rows. */

@@ -151,6 +151,6 @@ int shemb__dist_write(shemb_table *t, int64_t n, const int64_t *ids,
 			    "backend", t->name);
 	pthread_rwlock_unlock(&t->rows_lock);
 	free(rows);
-	shemb__xchg_free(&x);
+	shemb__xchg_free(ctx, &x);
 	return rc;
 }

@@ -64,6 +64,10 @@ struct shemb_ctx {
 	struct shemb_request *requests; /* not yet released */
 	struct shemb__staging *staging; /* host copies of failed device
 					 * collectives, kept until destroy */
+	struct shemb__held *held;     /* buffers failed collectives may
+				       * still touch (held.c) */
+	bool held_all;                /* ... all of the library's, having
+				       * had no memory to remember one */
 	int64_t next_table_id;
 	uint64_t next_table_serial;
 	uint64_t *rank_bytes;         /* world > 1: table bytes each rank
@@ -91,6 +95,7 @@ struct shemb__stats {
 struct shemb__plan;
 struct shemb__tier;
 struct shemb__staging;
+struct shemb__held;
 
 struct shemb_table {
 	shemb_ctx *ctx;

@@ -34,7 +34,9 @@
  *     with SHEMB_EINVAL, the others naming that rank;
  *   - every 100 calls, after a barrier, the transport holds no
  *     collective (shemb__fabric_ops_held): a failed one kept for a
- *     receive that never completes would stay;
+ *     receive that never completes would stay; and the context keeps
+ *     no buffer for one (shemb__held_count): these failures leave
+ *     nothing posted;
  *   - after N calls (defaults to 4000: with one receive or message left
  *     behind per refusal, shm, which holds 1024 receives an endpoint,
  *     would refuse new ones long before), a last real alltoallv, exact.
@@ -51,6 +53,7 @@
 
 #include "fabric/fabric.h"
 #include "lib/comm.h"
+#include "lib/held.h"
 #include "lib/internal.h"
 
 static int rank, world;
@@ -358,9 +361,11 @@ static void self_mismatch_call(int k)
 }
 
 /* Every collective so far, refused, disagreeing or not, left nothing
- * in the transport: no op kept for a receive that never completes. */
+ * in the transport: no op kept for a receive that never completes, and
+ * no buffer the context keeps for one (lib/held.c). */
 static void check_nothing_held(int k)
 {
+	size_t bufs;
 	int held;
 
 	CHECK_RC(ctx, shemb_barrier(ctx, NULL));
@@ -368,6 +373,10 @@ static void check_nothing_held(int k)
 	if (held != 0)
 		FAIL("after call %d the transport still holds %d "
 		     "collectives", k, held);
+	bufs = shemb__held_count(ctx, NULL);
+	if (bufs != 0)
+		FAIL("after call %d the context keeps %zu buffers of failed "
+		     "collectives", k, bufs);
 }
 
 int main(int argc, char **argv)

@@ -34,7 +34,9 @@
  * - the aborts that peers sent for an op before it started here are all
  *   taken when it starts (fabric/ctrl.c, shemb__fab_early_abort);
  * - a refusing rank's headers, and what it must take from each peer;
- *   counts that disagree between two ranks.
+ *   counts that disagree between two ranks;
+ * - a failed op leaves its caller's buffers to libfabric (they must be
+ *   kept) while a transfer on them is posted, and only then.
  */
 #include "config.h"
 
@@ -714,6 +716,81 @@ START_TEST(disagreement)
 }
 END_TEST
 
+/* Whether x moves bytes of the caller's buffer: [lo, lo + len) or
+ * [lo2, lo2 + len). */
+static bool on_caller(const struct xfer *x, const void *lo, const void *lo2,
+		      size_t len)
+{
+	const char *b = x->buf, *a = lo, *c = lo2;
+
+	return (b >= a && b < a + len) || (b >= c && b < c + len);
+}
+
+/*
+ * Rank 0's op of wd, failed: with each transfer alone posted, it holds
+ * its caller's buffers exactly when that transfer's buffer lies in them
+ * (headers, an allreduce's incoming data: the op's own memory); not
+ * before it is done, nor once it succeeded.  Returns how many transfers
+ * held it, checked to be some but not all.
+ */
+static int check_holds(struct world *wd, const void *lo, const void *lo2,
+		       size_t len)
+{
+	struct op *op = wd->op[0];
+	int held = 0, n = 0;
+
+	op->done = true;
+	op->status = SHEMB_EPEER;
+	ck_assert(!shemb__fab_op_holds(op));
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++) {
+			struct xfer *x = &op->rounds[r].x[i];
+			bool want = on_caller(x, lo, lo2, len);
+
+			x->posted = true;
+			op->posted = 1;
+			ck_assert_msg(shemb__fab_op_holds(op) == want,
+				      "world %d, round %d, transfer %d "
+				      "(header %d, send %d): holds %d", wd->w,
+				      r, i, x->is_hdr, x->send, !want);
+			op->status = 0;
+			ck_assert(!shemb__fab_op_holds(op));
+			op->status = SHEMB_EPEER;
+			op->done = false;
+			ck_assert(!shemb__fab_op_holds(op));
+			op->done = true;
+			x->posted = false;
+			op->posted = 0;
+			held += want;
+			n++;
+		}
+	ck_assert_int_gt(held, 0);
+	ck_assert_int_lt(held, n);
+	op->done = false;
+	op->status = 0;
+	return held;
+}
+
+START_TEST(failed_op_holds)
+{
+	struct world wd = { .w = _i };
+
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_BULK, 0, true);
+	check_holds(&wd, sbufs[0], rbufs[0], SPAN);
+	free_all(&wd);
+	/* the ring's receives land in the op's scratch */
+	build_all(&wd, SHEMB__ALLREDUCE, LANE_BULK, 100000, true);
+	ck_assert_ptr_nonnull(wd.op[0]->scratch);
+	check_holds(&wd, wd.red[0], wd.red[0], 100000 * sizeof(float));
+	free_all(&wd);
+	/* single copy: a send stands for the piece its peer copies */
+	wd.cma = true;
+	build_all(&wd, SHEMB__ALLTOALLV, LANE_BULK, 0, true);
+	check_holds(&wd, sbufs[0], rbufs[0], SPAN);
+	free_all(&wd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coll_build");
@@ -729,6 +806,7 @@ int main(void)
 	tcase_add_test(tc, early_aborts_all_taken);
 	tcase_add_loop_test(tc, refusal, 2, MAX_W + 1);
 	tcase_add_loop_test(tc, disagreement, 2, MAX_W + 1);
+	tcase_add_loop_test(tc, failed_op_holds, 2, MAX_W + 1);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
