@@ -21,6 +21,7 @@
 #include "cpu/convert.h"
 #include "gpu/gpu.h"
 #include "lib/comm.h"
+#include "lib/dist.h"
 #endif
 
 #ifdef HAVE_CUDA
@@ -100,33 +101,6 @@ struct nccl_hello {
 	char id[SHEMB__NCCL_ID_BYTES];
 };
 
-/* Every rank's hello into all[world_size]. */
-static int gather_hellos(shemb_ctx *ctx, const struct nccl_hello *mine,
-			 struct nccl_hello *all)
-{
-	int n = ctx->attr.world_size;
-	size_t *counts = calloc((size_t)n, sizeof(size_t));
-	size_t *displs = calloc((size_t)n, sizeof(size_t));
-	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV };
-	int rc = SHEMB_ENOMEM;
-
-	if (counts && displs) {
-		for (int r = 0; r < n; r++) {
-			counts[r] = sizeof(*mine);
-			displs[r] = (size_t)r * sizeof(*mine);
-		}
-		c.sendbuf = mine;
-		c.sendcount = sizeof(*mine);
-		c.recvbuf = all;
-		c.recvcounts = counts;
-		c.rdispls = displs;
-		rc = shemb__coll_run(ctx, &c);
-	}
-	free(counts);
-	free(displs);
-	return rc;
-}
-
 /* NCCL takes one rank per device: ranks sharing one (a test on a
  * one-GPU host) go through host memory instead, all of them, since
  * every rank sees the same hellos. */
@@ -147,7 +121,8 @@ static int share_nccl_id(shemb_ctx *ctx, struct nccl_hello *h, char *why,
 {
 	int n = ctx->attr.world_size;
 	struct nccl_hello *all = calloc((size_t)n, sizeof(*all));
-	int rc = all ? gather_hellos(ctx, h, all) : SHEMB_ENOMEM;
+	int rc = all ? shemb__allgather_bytes(ctx, h, sizeof(*h), all)
+		     : SHEMB_ENOMEM;
 
 	if (rc) {
 		snprintf(why, len, "sharing the NCCL id failed");

@@ -181,6 +181,10 @@ int shemb__dist_agree_offers(shemb_ctx *ctx, int kind, uint64_t sig,
 
 /* Every rank's 8 bytes, rank r's at all[r]. */
 int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all);
+/* Every rank's len bytes, rank r's at all + r * len; the collective
+ * moves copies of its own (held.c), so mine and all may be anywhere. */
+int shemb__allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
+			   void *all);
 
 /* After an exchange that may have failed on some ranks only (status:
  * this rank's, its detail recorded): 0 when every rank succeeded, else

@@ -124,10 +124,10 @@ void shemb__xchg_free(shemb_ctx *ctx, struct shemb__xchg *x)
 	memset(x, 0, sizeof(*x));
 }
 
-/* len bytes of every rank, rank r's at all + r * len.  The collective
- * moves copies in a buffer of its own, which a failure may leave to the
- * transport (held.c): the callers' are on their stacks. */
-static int allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
+/* The collective moves copies in a buffer of its own, which a failure
+ * may leave to the transport (held.c): the callers' are often on their
+ * stacks. */
+int shemb__allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
 			   void *all)
 {
 	int world = ctx->attr.world_size, rc;
@@ -158,7 +158,7 @@ static int allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
 
 int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all)
 {
-	return allgather_bytes(ctx, &mine, sizeof(mine), all);
+	return shemb__allgather_bytes(ctx, &mine, sizeof(mine), all);
 }
 
 /* A rank's word in shemb__dist_all_ok(): its status, and the beginning
@@ -177,7 +177,7 @@ int shemb__dist_all_ok(shemb_ctx *ctx, int status, const char *what)
 	if (status)
 		snprintf(mine.why, sizeof(mine.why), "%s",
 			 shemb_ctx_last_error(ctx));
-	rc = all ? allgather_bytes(ctx, &mine, sizeof(mine), all)
+	rc = all ? shemb__allgather_bytes(ctx, &mine, sizeof(mine), all)
 		 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	if (!rc && status)
 		rc = status; /* this rank's own detail stays */
