@@ -760,7 +760,7 @@ static const char *fab_describe(void *comm)
 
 /* The ranks leave together: a last barrier, so that no rank closes while
  * another still waits for its messages.  A failed job skips it. */
-static void fab_destroy(void *comm)
+static bool fab_destroy(void *comm)
 {
 	struct fab *f = comm;
 	struct shemb__coll c = { .kind = SHEMB__CLOSE };
@@ -768,15 +768,17 @@ static void fab_destroy(void *comm)
 	char why[256];
 
 	if (!f)
-		return;
+		return true;
 	if (!fab_start(f, &c, &op, why, sizeof(why))) {
 		fab_wait(f, op, why, sizeof(why));
 		fab_release(f, op);
 	}
-	if (!shemb__fab_stop_thread(f) || shemb__fab_wedged(f, NULL, 0))
+	if (!shemb__fab_stop_thread(f) || shemb__fab_wedged(f, NULL, 0)) {
 		shemb__fab_leave_wedged(f);
-	else
-		fab_free(f);
+		return false;
+	}
+	fab_free(f);
+	return true;
 }
 
 static int fab_stuck(void *comm, char *why, size_t len)

@@ -351,13 +351,13 @@ static const char *nccl_describe(void *comm)
 
 /* Collectives still running get the timeout to finish; then the
  * communicator is destroyed, or aborted if they did not. */
-static void nccl_destroy(void *comm)
+static bool nccl_destroy(void *comm)
 {
 	struct nccl *n = (struct nccl *)comm;
 	double end;
 
 	if (!n)
-		return;
+		return true;
 	{
 		shemb__cuda_device_guard g(n->c);
 
@@ -374,6 +374,7 @@ static void nccl_destroy(void *comm)
 	}
 	pthread_mutex_destroy(&n->lock);
 	free(n);
+	return true;
 }
 
 extern "C" const struct shemb_comm_ops shemb__nccl_ops = {

@@ -185,12 +185,13 @@ int shemb__stage_finish(shemb_ctx *ctx, struct shemb__staging *st, int rc,
 	return rc;
 }
 
-void shemb__staging_free_all(shemb_ctx *ctx)
+void shemb__staging_free_all(shemb_ctx *ctx, bool closed)
 {
 	while (ctx->staging) {
 		struct shemb__staging *s = ctx->staging;
 
 		ctx->staging = s->next;
-		shemb__stage_free(ctx, s);
+		if (closed)
+			shemb__stage_free(ctx, s);
 	}
 }

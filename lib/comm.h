@@ -68,8 +68,10 @@ struct shemb_comm_ops {
 	 * msg gets the detail */
 	int (*async_error)(void *comm, char *msg, size_t len);
 	const char *(*describe)(void *comm);
-	/* collective close: waits (bounded) for the other ranks, then frees */
-	void (*destroy)(void *comm);
+	/* collective close: waits (bounded) for the other ranks, then frees;
+	 * false when a thread stuck in the transport keeps it open (its
+	 * memory left as it is): what it holds may still be touched */
+	bool (*destroy)(void *comm);
 	/* a thread that never comes back from the transport holds it, as
 	 * far as can be told within the timeout: its code (and why), else
 	 * 0.  NULL: a transport that cannot be stuck so */

@@ -99,8 +99,10 @@ static const char *self_describe(void *comm)
 	return "self (one rank)";
 }
 
-static void self_destroy(void *comm)
+static bool self_destroy(void *comm)
 {
+	(void)comm;
+	return true;
 }
 
 const struct shemb_comm_ops shemb__self_comm_ops = {

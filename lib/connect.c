@@ -166,6 +166,8 @@ int shemb__comm_stuck(shemb_ctx *ctx, char *why, size_t len)
 
 void shemb__comm_close(shemb_ctx *ctx)
 {
+	bool closed;
+
 	if (!ctx->comm_ops)
 		return;
 	shemb__requests_free_all(ctx);
@@ -173,9 +175,9 @@ void shemb__comm_close(shemb_ctx *ctx)
 		ctx->dev_comm_ops->destroy(ctx->dev_comm);
 	ctx->dev_comm_ops = NULL;
 	ctx->dev_comm = NULL;
-	ctx->comm_ops->destroy(ctx->comm);
+	closed = ctx->comm_ops->destroy(ctx->comm);
 	ctx->comm_ops = NULL;
 	ctx->comm = NULL;
-	shemb__staging_free_all(ctx);
-	shemb__held_free_all(ctx);
+	shemb__staging_free_all(ctx, closed);
+	shemb__held_free_all(ctx, closed);
 }

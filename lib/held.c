@@ -75,13 +75,13 @@ void shemb__coll_buf_free(shemb_ctx *ctx, void *p)
 		free(p);
 }
 
-void shemb__held_free_all(shemb_ctx *ctx)
+void shemb__held_free_all(shemb_ctx *ctx, bool closed)
 {
 	while (ctx->held) {
 		struct shemb__held *h = ctx->held;
 
 		ctx->held = h->next;
-		if (h->owned)
+		if (h->owned && closed)
 			free((void *)h->p);
 		free(h);
 	}

@@ -15,9 +15,9 @@ void shemb__held_note(shemb_ctx *ctx, const void *sendbuf,
  * failed may still touch it: the context then frees it once its
  * communicator is destroyed. */
 void shemb__coll_buf_free(shemb_ctx *ctx, void *p);
-/* After the communicator is destroyed: the library's buffers freed, the
- * application's forgotten. */
-void shemb__held_free_all(shemb_ctx *ctx);
+/* After the communicator is destroyed: the library's buffers freed (left
+ * allocated when it could not be closed), the application's forgotten. */
+void shemb__held_free_all(shemb_ctx *ctx, bool closed);
 /* How many buffers are remembered; of them, the library's. */
 size_t shemb__held_count(shemb_ctx *ctx, size_t *owned);
 

@@ -160,8 +160,9 @@ SHEMB__HIDDEN int shemb__coll_start(shemb_ctx *ctx,
 				    shemb_request **req);
 /* Set that priority (enum shemb_priority); returns the one it replaces. */
 SHEMB__HIDDEN int shemb__traffic_prio(shemb_ctx *ctx, int prio);
-/* collectives.c: frees what failed collectives left (context destroy) */
-SHEMB__HIDDEN void shemb__staging_free_all(shemb_ctx *ctx);
+/* coll_staged.c: frees the host copies failed collectives left (context
+ * destroy), unless the communicator could not be closed */
+SHEMB__HIDDEN void shemb__staging_free_all(shemb_ctx *ctx, bool closed);
 
 /* ident.c: rank and world size from the attrs or the environment */
 SHEMB__HIDDEN int shemb__resolve_identity(struct shemb_ctx_attr *a);

@@ -56,6 +56,7 @@ struct fake {
 	void *self;                            /* closed with it */
 	int status;
 	bool hold;
+	bool stuck;                            /* cannot be closed */
 	struct fake_op *held;                  /* failed and held */
 	int *late_writes;
 };
@@ -145,11 +146,13 @@ static const char *fake_describe(void *comm)
 }
 
 /* The late pieces: into every held op's receive buffer, out of its send
- * buffer; then the context's own communicator closes. */
-static void fake_destroy(void *comm)
+ * buffer; then the context's own communicator closes.  A stuck one says
+ * it could not close. */
+static bool fake_destroy(void *comm)
 {
 	struct fake *f = comm;
 	volatile unsigned char sink = 0;
+	bool closed = !f->stuck;
 
 	while (f->held) {
 		struct fake_op *o = f->held;
@@ -164,6 +167,7 @@ static void fake_destroy(void *comm)
 	(void)sink;
 	f->self_ops->destroy(f->self);
 	free(f);
+	return closed;
 }
 
 static bool fake_holds(void *comm, struct shemb__op *op)
@@ -272,6 +276,29 @@ START_TEST(library_exchange_kept_when_held)
 }
 END_TEST
 
+/* A communicator that cannot be closed (a thread stuck in it) may still
+ * touch what it holds: the library leaves its buffers allocated. */
+START_TEST(library_exchange_left_when_not_closed)
+{
+	struct fake *f;
+	shemb_ctx *ctx = ctx_with_fake(SHEMB_EPEER, true, &f);
+	struct shemb__xchg x;
+	char *sbuf, *rbuf;
+
+	xchg_ready(&x);
+	sbuf = x.sbuf;
+	rbuf = x.rbuf;
+	ck_assert_int_eq(shemb__xchg_run(ctx, &x), SHEMB_EPEER);
+	shemb__xchg_free(ctx, &x);
+	f->stuck = true;
+	ck_assert_int_eq(shemb_ctx_destroy(ctx), 0);
+	check_not_freed(sbuf, rbuf);
+	ck_assert(filled((unsigned char *)sbuf, BYTES, 3));
+	free(sbuf); /* the test's, now */
+	free(rbuf);
+}
+END_TEST
+
 START_TEST(library_exchange_freed_when_not_held)
 {
 	struct fake *f;
@@ -365,6 +392,7 @@ int main(void)
 	tc = tcase_create("held");
 
 	tcase_add_test(tc, library_exchange_kept_when_held);
+	tcase_add_test(tc, library_exchange_left_when_not_closed);
 	tcase_add_test(tc, library_exchange_freed_when_not_held);
 	tcase_add_test(tc, application_buffers_never_freed);
 	tcase_add_test(tc, gather_moves_copies);
