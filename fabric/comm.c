@@ -347,6 +347,7 @@ static void fab_free(struct fab *f)
 		shemb__fab_free_op(op);
 	}
 	free(f->spare);
+	free(f->reserve);
 	free(f->discard);
 	shemb__boot_close(f->boot);
 	shemb__cma_close(f);
@@ -368,6 +369,36 @@ static void init_sync(struct fab *f)
 	pthread_cond_init(&f->done_cond, &ca);
 	pthread_cond_init(&f->nap, &ca);
 	pthread_condattr_destroy(&ca);
+}
+
+/*
+ * A start that finds no memory would fail the op on every rank, and a
+ * collective that cannot run as a refusal (an allreduce) is then told by
+ * control message, which leaves receives posted on the others (and, over
+ * shm, a piece sent to this rank that holds back their later sends).  So
+ * the first allocation of a start that fails gives back the reserve (and
+ * the spare scratch) and the start tries again; the reserve is taken
+ * again by a later start.  It is address space more than memory (its
+ * pages are never touched): what a limit on it (RLIMIT_AS, a cgroup's)
+ * refuses.
+ */
+#define RESERVE_BYTES ((size_t)4 << 20)
+
+static bool give_back_reserve(struct fab *f)
+{
+	bool had = f->reserve || f->spare;
+
+	free(f->reserve);
+	free(f->spare);
+	f->reserve = f->spare = NULL;
+	f->spare_len = 0;
+	return had;
+}
+
+static void take_reserve(struct fab *f)
+{
+	if (!f->reserve)
+		f->reserve = malloc(RESERVE_BYTES);
 }
 
 int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
@@ -392,6 +423,7 @@ int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 	init_sync(f);
 	rc = connect_ranks(f, cfg, err, errlen);
 	if (!rc) {
+		take_reserve(f);
 		shemb__fab_post_ctrl_rx(f);
 		if (f->progress_mode == SHEMB_PROGRESS_THREAD)
 			rc = shemb__fab_start_thread(f);
@@ -564,6 +596,8 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 		goto out;
 	}
 	op = calloc(1, sizeof(*op));
+	if (!op && give_back_reserve(f))
+		op = calloc(1, sizeof(*op));
 	if (!op) {
 		rc = start_without_memory(f, why, len);
 		goto out;
@@ -586,6 +620,10 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 			 c->why && c->why[0] ? c->why
 					     : shemb_strerror(c->refuse));
 	rc = c->refuse ? c->refuse : build_call(op, c);
+	if (rc == SHEMB_ENOMEM && !c->refuse && give_back_reserve(f)) {
+		shemb__fab_clear_op(op);
+		rc = build_call(op, c);
+	}
 	if (rc && !op->why[0])
 		snprintf(op->why, sizeof(op->why), "rank %d: no memory for "
 			 "collective call %u", f->rank, op->seq);
@@ -613,6 +651,7 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	 * moving the other collectives in flight for as long as they run. */
 	shemb__fab_post(f);
 	*out = (struct shemb__op *)op;
+	take_reserve(f);
 out:
 	pthread_mutex_unlock(&f->lock);
 	/* The caller holds the only handle of op and waits for it only

@@ -294,6 +294,10 @@ struct fab {
 	 * arena, and faulting them in again costs as much as the reduction. */
 	void *spare;
 	size_t spare_len;
+	/* Memory given back when a start finds none, so that the op can
+	 * still be built and run (comm.c, RESERVE_BYTES); NULL once used,
+	 * until a start can take it again */
+	void *reserve;
 	void *discard;               /* where drained data lands: a chunk
 				      * of either lane */
 

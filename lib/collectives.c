@@ -33,6 +33,45 @@ struct shemb_request {
 
 /* ---- requests ---- */
 
+/*
+ * A request that cannot be had fails its collective on every rank, and an
+ * allreduce cannot run as a refusal: it is told by control message, which
+ * leaves receives posted on the others.  So the context keeps one spare,
+ * made beside its first request and refilled by the next one freed, for
+ * a start that finds no memory.
+ */
+static void free_request(shemb_ctx *ctx, shemb_request *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&ctx->lock);
+	if (!ctx->spare_request) {
+		ctx->spare_request = r;
+		r = NULL;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	free(r);
+}
+
+static shemb_request *alloc_request(shemb_ctx *ctx)
+{
+	shemb_request *r = calloc(1, sizeof(*r));
+	bool spare;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (!r) {
+		r = ctx->spare_request;
+		ctx->spare_request = NULL;
+	}
+	spare = ctx->spare_request != NULL;
+	pthread_mutex_unlock(&ctx->lock);
+	if (r)
+		memset(r, 0, sizeof(*r));
+	if (r && !spare)
+		free_request(ctx, calloc(1, sizeof(*r)));
+	return r;
+}
+
 static void link_request(shemb_ctx *ctx, shemb_request *r)
 {
 	pthread_mutex_lock(&ctx->lock);
@@ -64,7 +103,7 @@ static void release(shemb_request *r)
 		r->ops->release(r->comm, r->op);
 	if (r->job)
 		shemb__stepq_release(r->ctx, r->job);
-	free(r);
+	free_request(r->ctx, r);
 }
 
 void shemb__requests_free_all(shemb_ctx *ctx)
@@ -75,6 +114,8 @@ void shemb__requests_free_all(shemb_ctx *ctx)
 		ctx->requests = r->next;
 		release(r);
 	}
+	free(ctx->spare_request);
+	ctx->spare_request = NULL;
 }
 
 /* The end of r's collective on device buffers staged through host
@@ -250,7 +291,7 @@ static shemb_request *new_request(shemb_ctx *ctx,
 				   const struct shemb_comm_ops *ops, void *comm,
 				   struct shemb__staging *stage)
 {
-	shemb_request *r = calloc(1, sizeof(*r));
+	shemb_request *r = alloc_request(ctx);
 
 	if (!r) {
 		shemb__stage_free(ctx, stage); /* nothing writes into it */
@@ -302,7 +343,7 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 	if (rc) {
 		/* a start that fails leaves nothing posted */
 		shemb__stage_free(ctx, stage);
-		free(r);
+		free_request(ctx, r);
 		return shemb__fail(ctx, rc, "%s", why);
 	}
 	link_request(ctx, r);
@@ -330,7 +371,7 @@ int shemb__request_step(shemb_ctx *ctx, int kind, int n,
 		return SHEMB_ENOMEM;
 	rc = shemb__stepq_submit(ctx, kind, n, bags, bufs, flags, &r->job);
 	if (rc) {
-		free(r);
+		free_request(ctx, r);
 		return rc;
 	}
 	link_request(ctx, r);
@@ -383,7 +424,7 @@ static int queue_coll(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 	rc = shemb__stepq_submit_coll(ctx, c, ops, comm, &r->job);
 	if (rc) {
 		shemb__stage_free(ctx, stage); /* not queued */
-		free(r);
+		free_request(ctx, r);
 		return rc;
 	}
 	link_request(ctx, r);

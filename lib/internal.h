@@ -62,6 +62,8 @@ struct shemb_ctx {
 	pthread_mutex_t lock;         /* guards the fields below */
 	struct shemb_table *tables;   /* doubly linked, newest first */
 	struct shemb_request *requests; /* not yet released */
+	struct shemb_request *spare_request; /* for a start that finds no
+					      * memory (collectives.c) */
 	struct shemb__staging *staging; /* host copies of failed device
 					 * collectives, kept until destroy */
 	struct shemb__held *held;     /* buffers failed collectives may

@@ -1,0 +1,360 @@
+/*
+ * oom_rank.c - one rank of tests/test_oom.sh: collectives in which one
+ * rank's allocations fail, one at a time, at every point the call
+ * allocates on the calling thread.
+ *
+ * Usage: oom_rank [--caller]
+ *
+ * The library comes from the static core, linked with malloc, calloc and
+ * realloc wrapped (-Wl,--wrap): the wrappers fail the n-th allocation the
+ * calling thread makes once armed, then let the others through.  For each
+ * kind of call (a bulk alltoallv of pieces over several chunks, blocking;
+ * an urgent alltoallv of small pieces, started and waited for; an
+ * allgatherv; a ring allreduce of f32, started and tested until done),
+ * step i arms the i-th allocation on rank i % world, i = 1, 2, ... until
+ * that rank's call allocates fewer than i / world + 1 times.  Checked:
+ *
+ *   - the armed rank's call fails with SHEMB_ENOMEM or succeeds (its
+ *     allocations were done before the armed one); any other code fails;
+ *   - every other rank's call succeeds with every byte as sent, or fails
+ *     with SHEMB_ENOMEM and a detail naming the armed rank;
+ *   - after each step, a real call of the same kind on every rank,
+ *     nothing armed, succeeds with every byte as sent: the ranks stay in
+ *     step and the transport is clean;
+ *   - every 8 steps, after a barrier, the transport holds no collective
+ *     and the context keeps no buffer for one (lib/held.c);
+ *   - each kind's walk failed at least one allocation and ended with a
+ *     call that reached none.
+ * Nothing here judges time; shemb-run's --timeout bounds the job.
+ */
+#include "config.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shemb.h>
+
+#include "fabric/fabric.h"
+#include "lib/dist.h"
+#include "lib/held.h"
+#include "lib/internal.h"
+
+static int rank, world;
+
+#include "rank_check.h"
+
+#define MAX_RANKS 8
+#define MAX_STEPS 4000 /* allocations per call, far above any seen */
+
+/* ---- allocations that fail on demand ---- */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+
+static _Thread_local long countdown; /* 0: disarmed */
+static _Thread_local bool failed_one;
+
+static bool fail_now(void)
+{
+	if (countdown <= 0 || --countdown > 0)
+		return false;
+	failed_one = true;
+	return true;
+}
+
+void *__wrap_malloc(size_t n)
+{
+	return fail_now() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return fail_now() ? NULL : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	return fail_now() ? NULL : __real_realloc(p, n);
+}
+
+static void arm(long nth)
+{
+	failed_one = false;
+	countdown = nth;
+}
+
+/* Disarmed; whether an allocation failed since arm(). */
+static bool disarm(void)
+{
+	countdown = 0;
+	return failed_one;
+}
+
+/* ---- the calls ---- */
+
+enum kind { BULK, URGENT, GATHER, REDUCE, NKINDS };
+static const char *const kind_name[] = { "bulk alltoallv",
+					 "urgent alltoallv", "allgatherv",
+					 "ring allreduce" };
+
+#define REDUCE_COUNT (256 * 1024) /* floats: past the one-round size */
+
+static shemb_ctx *ctx;
+
+/* The bytes rank `from` sends rank `to` in step k of kind: the bulk
+ * pieces span several of tcp's 1 MiB and shm's 128 KiB chunks, the
+ * urgent ones travel in headers or just past them, some are empty. */
+static size_t piece_len(enum kind kind, int k, int from, int to)
+{
+	uint64_t z = mix((uint64_t)k * 1000003u + (uint64_t)from * 1009u +
+			 (uint64_t)to * 17u + (uint64_t)kind);
+
+	if (kind == GATHER)
+		return 100 + (size_t)from * 4000;
+	if (kind == BULK)
+		return z % 5 ? ((size_t)1 << 20) + z % 300000 : 0;
+	return z % 3 ? 1 + (z >> 8) % 20000 : 0;
+}
+
+static uint8_t pattern(int k, int from, int to, size_t i)
+{
+	return (uint8_t)(k * 7 + from * 31 + to * 131 + (int)(i % 251));
+}
+
+struct call {
+	enum kind kind;
+	int k;
+	size_t sc[MAX_RANKS], sd[MAX_RANKS], rc[MAX_RANKS], rd[MAX_RANKS];
+	uint8_t *sbuf, *rbuf;
+	float *red;
+};
+
+static void *must_alloc(size_t n)
+{
+	void *p = __real_malloc(n ? n : 1);
+
+	if (!p)
+		FAIL("no memory");
+	return p;
+}
+
+/* Rank r's value k of the reduction: small integers, exact in f32. */
+static float red_value(int k, int r, size_t i)
+{
+	return (float)((k + r * 3 + (int)(i % 97)) % 64);
+}
+
+static void make_call(struct call *a, enum kind kind, int k)
+{
+	size_t s = 0, r = 0;
+
+	a->kind = kind;
+	a->k = k;
+	for (int p = 0; p < world; p++) {
+		int to = kind == GATHER ? rank : p;
+
+		a->sc[p] = piece_len(kind, k, rank, to);
+		a->rc[p] = piece_len(kind, k, p, rank);
+		a->sd[p] = s;
+		a->rd[p] = r;
+		s += a->sc[p];
+		r += a->rc[p];
+	}
+	a->sbuf = must_alloc(s);
+	a->rbuf = must_alloc(r);
+	for (int p = 0; p < world; p++)
+		for (size_t i = 0; i < a->sc[p]; i++)
+			a->sbuf[a->sd[p] + i] = pattern(k, rank,
+						kind == GATHER ? 0 : p, i);
+	memset(a->rbuf, 0, r ? r : 1);
+	a->red = must_alloc(REDUCE_COUNT * sizeof(float));
+	for (size_t i = 0; i < REDUCE_COUNT; i++)
+		a->red[i] = red_value(k, rank, i);
+}
+
+static int run_call(struct call *a)
+{
+	shemb_request *req = NULL;
+	int rc, done = 0;
+
+	switch (a->kind) {
+	case BULK:
+		return shemb_alltoallv(ctx, a->sbuf, a->sc, a->sd, a->rbuf,
+				       a->rc, a->rd, NULL);
+	case URGENT:
+		rc = shemb_alltoallv_prio(ctx, a->sbuf, a->sc, a->sd, a->rbuf,
+					  a->rc, a->rd, SHEMB_PRIO_LOOKUP,
+					  &req);
+		break;
+	case GATHER:
+		return shemb_allgatherv(ctx, a->sbuf, a->sc[0], a->rbuf,
+					a->rc, a->rd, NULL);
+	default:
+		rc = shemb_allreduce(ctx, a->red, a->red, REDUCE_COUNT,
+				     SHEMB_F32, SHEMB_REDUCE_SUM, &req);
+		while (!rc && !done)
+			rc = shemb_test(req, &done);
+		shemb_request_free(req);
+		return rc;
+	}
+	if (!rc)
+		rc = shemb_wait(req);
+	shemb_request_free(req);
+	return rc;
+}
+
+/* Every byte as sent; the sums of every rank's values. */
+static void check_call(const struct call *a, const char *what)
+{
+	if (a->kind == REDUCE) {
+		for (size_t i = 0; i < REDUCE_COUNT; i++) {
+			float want = 0.0f;
+
+			for (int r = 0; r < world; r++)
+				want += red_value(a->k, r, i);
+			if (a->red[i] != want)
+				FAIL("%s %d: element %zu is %g, not %g", what,
+				     a->k, i, (double)a->red[i], (double)want);
+		}
+		return;
+	}
+	for (int p = 0; p < world; p++)
+		for (size_t i = 0; i < a->rc[p]; i++) {
+			uint8_t want = pattern(a->k, p,
+					       a->kind == GATHER ? 0 : rank, i);
+
+			if (a->rbuf[a->rd[p] + i] != want)
+				FAIL("%s %d: byte %zu from rank %d is %u, "
+				     "not %u", what, a->k, i, p,
+				     a->rbuf[a->rd[p] + i], want);
+		}
+}
+
+static void free_call(struct call *a)
+{
+	free(a->sbuf);
+	free(a->rbuf);
+	free(a->red);
+}
+
+/* A call where none is armed: it must succeed, exact. */
+static void real_call(enum kind kind, int k)
+{
+	struct call a;
+
+	make_call(&a, kind, k);
+	CHECK_RC(ctx, run_call(&a));
+	check_call(&a, "real call");
+	free_call(&a);
+}
+
+static void check_nothing_held(int k)
+{
+	size_t bufs;
+	int held;
+
+	CHECK_RC(ctx, shemb_barrier(ctx, NULL));
+	held = shemb__fabric_ops_held(ctx->comm, 5000);
+	if (held != 0)
+		FAIL("after step %d the transport still holds %d "
+		     "collectives", k, held);
+	bufs = shemb__held_count(ctx, NULL);
+	if (bufs != 0)
+		FAIL("after step %d the context keeps %zu buffers", k, bufs);
+}
+
+/* Step i: rank i % world fails its (i / world + 1)-th allocation.
+ * Returns whether the armed rank's call reached it, which every rank
+ * learns from a gathered word. */
+static bool step(enum kind kind, int i)
+{
+	int armed = i % world, rc;
+	bool hit = false;
+	struct call a;
+	uint64_t word = 0, all[MAX_RANKS];
+
+	make_call(&a, kind, i);
+	if (rank == armed)
+		arm(i / world + 1);
+	rc = run_call(&a);
+	if (rank == armed)
+		hit = disarm();
+	if (rank == armed && rc && rc != SHEMB_ENOMEM)
+		FAIL("%s, step %d: the armed call failed with %d (%s), not "
+		     "SHEMB_ENOMEM: %s", kind_name[kind], i, rc,
+		     shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	if (rank == armed && rc && !hit)
+		FAIL("%s, step %d: SHEMB_ENOMEM with no allocation failed",
+		     kind_name[kind], i);
+	if (rank != armed && rc) {
+		char who[32];
+
+		snprintf(who, sizeof(who), "rank %d", armed);
+		if (rc != SHEMB_ENOMEM ||
+		    !strstr(shemb_ctx_last_error(ctx), who))
+			FAIL("%s, step %d (rank %d armed): failed with %d "
+			     "(%s): %s", kind_name[kind], i, armed, rc,
+			     shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	}
+	if (!rc)
+		check_call(&a, "armed call");
+	free_call(&a);
+	real_call(kind, i);
+	/* whether the armed rank's allocation was reached, for all */
+	word = hit;
+	CHECK_RC(ctx, shemb__allgather_word(ctx, word, all));
+	return all[armed] != 0;
+}
+
+/* The walk of one kind: steps until the armed rank's call, on every
+ * rank in turn, allocates less than what was armed. */
+static void walk(enum kind kind)
+{
+	int misses = 0, hits = 0, i;
+
+	for (i = 1; i < MAX_STEPS && misses < world; i++) {
+		if (step(kind, i)) {
+			hits++;
+			misses = 0;
+		} else {
+			misses++;
+		}
+		if (i % 8 == 0)
+			check_nothing_held(i);
+	}
+	if (!hits || misses < world)
+		FAIL("%s: %d allocations failed, %d steps", kind_name[kind],
+		     hits, i);
+	check_nothing_held(i);
+	if (rank == 0)
+		printf("%s: %d allocations failed in %d steps\n",
+		       kind_name[kind], hits, i - 1);
+}
+
+int main(int argc, char **argv)
+{
+	struct shemb_ctx_attr attr;
+
+	shemb_ctx_attr_init(&attr);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--caller"))
+			attr.progress = SHEMB_PROGRESS_CALLER;
+		else
+			FAIL("unknown argument %s", argv[i]);
+	}
+	attr.timeout_ms = 60000;
+	CHECK_RC(NULL, shemb_ctx_create(&attr, &ctx));
+	CHECK_RC(ctx, shemb_ctx_get_attr(ctx, &attr));
+	rank = attr.rank;
+	world = attr.world_size;
+	if (world < 2 || world > MAX_RANKS)
+		FAIL("needs 2 to %d ranks, has %d", MAX_RANKS, world);
+	for (int kind = 0; kind < NKINDS; kind++)
+		walk((enum kind)kind);
+	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
+	return 0;
+}

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Collectives in which one rank's allocations fail, one at a time, at
+# every point the call allocates on the calling thread (tests/oom_rank.c):
+# the failing rank gets SHEMB_ENOMEM, the others succeed or fail naming
+# it, and every rank stays in step.  2 and 3 ranks over shm, 2 over
+# tcp;ofi_rxm, with the progress thread and with caller progress.
+. "$top_srcdir/tests/run_ranks.sh"
+rank=$top_builddir/tests/oom_rank
+
+one() { # provider ranks [options...]
+	ranks_job 300 "$@"
+}
+
+one shm 2
+one shm 3
+one shm 2 --caller
+one "tcp;ofi_rxm" 2
+one "tcp;ofi_rxm" 3 --caller
+[ "$fails" -eq 0 ]
