@@ -378,9 +378,8 @@ static void init_sync(struct fab *f)
  * shm, a piece sent to this rank that holds back their later sends).  So
  * the first allocation of a start that fails gives back the reserve (and
  * the spare scratch) and the start tries again; the reserve is taken
- * again by a later start.  It is address space more than memory (its
- * pages are never touched): what a limit on it (RLIMIT_AS, a cgroup's)
- * refuses.
+ * again by a later start.  The library never writes it, so its pages
+ * cost memory only where the allocator hands it pages used before.
  */
 #define RESERVE_BYTES ((size_t)4 << 20)
 
