@@ -165,6 +165,9 @@ void shemb__xchg_free(shemb_ctx *ctx, struct shemb__xchg *x);
  * x->scount: bytes this rank sends each peer next.  Returns 0 with
  * x->rcount set to the bytes each peer sends, or the status of the first
  * rank that failed (this rank's own first), with the detail recorded.
+ * Every rank takes part whatever happens here (without memory for the
+ * records, as a refusal of their exchange): a step that failed before it
+ * still meets the others through it, with its status.
  */
 int shemb__dist_agree(shemb_ctx *ctx, int kind, uint64_t sig, int status,
 		      struct shemb__xchg *x);
@@ -202,7 +205,9 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 		       float *const *out, int status, int kind);
 
 /* ... its pieces, for dist_relax.c: open routes the ids, meets the ranks
- * (status as for shemb__dist_agree) and packs *ids (initialised here);
+ * (status as for shemb__dist_agree) and packs *ids (initialised here),
+ * or, without memory for them once the ranks agreed, refuses the ids'
+ * exchange, which the caller then does not run;
  * take_in reads what the peers asked for into the routes (at[]: where
  * each part starts); count_rows sets the rows exchange's counts;
  * rows_in: table g's bytes from owner p in it; row_bytes: of one row as

@@ -631,8 +631,9 @@ int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
 {
 	int rc;
 
-	if (shemb__xchg_init(ids, st->ctx->attr.world_size))
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	/* without its counts, this rank still meets the others, failed */
+	if (shemb__xchg_init(ids, st->ctx->attr.world_size) && !status)
+		status = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	if (!status)
 		status = route_all(st, plans);
 	if (!status)
@@ -640,8 +641,10 @@ int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
 	rc = shemb__dist_agree(st->ctx, kind,
 			       status ? 0 : shemb__dist_signature(kind, st),
 			       status, ids);
+	/* the others, committed to the ids' exchange, learn it there */
 	if (!rc && shemb__xchg_alloc(ids))
-		rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+		rc = shemb__xchg_refuse(st->ctx, SHEMB_ENOMEM,
+					"no memory for the ids to send");
 	if (!rc)
 		pack_ids(st, plans, ids);
 	return rc;
@@ -670,8 +673,9 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 	struct shemb__xchg ids = { 0 }, rows = { 0 };
 	uint64_t t0 = shemb__now_ns();
 
-	if (shemb__xchg_init(&rows, world))
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	/* a failure here still meets the ranks, which are committed */
+	if (shemb__xchg_init(&rows, world) && !status)
+		status = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	rc = shemb__dist_lookup_open(st, plans, status, kind, &ids);
 	if (!rc)
 		rc = exchange(st, plans, out, &ids, &rows);

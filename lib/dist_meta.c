@@ -285,11 +285,10 @@ int shemb__dist_agree_offers(shemb_ctx *ctx, int kind, uint64_t sig,
 		m.scount[r] = m.rcount[r] = sizeof(struct meta);
 	if (!rc)
 		rc = shemb__xchg_alloc(&m);
-	if (rc) {
-		/* without the records the other ranks wait for their
-		 * timeout: nothing better is possible without memory */
+	if (rc) { /* the others learn it from the exchange's refusal */
 		shemb__xchg_free(ctx, &m);
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+		return shemb__xchg_refuse(ctx, SHEMB_ENOMEM, "no memory for the "
+					  "records that open a step");
 	}
 	out = (struct meta *)m.sbuf;
 	in = (struct meta *)m.rbuf;

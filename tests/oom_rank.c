@@ -10,14 +10,17 @@
  * calling thread makes once armed, then let the others through.  For each
  * kind of call (a bulk alltoallv of pieces over several chunks, blocking;
  * an urgent alltoallv of small pieces, started and waited for; an
- * allgatherv; a ring allreduce of f32, started and tested until done),
- * step i arms the i-th allocation on rank i % world, i = 1, 2, ... until
- * that rank's call allocates fewer than i / world + 1 times.  Checked:
+ * allgatherv; a ring allreduce of f32, started and tested until done; a
+ * lookup of two tables sharded by rows, one pooled at the owners, one by
+ * the requesters), step i arms the i-th allocation on rank i % world,
+ * i = 1, 2, ... until that rank's call allocates fewer than i / world + 1
+ * times.  Checked:
  *
  *   - the armed rank's call fails with SHEMB_ENOMEM or succeeds (its
  *     allocations were done before the armed one); any other code fails;
- *   - every other rank's call succeeds with every byte as sent, or fails
- *     with SHEMB_ENOMEM and a detail naming the armed rank;
+ *   - every other rank's call succeeds with every byte as sent (every
+ *     bag the sum of its rows, as written), or fails with SHEMB_ENOMEM
+ *     and a detail naming the armed rank;
  *   - after each step, a real call of the same kind on every rank,
  *     nothing armed, succeeds with every byte as sent: the ranks stay in
  *     step and the transport is clean;
@@ -96,14 +99,119 @@ static bool disarm(void)
 
 /* ---- the calls ---- */
 
-enum kind { BULK, URGENT, GATHER, REDUCE, NKINDS };
+enum kind { BULK, URGENT, GATHER, REDUCE, LOOKUP, NKINDS };
 static const char *const kind_name[] = { "bulk alltoallv",
 					 "urgent alltoallv", "allgatherv",
-					 "ring allreduce" };
+					 "ring allreduce", "lookup" };
 
 #define REDUCE_COUNT (256 * 1024) /* floats: past the one-round size */
 
 static shemb_ctx *ctx;
+
+static void *must_alloc(size_t n)
+{
+	void *p = __real_malloc(n ? n : 1);
+
+	if (!p)
+		FAIL("no memory");
+	return p;
+}
+
+/* ---- the lookup's tables: rows as written, bags from the step ---- */
+
+#define NT 2
+#define ROWS 1000
+#define DIM 8
+#define BAGS 4
+#define PER_BAG 5
+
+static shemb_table *tabs[NT];
+
+static float row_value(int64_t id, int c)
+{
+	return (float)((id * DIM + c) % 61);
+}
+
+/* Each rank writes the rows whose id is its rank modulo the world. */
+static void make_tables(void)
+{
+	int64_t ids[ROWS];
+	float *vals = must_alloc(ROWS * DIM * sizeof(float));
+	int64_t n = 0;
+
+	for (int64_t id = rank; id < ROWS; id += world) {
+		ids[n] = id;
+		for (int c = 0; c < DIM; c++)
+			vals[n * DIM + c] = row_value(id, c);
+		n++;
+	}
+	for (int t = 0; t < NT; t++) {
+		struct shemb_table_attr a;
+
+		shemb_table_attr_init(&a);
+		a.rows = ROWS;
+		a.dim = DIM;
+		a.pool_at = t ? SHEMB_POOL_AT_REQUESTER : SHEMB_POOL_AT_OWNER;
+		CHECK_RC(ctx, shemb_table_create(ctx, &a, &tabs[t]));
+		CHECK_RC(ctx, shemb_table_write_rows(tabs[t], n, ids, vals,
+						     SHEMB_F32, 0));
+	}
+	free(vals);
+}
+
+struct lookup {
+	int k;
+	int64_t offsets[NT][BAGS + 1];
+	int64_t ids[NT][BAGS * PER_BAG];
+	float out[NT][BAGS * DIM];
+	struct shemb_bags b[NT];
+};
+
+static void make_lookup(struct lookup *l, int k)
+{
+	l->k = k;
+	for (int t = 0; t < NT; t++) {
+		for (int j = 0; j <= BAGS; j++)
+			l->offsets[t][j] = j * PER_BAG;
+		for (int j = 0; j < BAGS * PER_BAG; j++)
+			l->ids[t][j] = (int64_t)(mix((uint64_t)k * 7919u +
+						     (uint64_t)rank * 131u +
+						     (uint64_t)t * 17u +
+						     (uint64_t)j) % ROWS);
+		memset(l->out[t], 0, sizeof(l->out[t]));
+		shemb_bags_init(&l->b[t]);
+		l->b[t].table = tabs[t];
+		l->b[t].nbags = BAGS;
+		l->b[t].offsets = l->offsets[t];
+		l->b[t].nids = BAGS * PER_BAG;
+		l->b[t].ids = l->ids[t];
+	}
+}
+
+static int run_lookup(struct lookup *l)
+{
+	return shemb_lookup(ctx, NT, l->b,
+			    (float *const[]){ l->out[0], l->out[1] }, 0);
+}
+
+static void check_lookup(const struct lookup *l, const char *what)
+{
+	for (int t = 0; t < NT; t++)
+		for (int j = 0; j < BAGS; j++)
+			for (int c = 0; c < DIM; c++) {
+				float want = 0.0f;
+
+				for (int i = 0; i < PER_BAG; i++)
+					want += row_value(
+						l->ids[t][j * PER_BAG + i], c);
+				if (l->out[t][j * DIM + c] != want)
+					FAIL("%s %d: table %d, bag %d, column "
+					     "%d is %g, not %g", what, l->k, t,
+					     j, c,
+					     (double)l->out[t][j * DIM + c],
+					     (double)want);
+			}
+}
 
 /* The bytes rank `from` sends rank `to` in step k of kind: the bulk
  * pieces span several of tcp's 1 MiB and shm's 128 KiB chunks, the
@@ -132,15 +240,6 @@ struct call {
 	uint8_t *sbuf, *rbuf;
 	float *red;
 };
-
-static void *must_alloc(size_t n)
-{
-	void *p = __real_malloc(n ? n : 1);
-
-	if (!p)
-		FAIL("no memory");
-	return p;
-}
 
 /* Rank r's value k of the reduction: small integers, exact in f32. */
 static float red_value(int k, int r, size_t i)
@@ -244,8 +343,15 @@ static void free_call(struct call *a)
 /* A call where none is armed: it must succeed, exact. */
 static void real_call(enum kind kind, int k)
 {
+	struct lookup l;
 	struct call a;
 
+	if (kind == LOOKUP) {
+		make_lookup(&l, k);
+		CHECK_RC(ctx, run_lookup(&l));
+		check_lookup(&l, "real lookup");
+		return;
+	}
 	make_call(&a, kind, k);
 	CHECK_RC(ctx, run_call(&a));
 	check_call(&a, "real call");
@@ -274,13 +380,17 @@ static bool step(enum kind kind, int i)
 {
 	int armed = i % world, rc;
 	bool hit = false;
+	struct lookup l;
 	struct call a;
 	uint64_t word = 0, all[MAX_RANKS];
 
-	make_call(&a, kind, i);
+	if (kind == LOOKUP)
+		make_lookup(&l, i);
+	else
+		make_call(&a, kind, i);
 	if (rank == armed)
 		arm(i / world + 1);
-	rc = run_call(&a);
+	rc = kind == LOOKUP ? run_lookup(&l) : run_call(&a);
 	if (rank == armed)
 		hit = disarm();
 	if (rank == armed && rc && rc != SHEMB_ENOMEM)
@@ -300,9 +410,12 @@ static bool step(enum kind kind, int i)
 			     "(%s): %s", kind_name[kind], i, armed, rc,
 			     shemb_strerror(rc), shemb_ctx_last_error(ctx));
 	}
-	if (!rc)
+	if (!rc && kind == LOOKUP)
+		check_lookup(&l, "armed lookup");
+	else if (!rc)
 		check_call(&a, "armed call");
-	free_call(&a);
+	if (kind != LOOKUP)
+		free_call(&a);
 	real_call(kind, i);
 	/* whether the armed rank's allocation was reached, for all */
 	word = hit;
@@ -353,8 +466,11 @@ int main(int argc, char **argv)
 	world = attr.world_size;
 	if (world < 2 || world > MAX_RANKS)
 		FAIL("needs 2 to %d ranks, has %d", MAX_RANKS, world);
+	make_tables();
 	for (int kind = 0; kind < NKINDS; kind++)
 		walk((enum kind)kind);
+	for (int t = 0; t < NT; t++)
+		CHECK_RC(ctx, shemb_table_destroy(tabs[t]));
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	return 0;
 }
