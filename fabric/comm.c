@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -336,6 +337,43 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 	return rc;
 }
 
+/*
+ * A start that finds no memory would fail the op on every rank, and a
+ * collective that cannot run as a refusal (an allreduce) is then told by
+ * control message, which leaves receives posted on the others (and, over
+ * shm, a piece sent to this rank that holds back their later sends).  So
+ * the first allocation of a start that fails gives back the reserve (and
+ * the spare scratch) and the start tries again; the reserve is taken
+ * again by a later start.  Allocations fail where address space runs
+ * out (RLIMIT_AS, ulimit -v): the reserve is address space only, a
+ * mapping without access that no page ever backs, and given back to the
+ * kernel, not to an allocator.
+ */
+#define RESERVE_BYTES ((size_t)4 << 20)
+
+static bool give_back_reserve(struct fab *f)
+{
+	bool had = f->reserve || f->spare;
+
+	if (f->reserve)
+		munmap(f->reserve, RESERVE_BYTES);
+	free(f->spare);
+	f->reserve = f->spare = NULL;
+	f->spare_len = 0;
+	return had;
+}
+
+static void take_reserve(struct fab *f)
+{
+	void *p;
+
+	if (f->reserve)
+		return;
+	p = mmap(NULL, RESERVE_BYTES, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	f->reserve = p == MAP_FAILED ? NULL : p;
+}
+
 static void fab_free(struct fab *f)
 {
 	shemb__ep_close(f); /* cancels whatever was still posted */
@@ -346,8 +384,7 @@ static void fab_free(struct fab *f)
 		f->ops = op->next;
 		shemb__fab_free_op(op);
 	}
-	free(f->spare);
-	free(f->reserve);
+	give_back_reserve(f);
 	free(f->discard);
 	shemb__boot_close(f->boot);
 	shemb__cma_close(f);
@@ -369,35 +406,6 @@ static void init_sync(struct fab *f)
 	pthread_cond_init(&f->done_cond, &ca);
 	pthread_cond_init(&f->nap, &ca);
 	pthread_condattr_destroy(&ca);
-}
-
-/*
- * A start that finds no memory would fail the op on every rank, and a
- * collective that cannot run as a refusal (an allreduce) is then told by
- * control message, which leaves receives posted on the others (and, over
- * shm, a piece sent to this rank that holds back their later sends).  So
- * the first allocation of a start that fails gives back the reserve (and
- * the spare scratch) and the start tries again; the reserve is taken
- * again by a later start.  The library never writes it, so its pages
- * cost memory only where the allocator hands it pages used before.
- */
-#define RESERVE_BYTES ((size_t)4 << 20)
-
-static bool give_back_reserve(struct fab *f)
-{
-	bool had = f->reserve || f->spare;
-
-	free(f->reserve);
-	free(f->spare);
-	f->reserve = f->spare = NULL;
-	f->spare_len = 0;
-	return had;
-}
-
-static void take_reserve(struct fab *f)
-{
-	if (!f->reserve)
-		f->reserve = malloc(RESERVE_BYTES);
 }
 
 int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,

@@ -193,6 +193,7 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 	purge_queue(&f->sq_head, &f->sq_tail, op);
 	purge_pulls(f, op);
 	op->defer_head = op->defer_tail = NULL;
+	op->aborted = true;
 	finish(f, op, status);
 }
 
@@ -209,15 +210,25 @@ static bool on_caller_buffers(const struct op *op, const struct xfer *x)
 	return !s || b < s || b >= s + op->scratch_len;
 }
 
+/* An op not done (its wait gave up on the lock) may still move anything.
+ * With single copy, a peer may read a piece from where this rank's header
+ * said it is until its empty message came (the ack landed), whether that
+ * ack was posted yet or not, unless the op ended as a refusal once its
+ * transfers were done (the acks it dropped stand for pieces no peer
+ * reads). */
 bool shemb__fab_op_holds(const struct op *op)
 {
-	if (!op->done || !op->status || !op->posted)
+	if (!op->done)
+		return true;
+	if (!op->status)
 		return false;
 	for (int r = 0; r < op->nrounds; r++)
 		for (int i = 0; i < op->rounds[r].nx; i++) {
 			const struct xfer *x = &op->rounds[r].x[i];
 
 			if (x->posted && on_caller_buffers(op, x))
+				return true;
+			if (x->ack && !x->landed && op->aborted)
 				return true;
 		}
 	return false;
@@ -636,7 +647,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		return;
 	}
 	op->last_ns = shemb__fab_now_ns();
-	x->landed = !x->send;
+	x->landed = !x->send || x->ack;
 	if (!x->send && !x->is_hdr && !x->pulled && !x->drain &&
 	    !on_chunk(f, op, x))
 		return;

@@ -117,7 +117,8 @@ struct xfer {
 	int peer;
 	bool send, posted, is_hdr, is_ctrl;
 	bool landed;                 /* a receive that completed and checked
-				      * out */
+				      * out, or an ack whose empty message
+				      * came */
 	bool gated;                  /* posted only once the peer's
 				      * header checked out */
 	int gate_lo, gate_hi;        /* header receive: the transfers it
@@ -157,6 +158,9 @@ struct op {
 	bool pull;                   /* its data moves by single copy */
 	int status;
 	bool done, released;
+	bool aborted;                /* failed with its transfers cut short
+				      * (shemb__fab_fail_op), not ended as a
+				      * refusal once they were done */
 	int cur, nrounds;
 	struct round *rounds;
 	int pending;                 /* transfers of this round not done */
@@ -358,7 +362,7 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 	__attribute__((format(printf, 4, 5)));
 /* op failed with transfers on its caller's buffers still libfabric's
  * (they complete or the endpoint closes), or with pieces of them still
- * open to a peer's single copy (shemb_comm_ops.holds) */
+ * open to a peer's single copy, or is not done (shemb_comm_ops.holds) */
 bool shemb__fab_op_holds(const struct op *op);
 /* Move transfers along: post, read completions (the bulk lane's too, if
  * bulk), check liveness; the completions handled. */

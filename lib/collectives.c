@@ -65,7 +65,7 @@ static shemb_request *alloc_request(shemb_ctx *ctx)
 	}
 	spare = ctx->spare_request != NULL;
 	pthread_mutex_unlock(&ctx->lock);
-	if (r)
+	if (r) /* the spare, used before */
 		memset(r, 0, sizeof(*r));
 	if (r && !spare)
 		free_request(ctx, calloc(1, sizeof(*r)));
@@ -132,9 +132,9 @@ static int finish_stage(shemb_request *r, int rc, bool held)
 static bool op_holds(const shemb_request *r, struct shemb__op *op)
 {
 	const struct shemb_comm_ops *o = r->ops;
+	size_t need = offsetof(struct shemb_comm_ops, holds) + sizeof(o->holds);
 
-	if (!op || o->size < offsetof(struct shemb_comm_ops, holds) +
-		      sizeof(o->holds) || !o->holds)
+	if (!op || o->size < need || !o->holds)
 		return false;
 	return o->holds(r->comm, op);
 }
@@ -168,7 +168,9 @@ static int wait_job(shemb_request *r)
 		return report(r, op, rc, why);
 	}
 	r->reported = true;
-	return finish_stage(r, rc, false);
+	/* a job that failed may not be done (its thread stuck in the
+	 * transport, with the host copies) */
+	return finish_stage(r, rc, rc != 0);
 }
 
 SHEMB_API int shemb_wait(shemb_request *r)

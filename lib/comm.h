@@ -54,7 +54,8 @@ struct shemb_comm_ops {
 	size_t size;
 	const char *name;
 	/* start a collective; *op is the backend's handle; a failure's
-	 * detail goes to why */
+	 * detail goes to why, and leaves nothing of the call posted (its
+	 * buffers are the caller's again) */
 	int (*start)(void *comm, const struct shemb__coll *c,
 		     struct shemb__op **op, char *why, size_t len);
 	/* *done = 1 with the op's status as return value when finished;

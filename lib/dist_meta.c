@@ -134,22 +134,27 @@ int shemb__allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
 	size_t *cnt = calloc((size_t)world, sizeof(size_t));
 	size_t *dsp = calloc((size_t)world, sizeof(size_t));
 	char *buf = malloc(((size_t)world + 1) * len);
-	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendbuf = buf,
-				 .sendcount = len, .recvbuf = buf + len,
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendcount = len,
 				 .recvcounts = cnt, .rdispls = dsp };
 
-	rc = cnt && dsp && buf ? 0 : shemb__fail(ctx, SHEMB_ENOMEM,
-						 "no memory");
-	for (int r = 0; !rc && r < world; r++) {
+	if (!cnt || !dsp || !buf) { /* the others learn it from a refusal */
+		c = (struct shemb__coll){ .kind = SHEMB__ALLGATHERV,
+					  .refuse = SHEMB_ENOMEM,
+					  .why = "no memory to gather" };
+		rc = shemb__coll_run(ctx, &c);
+		goto out;
+	}
+	for (int r = 0; r < world; r++) {
 		cnt[r] = len;
 		dsp[r] = (size_t)r * len;
 	}
-	if (!rc) {
-		memcpy(buf, mine, len);
-		rc = shemb__coll_run(ctx, &c);
-	}
+	memcpy(buf, mine, len);
+	c.sendbuf = buf;
+	c.recvbuf = buf + len;
+	rc = shemb__coll_run(ctx, &c);
 	if (!rc)
 		memcpy(all, buf + len, (size_t)world * len);
+out:
 	free(cnt);
 	free(dsp);
 	shemb__coll_buf_free(ctx, buf);
@@ -287,8 +292,8 @@ int shemb__dist_agree_offers(shemb_ctx *ctx, int kind, uint64_t sig,
 		rc = shemb__xchg_alloc(&m);
 	if (rc) { /* the others learn it from the exchange's refusal */
 		shemb__xchg_free(ctx, &m);
-		return shemb__xchg_refuse(ctx, SHEMB_ENOMEM, "no memory for the "
-					  "records that open a step");
+		return shemb__xchg_refuse(ctx, SHEMB_ENOMEM, "no memory for "
+					  "the records that open a step");
 	}
 	out = (struct meta *)m.sbuf;
 	in = (struct meta *)m.rbuf;

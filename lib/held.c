@@ -14,6 +14,7 @@
 #include "lib/held.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct shemb__held {
 	struct shemb__held *next;
@@ -30,20 +31,43 @@ static struct shemb__held *find(shemb_ctx *ctx, const void *p)
 	return NULL;
 }
 
-/* with ctx->lock; without memory for the record, the library gives up
- * freeing its collectives' buffers for the context's life: a leak, not
- * a write into freed memory */
+#define SPARE_RECORDS 2
+
+/* with ctx->lock: a record, from the spares when there is no memory;
+ * spares are made again while there is */
+static struct shemb__held *new_record(shemb_ctx *ctx)
+{
+	struct shemb__held *h = calloc(1, sizeof(*h)), *s;
+
+	if (!h && ctx->held_spare) {
+		h = ctx->held_spare;
+		ctx->held_spare = h->next;
+		ctx->held_spares--;
+	}
+	while (h && ctx->held_spares < SPARE_RECORDS &&
+	       (s = calloc(1, sizeof(*s)))) {
+		s->next = ctx->held_spare;
+		ctx->held_spare = s;
+		ctx->held_spares++;
+	}
+	return h;
+}
+
+/* with ctx->lock; without memory for the record, even a spare, the
+ * library gives up freeing its collectives' buffers for the context's
+ * life: a leak, not a write into freed memory */
 static void remember(shemb_ctx *ctx, const void *p)
 {
 	struct shemb__held *h;
 
 	if (!p || find(ctx, p))
 		return;
-	h = calloc(1, sizeof(*h));
+	h = new_record(ctx);
 	if (!h) {
 		ctx->held_all = true;
 		return;
 	}
+	memset(h, 0, sizeof(*h));
 	h->p = p;
 	h->next = ctx->held;
 	ctx->held = h;
@@ -85,6 +109,13 @@ void shemb__held_free_all(shemb_ctx *ctx, bool closed)
 			free((void *)h->p);
 		free(h);
 	}
+	while (ctx->held_spare) {
+		struct shemb__held *s = ctx->held_spare;
+
+		ctx->held_spare = s->next;
+		free(s);
+	}
+	ctx->held_spares = 0;
 }
 
 size_t shemb__held_count(shemb_ctx *ctx, size_t *owned)

@@ -68,6 +68,9 @@ struct shemb_ctx {
 					 * collectives, kept until destroy */
 	struct shemb__held *held;     /* buffers failed collectives may
 				       * still touch (held.c) */
+	struct shemb__held *held_spare; /* records for when there is no
+					 * memory, and how many */
+	int held_spares;
 	bool held_all;                /* ... all of the library's, having
 				       * had no memory to remember one */
 	int64_t next_table_id;

@@ -10,11 +10,13 @@
  * calling thread makes once armed, then let the others through.  For each
  * kind of call (a bulk alltoallv of pieces over several chunks, blocking;
  * an urgent alltoallv of small pieces, started and waited for; an
- * allgatherv; a ring allreduce of f32, started and tested until done; a
- * lookup of two tables sharded by rows, one pooled at the owners, one by
- * the requesters), step i arms the i-th allocation on rank i % world,
- * i = 1, 2, ... until that rank's call allocates fewer than i / world + 1
- * times.  Checked:
+ * allgatherv; a ring allreduce of f32, started and tested until done;
+ * the library's own gather of a word from every rank; a lookup of two
+ * tables sharded by rows, one pooled at the owners, one by the
+ * requesters), step i arms the i-th allocation on rank i % world, i = 1,
+ * 2, ... until that rank's call allocates fewer than i / world + 1
+ * times.  Allocations on other threads (the progress thread, the
+ * library's pool) are not failed.  Checked:
  *
  *   - the armed rank's call fails with SHEMB_ENOMEM or succeeds (its
  *     allocations were done before the armed one); any other code fails;
@@ -99,10 +101,11 @@ static bool disarm(void)
 
 /* ---- the calls ---- */
 
-enum kind { BULK, URGENT, GATHER, REDUCE, LOOKUP, NKINDS };
+enum kind { BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP, NKINDS };
 static const char *const kind_name[] = { "bulk alltoallv",
 					 "urgent alltoallv", "allgatherv",
-					 "ring allreduce", "lookup" };
+					 "ring allreduce", "gather of words",
+					 "lookup" };
 
 #define REDUCE_COUNT (256 * 1024) /* floats: past the one-round size */
 
@@ -239,6 +242,7 @@ struct call {
 	size_t sc[MAX_RANKS], sd[MAX_RANKS], rc[MAX_RANKS], rd[MAX_RANKS];
 	uint8_t *sbuf, *rbuf;
 	float *red;
+	uint64_t words[MAX_RANKS];
 };
 
 /* Rank r's value k of the reduction: small integers, exact in f32. */
@@ -292,6 +296,10 @@ static int run_call(struct call *a)
 	case GATHER:
 		return shemb_allgatherv(ctx, a->sbuf, a->sc[0], a->rbuf,
 					a->rc, a->rd, NULL);
+	case WORD:
+		return shemb__allgather_word(ctx, mix((uint64_t)a->k * 64 +
+						      (uint64_t)rank),
+					     a->words);
 	default:
 		rc = shemb_allreduce(ctx, a->red, a->red, REDUCE_COUNT,
 				     SHEMB_F32, SHEMB_REDUCE_SUM, &req);
@@ -321,7 +329,10 @@ static void check_call(const struct call *a, const char *what)
 		}
 		return;
 	}
-	for (int p = 0; p < world; p++)
+	for (int r = 0; a->kind == WORD && r < world; r++)
+		if (a->words[r] != mix((uint64_t)a->k * 64 + (uint64_t)r))
+			FAIL("%s %d: rank %d's word is wrong", what, a->k, r);
+	for (int p = 0; a->kind != WORD && p < world; p++)
 		for (size_t i = 0; i < a->rc[p]; i++) {
 			uint8_t want = pattern(a->k, p,
 					       a->kind == GATHER ? 0 : rank, i);

@@ -330,25 +330,37 @@ START_TEST(application_buffers_never_freed)
 	struct fake *f;
 	shemb_ctx *ctx = ctx_with_fake(SHEMB_ETIMEDOUT, true, &f);
 	unsigned char *sbuf = malloc(BYTES + 8), *rbuf = malloc(BYTES + 8);
+	float *sum = malloc(4 * sizeof(float));
 	size_t count = BYTES, displ = 0, owned = 1;
 	shemb_request *req = NULL;
+	int done = 0;
 
 	ck_assert_ptr_nonnull(sbuf);
 	ck_assert_ptr_nonnull(rbuf);
+	ck_assert_ptr_nonnull(sum);
 	fill(sbuf, BYTES, 5);
 	ck_assert_int_eq(shemb_alltoallv(ctx, sbuf, &count, &displ, rbuf,
 					 &count, &displ, NULL),
 			 SHEMB_ETIMEDOUT);
 	ck_assert_uint_eq(shemb__held_count(ctx, &owned), 2);
 	ck_assert_uint_eq(owned, 0);
-	/* a request waited for, or tested, the same */
+	/* a request waited for, the same */
 	ck_assert_int_eq(shemb_alltoallv(ctx, sbuf, &count, &displ, rbuf,
 					 &count, &displ, &req), 0);
 	ck_assert_int_eq(shemb_wait(req), SHEMB_ETIMEDOUT);
 	shemb_request_free(req);
 	ck_assert_uint_eq(shemb__held_count(ctx, NULL), 2);
+	/* an allreduce in place, tested: one buffer */
+	ck_assert_int_eq(shemb_allreduce(ctx, sum, sum, 4, SHEMB_F32,
+					 SHEMB_REDUCE_SUM, &req), 0);
+	ck_assert_int_eq(shemb_test(req, &done), SHEMB_ETIMEDOUT);
+	ck_assert_int_eq(done, 1);
+	shemb_request_free(req);
+	ck_assert_uint_eq(shemb__held_count(ctx, &owned), 3);
+	ck_assert_uint_eq(owned, 0);
 	ck_assert_int_eq(shemb_ctx_destroy(ctx), 0);
-	ck_assert_int_eq(late_writes, 2);
+	ck_assert_int_eq(late_writes, 3);
+	free(sum);
 	check_not_freed(sbuf, rbuf);
 	ck_assert_uint_eq(rbuf[BYTES - 1], LATE);
 	ck_assert(filled(sbuf, BYTES, 5));
