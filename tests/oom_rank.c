@@ -42,14 +42,13 @@
 
 #include <shemb.h>
 
-#include "fabric/fabric.h"
 #include "lib/dist.h"
-#include "lib/held.h"
 #include "lib/internal.h"
 
 static int rank, world;
 
 #include "rank_check.h"
+#include "rank_held.h"
 
 #define MAX_RANKS 8
 #define MAX_STEPS 4000 /* allocations per call, far above any seen */
@@ -369,21 +368,6 @@ static void real_call(enum kind kind, int k)
 	free_call(&a);
 }
 
-static void check_nothing_held(int k)
-{
-	size_t bufs;
-	int held;
-
-	CHECK_RC(ctx, shemb_barrier(ctx, NULL));
-	held = shemb__fabric_ops_held(ctx->comm, 5000);
-	if (held != 0)
-		FAIL("after step %d the transport still holds %d "
-		     "collectives", k, held);
-	bufs = shemb__held_count(ctx, NULL);
-	if (bufs != 0)
-		FAIL("after step %d the context keeps %zu buffers", k, bufs);
-}
-
 /* Step i: rank i % world fails its (i / world + 1)-th allocation.
  * Returns whether the armed rank's call reached it, which every rank
  * learns from a gathered word. */
@@ -448,12 +432,12 @@ static void walk(enum kind kind)
 			misses++;
 		}
 		if (i % 8 == 0)
-			check_nothing_held(i);
+			check_nothing_held(ctx, "step", i);
 	}
 	if (!hits || misses < world)
 		FAIL("%s: %d allocations failed, %d steps", kind_name[kind],
 		     hits, i);
-	check_nothing_held(i);
+	check_nothing_held(ctx, "step", i);
 	if (rank == 0)
 		printf("%s: %d allocations failed in %d steps\n",
 		       kind_name[kind], hits, i - 1);

@@ -51,14 +51,13 @@
 
 #include <shemb.h>
 
-#include "fabric/fabric.h"
 #include "lib/comm.h"
-#include "lib/held.h"
 #include "lib/internal.h"
 
 static int rank, world;
 
 #include "rank_check.h"
+#include "rank_held.h"
 
 #define MAX_RANKS 8
 #define REAL_EVERY 5
@@ -360,25 +359,6 @@ static void self_mismatch_call(int k)
 	free(a.rbuf);
 }
 
-/* Every collective so far, refused, disagreeing or not, left nothing
- * in the transport: no op kept for a receive that never completes, and
- * no buffer the context keeps for one (lib/held.c). */
-static void check_nothing_held(int k)
-{
-	size_t bufs;
-	int held;
-
-	CHECK_RC(ctx, shemb_barrier(ctx, NULL));
-	held = shemb__fabric_ops_held(ctx->comm, 5000);
-	if (held != 0)
-		FAIL("after call %d the transport still holds %d "
-		     "collectives", k, held);
-	bufs = shemb__held_count(ctx, NULL);
-	if (bufs != 0)
-		FAIL("after call %d the context keeps %zu buffers of failed "
-		     "collectives", k, bufs);
-}
-
 int main(int argc, char **argv)
 {
 	struct shemb_ctx_attr attr;
@@ -411,7 +391,7 @@ int main(int argc, char **argv)
 		else
 			refused_call(k);
 		if (k % 100 == 99)
-			check_nothing_held(k);
+			check_nothing_held(ctx, "call", k);
 	}
 	make_call(&last, calls, SHEMB_PRIO_DENSE);
 	CHECK_RC(ctx, shemb__coll_run(ctx, &last.c));
