@@ -567,8 +567,9 @@ int shemb__dist_backward_open(struct shemb__step *st, const float *const *grad,
 	b->grads = gr;
 	if (offer)
 		offer->agreed = 0;
-	if (!gr || shemb__xchg_init(x, world))
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	/* without them, this rank still meets the others, failed */
+	if ((!gr || shemb__xchg_init(x, world)) && !status)
+		status = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	for (int g = 0; !status && g < st->ngroups; g++)
 		status = make_grads(st, g, grad, &gr[g]);
 	for (int p = 0; !status && p < world; p++) {
@@ -582,8 +583,10 @@ int shemb__dist_backward_open(struct shemb__step *st, const float *const *grad,
 		st->ctx, SHEMB__DIST_BACKWARD,
 		status ? 0 : shemb__dist_signature(SHEMB__DIST_BACKWARD, st),
 		status, x, offer ? &offer->agreed : NULL);
+	/* the others, committed to the exchange, learn it there */
 	if (!rc && shemb__xchg_alloc(x))
-		rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+		rc = shemb__xchg_refuse(st->ctx, SHEMB_ENOMEM, "no memory for "
+					"the gradients to send");
 	if (!rc)
 		pack_all(st, gr, grad, x);
 	return rc;

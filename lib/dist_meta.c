@@ -127,6 +127,17 @@ void shemb__xchg_free(shemb_ctx *ctx, struct shemb__xchg *x)
 /* The collective moves copies in a buffer of its own, which a failure
  * may leave to the transport (held.c): the callers' are often on their
  * stacks. */
+/* This rank's part in a gather it has no memory for: the others learn
+ * it from the refusal.  SHEMB_ENOMEM. */
+static int refuse_gather(shemb_ctx *ctx)
+{
+	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV,
+				 .refuse = SHEMB_ENOMEM,
+				 .why = "no memory to gather" };
+
+	return shemb__coll_run(ctx, &c);
+}
+
 int shemb__allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
 			   void *all)
 {
@@ -137,11 +148,8 @@ int shemb__allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
 	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendcount = len,
 				 .recvcounts = cnt, .rdispls = dsp };
 
-	if (!cnt || !dsp || !buf) { /* the others learn it from a refusal */
-		c = (struct shemb__coll){ .kind = SHEMB__ALLGATHERV,
-					  .refuse = SHEMB_ENOMEM,
-					  .why = "no memory to gather" };
-		rc = shemb__coll_run(ctx, &c);
+	if (!cnt || !dsp || !buf) {
+		rc = refuse_gather(ctx);
 		goto out;
 	}
 	for (int r = 0; r < world; r++) {
@@ -183,7 +191,7 @@ int shemb__dist_all_ok(shemb_ctx *ctx, int status, const char *what)
 		snprintf(mine.why, sizeof(mine.why), "%s",
 			 shemb_ctx_last_error(ctx));
 	rc = all ? shemb__allgather_bytes(ctx, &mine, sizeof(mine), all)
-		 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+		 : refuse_gather(ctx);
 	if (!rc && status)
 		rc = status; /* this rank's own detail stays */
 	for (int r = 0; !rc && r < world; r++) {

@@ -13,7 +13,7 @@
  * allgatherv; a ring allreduce of f32, started and tested until done;
  * the library's own gather of a word from every rank; a lookup of two
  * tables sharded by rows, one pooled at the owners, one by the
- * requesters), step i arms the i-th allocation on rank i % world, i = 1,
+ * requesters; its backward, SGD at a learning rate of 1), step i arms the i-th allocation on rank i % world, i = 1,
  * 2, ... until that rank's call allocates fewer than i / world + 1
  * times.  Allocations on other threads (the progress thread, the
  * library's pool) are not failed.  Checked:
@@ -26,6 +26,9 @@
  *   - after each step, a real call of the same kind on every rank,
  *     nothing armed, succeeds with every byte as sent: the ranks stay in
  *     step and the transport is clean;
+ *   - a backward is applied on every rank or on none, and every row read
+ *     back equals a reference that applies the backwards that succeeded
+ *     (exact: small integers);
  *   - every 8 steps, after a barrier, the transport holds no collective
  *     and the context keeps no buffer for one (lib/held.c);
  *   - each kind's walk failed at least one allocation and ended with a
@@ -100,11 +103,11 @@ static bool disarm(void)
 
 /* ---- the calls ---- */
 
-enum kind { BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP, NKINDS };
+enum kind { BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP, BACKWARD, NKINDS };
 static const char *const kind_name[] = { "bulk alltoallv",
 					 "urgent alltoallv", "allgatherv",
 					 "ring allreduce", "gather of words",
-					 "lookup" };
+					 "lookup", "backward" };
 
 #define REDUCE_COUNT (256 * 1024) /* floats: past the one-round size */
 
@@ -128,6 +131,10 @@ static void *must_alloc(size_t n)
 #define PER_BAG 5
 
 static shemb_table *tabs[NT];
+/* The rows as they must be: as written, then every backward that
+ * succeeded applied (SGD at a learning rate of 1, small integers: exact
+ * in f32). */
+static float ref[NT][ROWS][DIM];
 
 static float row_value(int64_t id, int c)
 {
@@ -154,6 +161,10 @@ static void make_tables(void)
 		a.rows = ROWS;
 		a.dim = DIM;
 		a.pool_at = t ? SHEMB_POOL_AT_REQUESTER : SHEMB_POOL_AT_OWNER;
+		a.lr = 1.0f;
+		for (int64_t id = 0; id < ROWS; id++)
+			for (int c = 0; c < DIM; c++)
+				ref[t][id][c] = row_value(id, c);
 		CHECK_RC(ctx, shemb_table_create(ctx, &a, &tabs[t]));
 		CHECK_RC(ctx, shemb_table_write_rows(tabs[t], n, ids, vals,
 						     SHEMB_F32, 0));
@@ -169,6 +180,13 @@ struct lookup {
 	struct shemb_bags b[NT];
 };
 
+/* The j-th id rank r looks up in table t in step k. */
+static int64_t lookup_id(int k, int r, int t, int j)
+{
+	return (int64_t)(mix((uint64_t)k * 7919u + (uint64_t)r * 131u +
+			     (uint64_t)t * 17u + (uint64_t)j) % ROWS);
+}
+
 static void make_lookup(struct lookup *l, int k)
 {
 	l->k = k;
@@ -176,10 +194,7 @@ static void make_lookup(struct lookup *l, int k)
 		for (int j = 0; j <= BAGS; j++)
 			l->offsets[t][j] = j * PER_BAG;
 		for (int j = 0; j < BAGS * PER_BAG; j++)
-			l->ids[t][j] = (int64_t)(mix((uint64_t)k * 7919u +
-						     (uint64_t)rank * 131u +
-						     (uint64_t)t * 17u +
-						     (uint64_t)j) % ROWS);
+			l->ids[t][j] = lookup_id(k, rank, t, j);
 		memset(l->out[t], 0, sizeof(l->out[t]));
 		shemb_bags_init(&l->b[t]);
 		l->b[t].table = tabs[t];
@@ -204,8 +219,8 @@ static void check_lookup(const struct lookup *l, const char *what)
 				float want = 0.0f;
 
 				for (int i = 0; i < PER_BAG; i++)
-					want += row_value(
-						l->ids[t][j * PER_BAG + i], c);
+					want += ref[t][l->ids[t][j * PER_BAG +
+								 i]][c];
 				if (l->out[t][j * DIM + c] != want)
 					FAIL("%s %d: table %d, bag %d, column "
 					     "%d is %g, not %g", what, l->k, t,
@@ -313,6 +328,49 @@ static int run_call(struct call *a)
 	return rc;
 }
 
+/* ---- the backward: the same bags, gradients from the step ---- */
+
+static float grad_value(int k, int t, int j, int c)
+{
+	return (float)((k + t + j + c) % 3);
+}
+
+/* Every rank's bags of step k, as every rank made them, applied to the
+ * reference: each occurrence of a row takes its bag's gradient. */
+static void apply_reference(int k)
+{
+	for (int r = 0; r < world; r++)
+		for (int t = 0; t < NT; t++)
+			for (int j = 0; j < BAGS * PER_BAG; j++) {
+				int64_t id = lookup_id(k, r, t, j);
+
+				for (int c = 0; c < DIM; c++)
+					ref[t][id][c] -= grad_value(
+						k, t, j / PER_BAG, c);
+			}
+}
+
+static void check_rows(int k)
+{
+	static int64_t ids[ROWS];
+	static float rows[ROWS * DIM];
+
+	for (int64_t id = 0; id < ROWS; id++)
+		ids[id] = id;
+	for (int t = 0; t < NT; t++) {
+		CHECK_RC(ctx, shemb_table_read_rows(tabs[t], ROWS, ids, rows,
+						    SHEMB_F32));
+		for (int64_t id = 0; id < ROWS; id++)
+			for (int c = 0; c < DIM; c++)
+				if (rows[id * DIM + c] != ref[t][id][c])
+					FAIL("after step %d: table %d, row "
+					     "%lld, column %d is %g, not %g",
+					     k, t, (long long)id, c,
+					     (double)rows[id * DIM + c],
+					     (double)ref[t][id][c]);
+	}
+}
+
 /* Every byte as sent; the sums of every rank's values. */
 static void check_call(const struct call *a, const char *what)
 {
@@ -368,6 +426,63 @@ static void real_call(enum kind kind, int k)
 	free_call(&a);
 }
 
+/* The armed rank's status rc: SHEMB_ENOMEM from a failed allocation, or
+ * success; the others' success, or SHEMB_ENOMEM naming it. */
+static void check_status(enum kind kind, int i, int armed, int rc, bool hit)
+{
+	char who[32];
+
+	if (rank == armed && rc && rc != SHEMB_ENOMEM)
+		FAIL("%s, step %d: the armed call failed with %d (%s), not "
+		     "SHEMB_ENOMEM: %s", kind_name[kind], i, rc,
+		     shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	if (rank == armed && rc && !hit)
+		FAIL("%s, step %d: SHEMB_ENOMEM with no allocation failed",
+		     kind_name[kind], i);
+	snprintf(who, sizeof(who), "rank %d", armed);
+	if (rank != armed && rc &&
+	    (rc != SHEMB_ENOMEM || !strstr(shemb_ctx_last_error(ctx), who)))
+		FAIL("%s, step %d (rank %d armed): failed with %d (%s): %s",
+		     kind_name[kind], i, armed, rc, shemb_strerror(rc),
+		     shemb_ctx_last_error(ctx));
+}
+
+/* The armed backward of step i, after a lookup nothing armed: the ranks
+ * must agree whether it was applied (all, or none), and the rows must be
+ * the reference's, with it or without. */
+static int armed_backward(int i, int armed, bool *hit)
+{
+	float g[NT][BAGS * DIM];
+	uint64_t ok[MAX_RANKS];
+	struct lookup l;
+	int rc, n = 0;
+
+	make_lookup(&l, i);
+	CHECK_RC(ctx, run_lookup(&l));
+	check_lookup(&l, "lookup before the backward");
+	for (int t = 0; t < NT; t++)
+		for (int j = 0; j < BAGS; j++)
+			for (int c = 0; c < DIM; c++)
+				g[t][j * DIM + c] = grad_value(i, t, j, c);
+	if (rank == armed)
+		arm(i / world + 1);
+	rc = shemb_backward(ctx, NT, l.b,
+			    (const float *const[]){ g[0], g[1] });
+	if (rank == armed)
+		*hit = disarm();
+	check_status(BACKWARD, i, armed, rc, *hit);
+	CHECK_RC(ctx, shemb__allgather_word(ctx, rc == 0, ok));
+	for (int r = 0; r < world; r++)
+		n += ok[r] != 0;
+	if (n && n < world)
+		FAIL("backward, step %d (rank %d armed): %d ranks of %d "
+		     "applied it", i, armed, n, world);
+	if (n)
+		apply_reference(i);
+	check_rows(i);
+	return rc;
+}
+
 /* Step i: rank i % world fails its (i / world + 1)-th allocation.
  * Returns whether the armed rank's call reached it, which every rank
  * learns from a gathered word. */
@@ -377,8 +492,12 @@ static bool step(enum kind kind, int i)
 	bool hit = false;
 	struct lookup l;
 	struct call a;
-	uint64_t word = 0, all[MAX_RANKS];
+	uint64_t all[MAX_RANKS];
 
+	if (kind == BACKWARD) {
+		armed_backward(i, armed, &hit);
+		goto reached;
+	}
 	if (kind == LOOKUP)
 		make_lookup(&l, i);
 	else
@@ -388,23 +507,7 @@ static bool step(enum kind kind, int i)
 	rc = kind == LOOKUP ? run_lookup(&l) : run_call(&a);
 	if (rank == armed)
 		hit = disarm();
-	if (rank == armed && rc && rc != SHEMB_ENOMEM)
-		FAIL("%s, step %d: the armed call failed with %d (%s), not "
-		     "SHEMB_ENOMEM: %s", kind_name[kind], i, rc,
-		     shemb_strerror(rc), shemb_ctx_last_error(ctx));
-	if (rank == armed && rc && !hit)
-		FAIL("%s, step %d: SHEMB_ENOMEM with no allocation failed",
-		     kind_name[kind], i);
-	if (rank != armed && rc) {
-		char who[32];
-
-		snprintf(who, sizeof(who), "rank %d", armed);
-		if (rc != SHEMB_ENOMEM ||
-		    !strstr(shemb_ctx_last_error(ctx), who))
-			FAIL("%s, step %d (rank %d armed): failed with %d "
-			     "(%s): %s", kind_name[kind], i, armed, rc,
-			     shemb_strerror(rc), shemb_ctx_last_error(ctx));
-	}
+	check_status(kind, i, armed, rc, hit);
 	if (!rc && kind == LOOKUP)
 		check_lookup(&l, "armed lookup");
 	else if (!rc)
@@ -412,9 +515,8 @@ static bool step(enum kind kind, int i)
 	if (kind != LOOKUP)
 		free_call(&a);
 	real_call(kind, i);
-	/* whether the armed rank's allocation was reached, for all */
-	word = hit;
-	CHECK_RC(ctx, shemb__allgather_word(ctx, word, all));
+reached: /* whether the armed rank's allocation was reached, for all */
+	CHECK_RC(ctx, shemb__allgather_word(ctx, hit, all));
 	return all[armed] != 0;
 }
 
