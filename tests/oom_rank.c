@@ -13,9 +13,9 @@
  * allgatherv; a ring allreduce of f32, started and tested until done;
  * the library's own gather of a word from every rank; a lookup of two
  * tables sharded by rows, one pooled at the owners, one by the
- * requesters; its backward, SGD at a learning rate of 1), step i arms the i-th allocation on rank i % world, i = 1,
- * 2, ... until that rank's call allocates fewer than i / world + 1
- * times.  Allocations on other threads (the progress thread, the
+ * requesters; its backward, SGD at a learning rate of 1), step i arms
+ * the i-th allocation on rank i % world, i = 1, 2, ... until that rank's
+ * call allocates fewer than i / world + 1 times.  Allocations on other threads (the progress thread, the
  * library's pool) are not failed.  Checked:
  *
  *   - the armed rank's call fails with SHEMB_ENOMEM or succeeds (its
