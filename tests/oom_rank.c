@@ -15,8 +15,9 @@
  * tables sharded by rows, one pooled at the owners, one by the
  * requesters; its backward, SGD at a learning rate of 1), step i arms
  * the i-th allocation on rank i % world, i = 1, 2, ... until that rank's
- * call allocates fewer than i / world + 1 times.  Allocations on other threads (the progress thread, the
- * library's pool) are not failed.  Checked:
+ * call allocates fewer than i / world + 1 times.  Allocations on other
+ * threads (the progress thread, the library's pool) are not failed.
+ * Checked:
  *
  *   - the armed rank's call fails with SHEMB_ENOMEM or succeeds (its
  *     allocations were done before the armed one); any other code fails;
