@@ -207,14 +207,17 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 /* ... its pieces, for dist_relax.c: open routes the ids, meets the ranks
  * (status as for shemb__dist_agree) and packs *ids (initialised here),
  * or, without memory for them once the ranks agreed, refuses the ids'
- * exchange, which the caller then does not run;
+ * exchange, which the caller then does not run (*refused, when given:
+ * that refusal's status, else 0; what follows the exchange on the other
+ * ranks must still follow here);
  * take_in reads what the peers asked for into the routes (at[]: where
  * each part starts); count_rows sets the rows exchange's counts;
  * rows_in: table g's bytes from owner p in it; row_bytes: of one row as
  * rank r holds it; read_owned: an owner's local rows, as they travel;
  * pool_rows: every table pooled from a rows exchange that has landed. */
 int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
-			    int status, int kind, struct shemb__xchg *ids);
+			    int status, int kind, struct shemb__xchg *ids,
+			    int *refused);
 int shemb__lookup_take_in(struct shemb__step *st, struct shemb__plan **plans,
 			  const struct shemb__xchg *x, size_t *at);
 void shemb__lookup_count_rows(struct shemb__step *st,
@@ -242,6 +245,10 @@ struct shemb__dist_bwd {
 	void *grads;          /* each table's gradient rows */
 	struct shemb__xchg x; /* their exchange */
 	uint64_t t0;
+	int refused;          /* nonzero: open refused the exchange here
+			       * (no memory once the ranks agreed), with
+			       * this status; the others run it, and what
+			       * they agreed to run beside it */
 };
 struct shemb__offer {
 	/* this rank's offers, asked for at the last moment before the

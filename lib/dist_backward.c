@@ -585,8 +585,9 @@ int shemb__dist_backward_open(struct shemb__step *st, const float *const *grad,
 		status, x, offer ? &offer->agreed : NULL);
 	/* the others, committed to the exchange, learn it there */
 	if (!rc && shemb__xchg_alloc(x))
-		rc = shemb__xchg_refuse(st->ctx, SHEMB_ENOMEM, "no memory for "
-					"the gradients to send");
+		rc = b->refused = shemb__xchg_refuse(st->ctx, SHEMB_ENOMEM,
+						     "no memory for the "
+						     "gradients to send");
 	if (!rc)
 		pack_all(st, gr, grad, x);
 	return rc;

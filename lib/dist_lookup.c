@@ -627,10 +627,13 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 }
 
 int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
-			    int status, int kind, struct shemb__xchg *ids)
+			    int status, int kind, struct shemb__xchg *ids,
+			    int *refused)
 {
 	int rc;
 
+	if (refused)
+		*refused = 0;
 	/* without its counts, this rank still meets the others, failed */
 	if (shemb__xchg_init(ids, st->ctx->attr.world_size) && !status)
 		status = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
@@ -642,9 +645,12 @@ int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
 			       status ? 0 : shemb__dist_signature(kind, st),
 			       status, ids);
 	/* the others, committed to the ids' exchange, learn it there */
-	if (!rc && shemb__xchg_alloc(ids))
+	if (!rc && shemb__xchg_alloc(ids)) {
 		rc = shemb__xchg_refuse(st->ctx, SHEMB_ENOMEM,
 					"no memory for the ids to send");
+		if (refused)
+			*refused = rc;
+	}
 	if (!rc)
 		pack_ids(st, plans, ids);
 	return rc;
@@ -676,7 +682,7 @@ int shemb__dist_lookup(struct shemb__step *st, struct shemb__plan **plans,
 	/* a failure here still meets the ranks, which are committed */
 	if (shemb__xchg_init(&rows, world) && !status)
 		status = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
-	rc = shemb__dist_lookup_open(st, plans, status, kind, &ids);
+	rc = shemb__dist_lookup_open(st, plans, status, kind, &ids, NULL);
 	if (!rc)
 		rc = exchange(st, plans, out, &ids, &rows);
 	for (int g = 0; g < st->ngroups; g++)

@@ -54,6 +54,9 @@ struct relax {
 	struct shemb__plan **plans;       /* the lookup's */
 	struct shemb__xchg ids, early, late, rows;
 	size_t *parts;         /* where each part of the ids message starts */
+	int ids_refused;       /* their exchange refused here (no memory):
+				* its status; the meetings after it still
+				* run (send_early) */
 	uint8_t **is_early;    /* per table: per id received, sent early */
 	shemb_request *ereq;   /* the early rows in flight */
 	float **hout;          /* the lookup's outputs, on the host */
@@ -418,7 +421,8 @@ static int send_early(struct relax *r)
 	uint64_t *sent = calloc((size_t)r->lst.ngroups + 1, sizeof(*sent));
 	uint64_t t0 = shemb__now_ns();
 
-	rc = shemb__xchg_run(r->ctx, &r->ids);
+	rc = r->ids_refused ? r->ids_refused
+			    : shemb__xchg_run(r->ctx, &r->ids);
 	shemb__phase_time(&r->lst, SHEMB_PHASE_IDS, shemb__now_ns() - t0);
 	r->parts = calloc((size_t)world * (size_t)r->lst.ngroups + 1,
 			  sizeof(size_t));
@@ -528,8 +532,9 @@ static int lookup_before(struct relax *r)
 		rc = shemb__fail(r->ctx, SHEMB_ENOMEM, "no memory");
 	r->plans = shemb__lookup_then_plans(&r->lst, &rc);
 	rc = shemb__dist_lookup_open(&r->lst, r->plans, rc,
-				     SHEMB__DIST_LOOKUP, &r->ids);
-	if (!rc)
+				     SHEMB__DIST_LOOKUP, &r->ids,
+				     &r->ids_refused);
+	if (!rc || r->ids_refused)
 		rc = send_early(r);
 	shemb__traffic_prio(r->ctx, was);
 	return rc;
@@ -598,7 +603,9 @@ static int run_pair(struct relax *r, struct shemb__dist_bwd *b,
 	shemb_request *greq = NULL;
 	uint64_t t0 = shemb__now_ns(), g0;
 	char bwhy[512] = "";
-	int brc = shemb__xchg_start(r->ctx, &b->x, &greq), lrc;
+	int brc = b->refused ? b->refused
+			     : shemb__xchg_start(r->ctx, &b->x, &greq);
+	int lrc;
 
 	lrc = lookup_before(r);
 	g0 = shemb__now_ns();
@@ -659,7 +666,9 @@ int shemb__dist_relaxed(struct shemb__step *st, const float *const *grad,
 	struct shemb__dist_bwd b;
 	int rc = shemb__dist_backward_open(st, grad, status, &offer, &b);
 
-	then->ran = !rc && (offer.agreed & SHEMB__OFFER_RELAX);
+	/* a rank that refused the gradients' exchange still runs the
+	 * lookup beside it, as the others do */
+	then->ran = (!rc || b.refused) && (offer.agreed & SHEMB__OFFER_RELAX);
 	if (then->ran) {
 		rc = run_pair(&r, &b, then);
 		relax_free(&r);

@@ -13,11 +13,14 @@
  * allgatherv; a ring allreduce of f32, started and tested until done;
  * the library's own gather of a word from every rank; a lookup of two
  * tables sharded by rows, one pooled at the owners, one by the
- * requesters; its backward, SGD at a learning rate of 1), step i arms
- * the i-th allocation on rank i % world, i = 1, 2, ... until that rank's
- * call allocates fewer than i / world + 1 times.  Allocations on other
- * threads (the progress thread, the library's pool) are not failed.
- * Checked:
+ * requesters; its backward, SGD at a learning rate of 1; that backward
+ * started, with a lookup started behind it, which the library runs
+ * relaxed), step i arms the i-th allocation on rank i % world, i = 1, 2,
+ * ... until that rank's call allocates fewer than i / world + 1 times.
+ * The started pair's allocations are those of the library's thread of
+ * started steps (told by its name); the others', the calling thread's.
+ * Allocations on other threads (the progress thread, the library's pool)
+ * are not failed.  Checked:
  *
  *   - the armed rank's call fails with SHEMB_ENOMEM or succeeds (its
  *     allocations were done before the armed one); any other code fails;
@@ -33,16 +36,18 @@
  *   - every 8 steps, after a barrier, the transport holds no collective
  *     and the context keeps no buffer for one (lib/held.c);
  *   - each kind's walk failed at least one allocation and ended with a
- *     call that reached none.
+ *     call that reached none; some of the pairs' lookups ran relaxed.
  * Nothing here judges time; shemb-run's --timeout bounds the job.
  */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include <shemb.h>
 
@@ -65,9 +70,25 @@ void *__real_realloc(void *p, size_t n);
 
 static _Thread_local long countdown; /* 0: disarmed */
 static _Thread_local bool failed_one;
+/* the same for the library's thread of started steps */
+static atomic_long steps_countdown;
+static atomic_bool steps_failed_one;
+
+static bool on_steps_thread(void)
+{
+	char name[17] = "";
+
+	return !prctl(PR_GET_NAME, name, 0, 0, 0) &&
+	       !strcmp(name, "shemb-steps");
+}
 
 static bool fail_now(void)
 {
+	if (atomic_load(&steps_countdown) > 0 && on_steps_thread() &&
+	    atomic_fetch_sub(&steps_countdown, 1) == 1) {
+		atomic_store(&steps_failed_one, true);
+		return true;
+	}
 	if (countdown <= 0 || --countdown > 0)
 		return false;
 	failed_one = true;
@@ -95,6 +116,18 @@ static void arm(long nth)
 	countdown = nth;
 }
 
+static void arm_steps(long nth)
+{
+	atomic_store(&steps_failed_one, false);
+	atomic_store(&steps_countdown, nth);
+}
+
+static bool disarm_steps(void)
+{
+	atomic_store(&steps_countdown, 0);
+	return atomic_load(&steps_failed_one);
+}
+
 /* Disarmed; whether an allocation failed since arm(). */
 static bool disarm(void)
 {
@@ -104,11 +137,13 @@ static bool disarm(void)
 
 /* ---- the calls ---- */
 
-enum kind { BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP, BACKWARD, NKINDS };
+enum kind { BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP, BACKWARD, PAIR,
+	    NKINDS };
 static const char *const kind_name[] = { "bulk alltoallv",
 					 "urgent alltoallv", "allgatherv",
 					 "ring allreduce", "gather of words",
-					 "lookup", "backward" };
+					 "lookup", "backward",
+					 "started backward and lookup" };
 
 #define REDUCE_COUNT (256 * 1024) /* floats: past the one-round size */
 
@@ -448,15 +483,31 @@ static void check_status(enum kind kind, int i, int armed, int rc, bool hit)
 		     shemb_ctx_last_error(ctx));
 }
 
+/* Every rank applied the backward of step i, or none did (ok: this
+ * rank's); the reference follows. */
+static void agree_applied(int i, int armed, bool ok)
+{
+	uint64_t all[MAX_RANKS];
+	int n = 0;
+
+	CHECK_RC(ctx, shemb__allgather_word(ctx, ok, all));
+	for (int r = 0; r < world; r++)
+		n += all[r] != 0;
+	if (n && n < world)
+		FAIL("backward, step %d (rank %d armed): %d ranks of %d "
+		     "applied it", i, armed, n, world);
+	if (n)
+		apply_reference(i);
+}
+
 /* The armed backward of step i, after a lookup nothing armed: the ranks
  * must agree whether it was applied (all, or none), and the rows must be
  * the reference's, with it or without. */
 static int armed_backward(int i, int armed, bool *hit)
 {
 	float g[NT][BAGS * DIM];
-	uint64_t ok[MAX_RANKS];
 	struct lookup l;
-	int rc, n = 0;
+	int rc;
 
 	make_lookup(&l, i);
 	CHECK_RC(ctx, run_lookup(&l));
@@ -472,16 +523,51 @@ static int armed_backward(int i, int armed, bool *hit)
 	if (rank == armed)
 		*hit = disarm();
 	check_status(BACKWARD, i, armed, rc, *hit);
-	CHECK_RC(ctx, shemb__allgather_word(ctx, rc == 0, ok));
-	for (int r = 0; r < world; r++)
-		n += ok[r] != 0;
-	if (n && n < world)
-		FAIL("backward, step %d (rank %d armed): %d ranks of %d "
-		     "applied it", i, armed, n, world);
-	if (n)
-		apply_reference(i);
+	agree_applied(i, armed, rc == 0);
 	check_rows(i);
 	return rc;
+}
+
+/* Step i's backward started, and a lookup queued behind it, which the
+ * library may run relaxed; the armed allocation is one of its thread of
+ * started steps. */
+static void armed_pair(int i, int armed, bool *hit)
+{
+	float g[NT][BAGS * DIM];
+	shemb_request *breq = NULL, *lreq = NULL;
+	struct lookup l, next;
+	int brc, lrc;
+
+	make_lookup(&l, i);
+	CHECK_RC(ctx, run_lookup(&l));
+	check_lookup(&l, "lookup before the backward");
+	for (int t = 0; t < NT; t++)
+		for (int j = 0; j < BAGS; j++)
+			for (int c = 0; c < DIM; c++)
+				g[t][j * DIM + c] = grad_value(i, t, j, c);
+	make_lookup(&next, i + MAX_STEPS);
+	if (rank == armed)
+		arm_steps(i / world + 1);
+	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l.b,
+					   (const float *const[]){ g[0],
+								   g[1] },
+					   &breq));
+	CHECK_RC(ctx, shemb_lookup_start(ctx, NT, next.b,
+					 (float *const[]){ next.out[0],
+							   next.out[1] },
+					 0, &lreq));
+	brc = shemb_wait(breq);
+	lrc = shemb_wait(lreq);
+	if (rank == armed)
+		*hit = disarm_steps();
+	check_status(PAIR, i, armed, brc, *hit);
+	check_status(PAIR, i, armed, lrc, *hit);
+	shemb_request_free(breq);
+	shemb_request_free(lreq);
+	agree_applied(i, armed, brc == 0);
+	if (!lrc)
+		check_lookup(&next, "lookup behind the backward");
+	check_rows(i);
 }
 
 /* Step i: rank i % world fails its (i / world + 1)-th allocation.
@@ -495,8 +581,11 @@ static bool step(enum kind kind, int i)
 	struct call a;
 	uint64_t all[MAX_RANKS];
 
-	if (kind == BACKWARD) {
-		armed_backward(i, armed, &hit);
+	if (kind == BACKWARD || kind == PAIR) {
+		if (kind == BACKWARD)
+			armed_backward(i, armed, &hit);
+		else
+			armed_pair(i, armed, &hit);
 		goto reached;
 	}
 	if (kind == LOOKUP)
@@ -521,6 +610,17 @@ reached: /* whether the armed rank's allocation was reached, for all */
 	return all[armed] != 0;
 }
 
+/* Some of the pairs' lookups ran relaxed (dist_relax.c), the path the
+ * walk is for. */
+static void check_relaxed(void)
+{
+	struct shemb_table_stats s = { .size = sizeof(s) };
+
+	CHECK_RC(ctx, shemb_table_stats(tabs[0], &s));
+	if (!s.relaxed_lookups)
+		FAIL("no lookup behind a backward ran relaxed");
+}
+
 /* The walk of one kind: steps until the armed rank's call, on every
  * rank in turn, allocates less than what was armed. */
 static void walk(enum kind kind)
@@ -541,6 +641,8 @@ static void walk(enum kind kind)
 		FAIL("%s: %d allocations failed, %d steps", kind_name[kind],
 		     hits, i);
 	check_nothing_held(ctx, "step", i);
+	if (kind == PAIR)
+		check_relaxed();
 	if (rank == 0)
 		printf("%s: %d allocations failed in %d steps\n",
 		       kind_name[kind], hits, i - 1);
