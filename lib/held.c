@@ -14,7 +14,6 @@
 #include "lib/held.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 struct shemb__held {
 	struct shemb__held *next;
@@ -67,8 +66,7 @@ static void remember(shemb_ctx *ctx, const void *p)
 		ctx->held_all = true;
 		return;
 	}
-	memset(h, 0, sizeof(*h));
-	h->p = p;
+	h->p = p; /* spares come from calloc, never used before */
 	h->next = ctx->held;
 	ctx->held = h;
 }

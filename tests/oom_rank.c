@@ -500,6 +500,19 @@ static void agree_applied(int i, int armed, bool ok)
 		apply_reference(i);
 }
 
+/* Step i's lookup, nothing armed, which plans the backward, and the
+ * gradients of its bags. */
+static void plan_backward(int i, struct lookup *l, float g[NT][BAGS * DIM])
+{
+	make_lookup(l, i);
+	CHECK_RC(ctx, run_lookup(l));
+	check_lookup(l, "lookup before the backward");
+	for (int t = 0; t < NT; t++)
+		for (int j = 0; j < BAGS; j++)
+			for (int c = 0; c < DIM; c++)
+				g[t][j * DIM + c] = grad_value(i, t, j, c);
+}
+
 /* The armed backward of step i, after a lookup nothing armed: the ranks
  * must agree whether it was applied (all, or none), and the rows must be
  * the reference's, with it or without. */
@@ -509,13 +522,7 @@ static int armed_backward(int i, int armed, bool *hit)
 	struct lookup l;
 	int rc;
 
-	make_lookup(&l, i);
-	CHECK_RC(ctx, run_lookup(&l));
-	check_lookup(&l, "lookup before the backward");
-	for (int t = 0; t < NT; t++)
-		for (int j = 0; j < BAGS; j++)
-			for (int c = 0; c < DIM; c++)
-				g[t][j * DIM + c] = grad_value(i, t, j, c);
+	plan_backward(i, &l, g);
 	if (rank == armed)
 		arm(i / world + 1);
 	rc = shemb_backward(ctx, NT, l.b,
@@ -538,13 +545,7 @@ static void armed_pair(int i, int armed, bool *hit)
 	struct lookup l, next;
 	int brc, lrc;
 
-	make_lookup(&l, i);
-	CHECK_RC(ctx, run_lookup(&l));
-	check_lookup(&l, "lookup before the backward");
-	for (int t = 0; t < NT; t++)
-		for (int j = 0; j < BAGS; j++)
-			for (int c = 0; c < DIM; c++)
-				g[t][j * DIM + c] = grad_value(i, t, j, c);
+	plan_backward(i, &l, g);
 	make_lookup(&next, i + MAX_STEPS);
 	if (rank == armed)
 		arm_steps(i / world + 1);
