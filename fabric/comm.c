@@ -429,6 +429,10 @@ int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 	f->slice_us = cfg->slice_us;
 	init_sync(f);
 	rc = connect_ranks(f, cfg, err, errlen);
+	if (!rc && shemb__fab_ctrl_spares(f)) {
+		snprintf(err, errlen, "no memory for control messages");
+		rc = SHEMB_ENOMEM;
+	}
 	if (!rc) {
 		take_reserve(f);
 		shemb__fab_post_ctrl_rx(f);
@@ -573,8 +577,8 @@ static int start_without_memory(struct fab *f, char *why, size_t len)
 	struct op none = { .f = f, .seq = f->next_seq++ };
 
 	shemb__fab_early_abort(f, &none);
-	snprintf(why, len, "rank %d: no memory for collective call %u",
-		 f->rank, none.seq);
+	/* the others name this rank themselves */
+	snprintf(why, len, "no memory for collective call %u", none.seq);
 	shemb__fab_tell_all(f, &none, SHEMB_ENOMEM, why);
 	return SHEMB_ENOMEM;
 }
@@ -632,8 +636,8 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 		rc = build_call(op, c);
 	}
 	if (rc && !op->why[0])
-		snprintf(op->why, sizeof(op->why), "rank %d: no memory for "
-			 "collective call %u", f->rank, op->seq);
+		snprintf(op->why, sizeof(op->why), "no memory for "
+			 "collective call %u", op->seq);
 	/* Run as a refusal where the kind allows and no peer failed it
 	 * already (its headers may never come); else only tell the others
 	 * (refuse_op). */

@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
@@ -79,15 +80,93 @@ static void on_ctrl(struct fab *f, struct xfer *x, int err)
 struct ctrl_tx {
 	struct xfer x;          /* first: the CQ hands back &x.fctx */
 	struct shemb__ctrl c;
-	struct ctrl_tx *next;   /* in the backlog */
+	struct ctrl_tx *next;   /* in the backlog, sent, or spare */
 };
+
+/*
+ * A message libfabric cannot take at once (or, where the provider
+ * injects less than one, every message) waits in a record.  A rank that
+ * fails an op for want of memory (comm.c) must still tell the others, or
+ * they wait for it until their timeout and the ranks fall out of step:
+ * the records come from the allocator, else from spares made with the
+ * engine, two per peer, which every record done with refills first.
+ */
+static int spares_wanted(const struct fab *f)
+{
+	return 2 * (f->world - 1);
+}
+
+static void drop_ctrl(struct fab *f, struct ctrl_tx *t)
+{
+	if (f->nctrl_spares >= spares_wanted(f)) {
+		free(t);
+		return;
+	}
+	t->next = f->ctrl_spares;
+	f->ctrl_spares = t;
+	f->nctrl_spares++;
+}
+
+int shemb__fab_ctrl_spares(struct fab *f)
+{
+	while (f->nctrl_spares < spares_wanted(f)) {
+		struct ctrl_tx *t = malloc(sizeof(*t));
+
+		if (!t)
+			return SHEMB_ENOMEM;
+		drop_ctrl(f, t);
+	}
+	return 0;
+}
+
+static struct ctrl_tx *new_ctrl(struct fab *f)
+{
+	struct ctrl_tx *t = malloc(sizeof(*t));
+
+	if (!t && f->ctrl_spares) {
+		t = f->ctrl_spares;
+		f->ctrl_spares = t->next;
+		f->nctrl_spares--;
+	}
+	if (t)
+		memset(t, 0, sizeof(*t));
+	return t;
+}
+
+/*
+ * Where the provider injects a control message (shm and rxm do), it is
+ * copied before the call returns and completes without a word back: no
+ * record is kept, so a rank without memory still tells every peer.  A
+ * record is needed only for a message libfabric cannot take yet.
+ */
+static bool injects_ctrl(const struct fab *f)
+{
+	return f->inject_size >= sizeof(struct shemb__ctrl);
+}
+
+/* Done with t: sent, nobody to tell, or failed for good (best effort:
+ * the peer's timeout remains); false: libfabric cannot take it yet. */
+static bool inject_ctrl(struct fab *f, const struct ctrl_tx *t)
+{
+	if (shemb__peer_proc_ended(f, t->x.peer))
+		return true; /* nobody to tell, and the send could spin */
+	return fi_tinject(f->ep[LANE_URGENT], &t->c, sizeof(t->c),
+			  *shemb__fab_peer(f, LANE_URGENT, t->x.peer),
+			  shemb__fab_tag(TAG_CTRL, 0, 0, 0)) != -FI_EAGAIN;
+}
 
 static bool send_ctrl(struct fab *f, struct ctrl_tx *t)
 {
 	ssize_t rc;
 
+	if (injects_ctrl(f)) {
+		if (!inject_ctrl(f, t))
+			return false;
+		drop_ctrl(f, t);
+		return true;
+	}
 	if (shemb__peer_proc_ended(f, t->x.peer)) {
-		free(t); /* nobody to tell, and the send could spin */
+		drop_ctrl(f, t); /* nobody to tell, and the send could spin */
 		return true;
 	}
 	rc = fi_tsend(f->ep[LANE_URGENT], &t->c, sizeof(t->c), NULL,
@@ -97,7 +176,7 @@ static bool send_ctrl(struct fab *f, struct ctrl_tx *t)
 	if (rc == -FI_EAGAIN)
 		return false;
 	if (rc) {
-		free(t); /* best effort: the peer's timeout remains */
+		drop_ctrl(f, t); /* best effort: the peer's timeout remains */
 	} else {
 		t->next = f->ctrl_sent;
 		f->ctrl_sent = t;
@@ -113,7 +192,7 @@ static void ctrl_sent_done(struct fab *f, struct ctrl_tx *t)
 			break;
 		}
 	}
-	free(t);
+	drop_ctrl(f, t);
 }
 
 bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err)
@@ -150,23 +229,27 @@ void shemb__fab_flush_ctrl(struct fab *f)
 void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
 			 const char *why)
 {
+	struct ctrl_tx one = { .x = { .is_ctrl = true, .send = true },
+			       .c = { .magic = CTRL_MAGIC, .seq = op->seq,
+				      .from = (uint32_t)f->rank,
+				      .status = status } };
+
+	snprintf(one.c.why, sizeof(one.c.why), "%.*s",
+		 (int)sizeof(one.c.why) - 1, why);
 	for (int p = 0; p < f->world; p++) {
 		struct ctrl_tx *t;
 
 		if (p == f->rank)
 			continue;
-		t = calloc(1, sizeof(*t));
+		one.x.peer = p;
+		/* behind a backlog, it waits its turn */
+		if (!f->ctrl_backlog && injects_ctrl(f) &&
+		    inject_ctrl(f, &one))
+			continue;
+		t = new_ctrl(f);
 		if (!t)
-			return;
-		t->x.is_ctrl = true;
-		t->x.send = true;
-		t->x.peer = p;
-		t->c.magic = CTRL_MAGIC;
-		t->c.seq = op->seq;
-		t->c.from = (uint32_t)f->rank;
-		t->c.status = status;
-		snprintf(t->c.why, sizeof(t->c.why), "%.*s",
-			 (int)sizeof(t->c.why) - 1, why);
+			continue; /* this peer learns it at its timeout */
+		*t = one;
 		t->next = f->ctrl_backlog;
 		f->ctrl_backlog = t;
 	}
@@ -176,9 +259,10 @@ void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
 /* After the endpoint is closed: no completion will come. */
 void shemb__fab_free_ctrl(struct fab *f)
 {
-	struct ctrl_tx **lists[2] = { &f->ctrl_backlog, &f->ctrl_sent };
+	struct ctrl_tx **lists[] = { &f->ctrl_backlog, &f->ctrl_sent,
+				     &f->ctrl_spares };
 
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		while (*lists[i]) {
 			struct ctrl_tx *t = *lists[i];
 
@@ -186,6 +270,7 @@ void shemb__fab_free_ctrl(struct fab *f)
 			free(t);
 		}
 	}
+	f->nctrl_spares = 0;
 }
 
 /* An op that peers failed before this rank started it: every record of

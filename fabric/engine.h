@@ -290,6 +290,8 @@ struct fab {
 	struct shemb__ctrl ctrl_buf[CTRL_RX];
 	struct ctrl_tx *ctrl_backlog; /* not yet accepted by libfabric */
 	struct ctrl_tx *ctrl_sent;    /* in flight */
+	struct ctrl_tx *ctrl_spares;  /* for a rank without memory */
+	int nctrl_spares;
 	struct shemb__ctrl early[MAX_EARLY]; /* aborts of ops not started */
 	int nearly;
 
@@ -427,6 +429,9 @@ int shemb__fab_build_refusal(struct op *op, int status);
  * which shemb__fab_free_op() hands back as the spare. */
 void *shemb__fab_scratch(struct op *op, size_t len);
 /* ctrl.c */
+/* The records that let a rank without memory still tell every peer of
+ * the ops it fails: 0 or SHEMB_ENOMEM. */
+int shemb__fab_ctrl_spares(struct fab *f);
 void shemb__fab_post_ctrl_rx(struct fab *f);
 void shemb__fab_free_ctrl(struct fab *f);
 /* A completion of a control message handled (true), or not one. */

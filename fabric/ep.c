@@ -65,7 +65,8 @@ static int name_shm_region(struct fi_info *info)
 	return 0;
 }
 
-static struct fi_info *make_hints(const char *provider, const char *node)
+static struct fi_info *make_hints(const char *provider, const char *node,
+				  size_t inject)
 {
 	struct fi_info *h = fi_allocinfo();
 
@@ -81,6 +82,7 @@ static struct fi_info *make_hints(const char *provider, const char *node)
 	 * (engine.c, read_cq) */
 	h->domain_attr->threading = FI_THREAD_SAFE;
 	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	h->tx_attr->inject_size = inject;
 	if (node)
 		h->addr_format = FI_SOCKADDR_IN;
 	if (provider && *provider)
@@ -92,23 +94,52 @@ static struct fi_info *make_hints(const char *provider, const char *node)
 	return h;
 }
 
-static int getinfo(struct fab *f, const char *provider, const char *node,
-		   char *err, size_t errlen)
+static int query(struct fi_info **info, const char *provider,
+		 const char *node, size_t inject)
 {
-	struct fi_info *hints = make_hints(provider, node);
+	struct fi_info *hints = make_hints(provider, node, inject);
 	int rc;
 
 	if (!hints)
-		return SHEMB_ENOMEM;
+		return -FI_ENOMEM;
 	rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node,
-			NULL, node ? FI_SOURCE : 0, hints, &f->info);
+			NULL, node ? FI_SOURCE : 0, hints, info);
 	fi_freeinfo(hints);
+	return rc;
+}
+
+/*
+ * A control message (ctrl.c) is injected where the provider can: a rank
+ * without memory then still tells its peers that it failed a call.
+ * rxm injects 64 bytes unless asked for more; asking shm for a size
+ * would lower its 4 KiB, so the size is asked for only where the
+ * provider's own is too small.
+ */
+static void ask_inject(struct fab *f, const char *provider, const char *node)
+{
+	struct fi_info *more = NULL;
+
+	if (f->info->tx_attr->inject_size >= sizeof(struct shemb__ctrl) ||
+	    query(&more, provider, node, sizeof(struct shemb__ctrl)))
+		return;
+	fi_freeinfo(f->info);
+	f->info = more;
+}
+
+static int getinfo(struct fab *f, const char *provider, const char *node,
+		   char *err, size_t errlen)
+{
+	int rc = query(&f->info, provider, node, 0);
+
+	if (rc == -FI_ENOMEM)
+		return SHEMB_ENOMEM;
 	if (rc) {
 		snprintf(err, errlen, "libfabric provider '%s' gives no "
 			 "endpoint for tagged messages%s%s: %s", provider,
 			 node ? " on " : "", node ? node : "", fi_strerror(-rc));
 		return SHEMB_ENOTSUP;
 	}
+	ask_inject(f, provider, node);
 	f->mr_local = (f->info->domain_attr->mr_mode & FI_MR_LOCAL) ||
 		      getenv("SHEMB_FABRIC_REGISTER");
 	f->inject_size = f->info->tx_attr->inject_size;
@@ -128,18 +159,12 @@ static bool is_shm_info(const struct fi_info *info)
  * with its allocator). */
 static int lane_info(struct fab *f, int lane, struct fi_info **info)
 {
-	struct fi_info *hints;
 	int rc;
 
 	*info = f->info;
 	if (lane == 0 || !is_shm_info(f->info))
 		return 0;
-	hints = make_hints(f->provider, NULL);
-	if (!hints)
-		return -FI_ENOMEM;
-	rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL,
-			NULL, 0, hints, info);
-	fi_freeinfo(hints);
+	rc = query(info, f->provider, NULL, 0);
 	if (rc)
 		*info = NULL;
 	return rc;
