@@ -317,7 +317,8 @@ bool shemb__dense_replicated(const struct shemb__step *st,
 			     const shemb_table *t);
 int shemb__dense_prepare(struct shemb__step *st, int g, const float *rows,
 			 struct shemb__dense **out);
-int shemb__dense_finish(struct shemb__step *st, int g, struct shemb__dense *d);
+int shemb__dense_reduce(struct shemb__step *st, int g, struct shemb__dense *d);
+int shemb__dense_apply(struct shemb__step *st, int g, struct shemb__dense *d);
 void shemb__dense_free(shemb_ctx *ctx, struct shemb__dense *d);
 
 /* dist_route.c */

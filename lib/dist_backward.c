@@ -494,19 +494,58 @@ out:
 	return rc;
 }
 
-/* After the ranks agreed: the collectives some tables still need, then
- * the updates. */
-static int finish_part(struct shemb__step *st, int g, struct owner_part *o)
+/* After the ranks agreed that every one prepared its part: the
+ * collective some tables still need (a dense allreduce, the row sums). */
+static int reduce_part(struct shemb__step *st, int g, struct owner_part *o)
+{
+	shemb_table *t = st->groups[g].table;
+
+	if (o->dense)
+		return shemb__dense_reduce(st, g, o->dense);
+	return needs_rowsum(t) ? finish_rowsum(st, t, o) : 0;
+}
+
+static bool any_reduction(const struct shemb__step *st,
+			  const struct owner_part *parts)
+{
+	for (int g = 0; g < st->ngroups; g++)
+		if (parts[g].dense || needs_rowsum(st->groups[g].table))
+			return true;
+	return false;
+}
+
+/*
+ * Every table's collective, run on every rank even after one failed (the
+ * ranks stay in step however it failed), then the ranks agree that all
+ * succeeded everywhere: a table applied before a later table's
+ * collective failed would leave the backward half done.  The same on
+ * every rank: which tables reduce follows from their attributes.
+ */
+static int reduce_all(struct shemb__step *st, struct owner_part *parts)
+{
+	int rc = 0;
+
+	if (!any_reduction(st, parts))
+		return 0;
+	for (int g = 0; g < st->ngroups; g++) {
+		int one = reduce_part(st, g, &parts[g]);
+
+		rc = rc ? rc : one;
+	}
+	return shemb__dist_all_ok(st->ctx, rc,
+				  "the reductions of this backward");
+}
+
+/* The update of one table, once every reduction succeeded everywhere. */
+static int apply_part(struct shemb__step *st, int g, struct owner_part *o)
 {
 	shemb_table *t = st->groups[g].table;
 	uint64_t t0 = shemb__now_ns();
 	int rc;
 
 	if (o->dense)
-		return shemb__dense_finish(st, g, o->dense);
-	rc = needs_rowsum(t) ? finish_rowsum(st, t, o) : 0;
-	if (!rc)
-		rc = st->ctx->mem->apply_updates(st->ctx->be, &o->job);
+		return shemb__dense_apply(st, g, o->dense);
+	rc = st->ctx->mem->apply_updates(st->ctx->be, &o->job);
 	shemb__ckpt_touch(t, o->m.nunique, o->m.unique);
 	SHEMB__STAT_ADD(t, rows_updated, o->m.nunique);
 	SHEMB__STAT_ADD(t, update_ns, shemb__now_ns() - t0);
@@ -544,8 +583,10 @@ int shemb__dist_backward_apply(struct shemb__step *st,
 	rc = parts ? prepare_all(st, b->grads, &b->x, parts)
 		   : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	rc = shemb__dist_all_ok(st->ctx, rc, "its part of this backward");
+	if (!rc)
+		rc = reduce_all(st, parts);
 	for (int g = 0; !rc && g < st->ngroups; g++)
-		rc = finish_part(st, g, &parts[g]);
+		rc = apply_part(st, g, &parts[g]);
 	for (int g = 0; !rc && g < st->ngroups; g++)
 		shemb__tier_plan_end(st->groups[g].table);
 	for (int g = 0; parts && g < st->ngroups; g++)

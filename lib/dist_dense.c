@@ -167,8 +167,10 @@ static int apply_touched(struct shemb__step *st, shemb_table *t,
 	return rc;
 }
 
-/* After the ranks agreed: the allreduce and the updates. */
-int shemb__dense_finish(struct shemb__step *st, int g, struct shemb__dense *d)
+/* After the ranks agreed that every one prepared its buffer: the
+ * allreduce.  Nothing changes yet: the ranks agree again that every
+ * table's allreduce succeeded before any is applied. */
+int shemb__dense_reduce(struct shemb__step *st, int g, struct shemb__dense *d)
 {
 	shemb_table *t = st->groups[g].table;
 	size_t bytes = dense_bytes(t);
@@ -180,13 +182,22 @@ int shemb__dense_finish(struct shemb__step *st, int g, struct shemb__dense *d)
 	int rc = shemb__coll_run(st->ctx, &c);
 
 	SHEMB__STAT_ADD(t, phase_ns[SHEMB_PHASE_GRADS], shemb__now_ns() - t0);
-	if (!rc) {
+	if (!rc)
 		count_bytes(t, bytes);
-		rc = apply_touched(st, t, d);
-		if (rc)
-			shemb__fail(st->ctx, rc, "table '%s': applying the "
-				    "gradients failed", t->name);
-	}
+	return rc;
+}
+
+/* The updates of the touched rows, once every rank's allreduce
+ * succeeded. */
+int shemb__dense_apply(struct shemb__step *st, int g, struct shemb__dense *d)
+{
+	shemb_table *t = st->groups[g].table;
+	uint64_t t0 = shemb__now_ns();
+	int rc = apply_touched(st, t, d);
+
+	if (rc)
+		shemb__fail(st->ctx, rc, "table '%s': applying the "
+			    "gradients failed", t->name);
 	SHEMB__STAT_ADD(t, update_ns, shemb__now_ns() - t0);
 	return rc;
 }
