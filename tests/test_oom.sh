@@ -2,8 +2,11 @@
 # Collectives in which one rank's allocations fail, one at a time, at
 # every point the call allocates on the calling thread (tests/oom_rank.c):
 # the failing rank gets SHEMB_ENOMEM, the others succeed or fail naming
-# it, and every rank stays in step.  2 and 3 ranks over shm, 2 over
-# tcp;ofi_rxm, with the progress thread and with caller progress.
+# it, and every rank stays in step.  2 and 3 ranks over shm and over
+# tcp;ofi_rxm, with the progress thread and with caller progress.  Then
+# a shortage: every allocation fails from the armed one on, the
+# transport's retries included, so that the failing rank tells the
+# others by control message (2 ranks: see fabric/README.md for 3).
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/oom_rank
 
@@ -16,4 +19,6 @@ one shm 3
 one shm 2 --caller
 one "tcp;ofi_rxm" 2
 one "tcp;ofi_rxm" 3 --caller
+one shm 2 --shortage
+one "tcp;ofi_rxm" 2 --shortage --caller
 [ "$fails" -eq 0 ]
