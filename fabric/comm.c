@@ -525,6 +525,7 @@ static int refuse_op(struct fab *f, struct op *op, int status, char *why,
 		     size_t len)
 {
 	snprintf(why, len, "%s", op->why);
+	shemb__fab_ctrl_reap(f);
 	shemb__fab_tell_all(f, op, status, op->why);
 	shemb__fab_free_op(op);
 	return status;
@@ -579,6 +580,7 @@ static int start_without_memory(struct fab *f, char *why, size_t len)
 	shemb__fab_early_abort(f, &none);
 	/* the others name this rank themselves */
 	snprintf(why, len, "no memory for collective call %u", none.seq);
+	shemb__fab_ctrl_reap(f);
 	shemb__fab_tell_all(f, &none, SHEMB_ENOMEM, why);
 	return SHEMB_ENOMEM;
 }

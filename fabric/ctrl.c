@@ -107,8 +107,19 @@ static void drop_ctrl(struct fab *f, struct ctrl_tx *t)
 	f->nctrl_spares++;
 }
 
+/* Records in flight are back once their sends' completions are read:
+ * a caller about to tell the others reads them first when the spares
+ * run low (outside the reading of completions, which tells from
+ * within). */
+void shemb__fab_ctrl_reap(struct fab *f)
+{
+	if (f->nctrl_spares < f->world - 1 && f->ctrl_sent)
+		shemb__fab_progress(f, false);
+}
+
 int shemb__fab_ctrl_spares(struct fab *f)
 {
+	f->ctrl_records = getenv("SHEMB_FABRIC_CTRL_RECORDS") != NULL;
 	while (f->nctrl_spares < spares_wanted(f)) {
 		struct ctrl_tx *t = malloc(sizeof(*t));
 
@@ -141,7 +152,8 @@ static struct ctrl_tx *new_ctrl(struct fab *f)
  */
 static bool injects_ctrl(const struct fab *f)
 {
-	return f->inject_size >= sizeof(struct shemb__ctrl);
+	return f->inject_size >= sizeof(struct shemb__ctrl) &&
+	       !f->ctrl_records;
 }
 
 /* Done with t: sent, nobody to tell, or failed for good (best effort:
@@ -242,9 +254,8 @@ void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
 		if (p == f->rank)
 			continue;
 		one.x.peer = p;
-		/* behind a backlog, it waits its turn */
-		if (!f->ctrl_backlog && injects_ctrl(f) &&
-		    inject_ctrl(f, &one))
+		/* the messages carry their op: a backlog need not go first */
+		if (injects_ctrl(f) && inject_ctrl(f, &one))
 			continue;
 		t = new_ctrl(f);
 		if (!t)

@@ -292,6 +292,7 @@ struct fab {
 	struct ctrl_tx *ctrl_sent;    /* in flight */
 	struct ctrl_tx *ctrl_spares;  /* for a rank without memory */
 	int nctrl_spares;
+	bool ctrl_records;            /* never injected (a test's switch) */
 	struct shemb__ctrl early[MAX_EARLY]; /* aborts of ops not started */
 	int nearly;
 
@@ -432,6 +433,9 @@ void *shemb__fab_scratch(struct op *op, size_t len);
 /* The records that let a rank without memory still tell every peer of
  * the ops it fails: 0 or SHEMB_ENOMEM. */
 int shemb__fab_ctrl_spares(struct fab *f);
+/* Before telling the others, from a caller: the records of messages sent
+ * taken back when the spares run low. */
+void shemb__fab_ctrl_reap(struct fab *f);
 void shemb__fab_post_ctrl_rx(struct fab *f);
 void shemb__fab_free_ctrl(struct fab *f);
 /* A completion of a control message handled (true), or not one. */

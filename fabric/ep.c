@@ -115,6 +115,13 @@ static int query(struct fi_info **info, const char *provider,
  * would lower its 4 KiB, so the size is asked for only where the
  * provider's own is too small.
  */
+static bool same_domain(const struct fi_info *a, const struct fi_info *b)
+{
+	return !strcmp(a->fabric_attr->prov_name, b->fabric_attr->prov_name) &&
+	       a->domain_attr->name && b->domain_attr->name &&
+	       !strcmp(a->domain_attr->name, b->domain_attr->name);
+}
+
 static void ask_inject(struct fab *f, const char *provider, const char *node)
 {
 	struct fi_info *more = NULL;
@@ -122,6 +129,12 @@ static void ask_inject(struct fab *f, const char *provider, const char *node)
 	if (f->info->tx_attr->inject_size >= sizeof(struct shemb__ctrl) ||
 	    query(&more, provider, node, sizeof(struct shemb__ctrl)))
 		return;
+	/* the question must not change the provider or the domain: those
+	 * that inject less are left out of the second answer */
+	if (!same_domain(f->info, more)) {
+		fi_freeinfo(more);
+		return;
+	}
 	fi_freeinfo(f->info);
 	f->info = more;
 }
@@ -164,7 +177,7 @@ static int lane_info(struct fab *f, int lane, struct fi_info **info)
 	*info = f->info;
 	if (lane == 0 || !is_shm_info(f->info))
 		return 0;
-	rc = query(info, f->provider, NULL, 0);
+	rc = query(info, f->provider, NULL, f->inject_size);
 	if (rc)
 		*info = NULL;
 	return rc;

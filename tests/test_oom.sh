@@ -6,7 +6,9 @@
 # tcp;ofi_rxm, with the progress thread and with caller progress.  Then
 # a shortage: every allocation fails from the armed one on, the
 # transport's retries included, so that the failing rank tells the
-# others by control message (2 ranks: see fabric/README.md for 3).
+# others by control message (2 ranks: see fabric/README.md for 3); once
+# more with every control message kept in a record, not injected, as
+# over a provider that injects less than one.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/oom_rank
 
@@ -21,4 +23,8 @@ one "tcp;ofi_rxm" 2
 one "tcp;ofi_rxm" 3 --caller
 one shm 2 --shortage
 one "tcp;ofi_rxm" 2 --shortage --caller
+SHEMB_FABRIC_CTRL_RECORDS=1
+export SHEMB_FABRIC_CTRL_RECORDS
+one "tcp;ofi_rxm" 2 --shortage
+unset SHEMB_FABRIC_CTRL_RECORDS
 [ "$fails" -eq 0 ]
