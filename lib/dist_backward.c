@@ -13,6 +13,7 @@
 #include "lib/dist.h"
 #include "lib/ckpt_io.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -523,6 +524,7 @@ static bool any_reduction(const struct shemb__step *st,
  */
 static int reduce_all(struct shemb__step *st, struct owner_part *parts)
 {
+	char why[256] = "";
 	int rc = 0;
 
 	if (!any_reduction(st, parts))
@@ -530,8 +532,15 @@ static int reduce_all(struct shemb__step *st, struct owner_part *parts)
 	for (int g = 0; g < st->ngroups; g++) {
 		int one = reduce_part(st, g, &parts[g]);
 
-		rc = rc ? rc : one;
+		if (one && !rc) { /* the first failure's detail is told */
+			rc = one;
+			snprintf(why, sizeof(why), "table '%s': %s",
+				 st->groups[g].table->name,
+				 shemb_ctx_last_error(st->ctx));
+		}
 	}
+	if (rc)
+		shemb__fail(st->ctx, rc, "%s", why);
 	return shemb__dist_all_ok(st->ctx, rc,
 				  "the reductions of this backward");
 }
