@@ -18,6 +18,7 @@
 
 #include "shemb.h"
 #include "fabric/engine.h"
+#include "fabric/fabric.h"
 
 #define CTRL_MAGIC 0x4c525443u /* "CTRL" */
 
@@ -80,7 +81,7 @@ static void on_ctrl(struct fab *f, struct xfer *x, int err)
 struct ctrl_tx {
 	struct xfer x;          /* first: the CQ hands back &x.fctx */
 	struct shemb__ctrl c;
-	struct ctrl_tx *next;   /* in the backlog, sent, or spare */
+	struct ctrl_tx *next;   /* in the backlog, or sent */
 };
 
 /*
@@ -98,13 +99,7 @@ static int spares_wanted(const struct fab *f)
 
 static void drop_ctrl(struct fab *f, struct ctrl_tx *t)
 {
-	if (f->nctrl_spares >= spares_wanted(f)) {
-		free(t);
-		return;
-	}
-	t->next = f->ctrl_spares;
-	f->ctrl_spares = t;
-	f->nctrl_spares++;
+	shemb__spare_free(&f->ctrl_spares, t, spares_wanted(f));
 }
 
 /* Records in flight are back once their sends' completions are read:
@@ -113,35 +108,14 @@ static void drop_ctrl(struct fab *f, struct ctrl_tx *t)
  * within). */
 void shemb__fab_ctrl_reap(struct fab *f)
 {
-	if (f->nctrl_spares < f->world - 1 && f->ctrl_sent)
+	if (f->ctrl_spares.n < f->world - 1 && f->ctrl_sent)
 		shemb__fab_progress(f, false);
 }
 
 int shemb__fab_ctrl_spares(struct fab *f)
 {
-	f->ctrl_records = getenv("SHEMB_FABRIC_CTRL_RECORDS") != NULL;
-	while (f->nctrl_spares < spares_wanted(f)) {
-		struct ctrl_tx *t = malloc(sizeof(*t));
-
-		if (!t)
-			return SHEMB_ENOMEM;
-		drop_ctrl(f, t);
-	}
-	return 0;
-}
-
-static struct ctrl_tx *new_ctrl(struct fab *f)
-{
-	struct ctrl_tx *t = malloc(sizeof(*t));
-
-	if (!t && f->ctrl_spares) {
-		t = f->ctrl_spares;
-		f->ctrl_spares = t->next;
-		f->nctrl_spares--;
-	}
-	if (t)
-		memset(t, 0, sizeof(*t));
-	return t;
+	return shemb__spares_fill(&f->ctrl_spares, sizeof(struct ctrl_tx),
+				  spares_wanted(f));
 }
 
 /*
@@ -154,6 +128,11 @@ static bool injects_ctrl(const struct fab *f)
 {
 	return f->inject_size >= sizeof(struct shemb__ctrl) &&
 	       !f->ctrl_records;
+}
+
+bool shemb__fabric_injects_ctrl(void *comm)
+{
+	return injects_ctrl(comm);
 }
 
 /* Done with t: sent, nobody to tell, or failed for good (best effort:
@@ -257,7 +236,7 @@ void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
 		/* the messages carry their op: a backlog need not go first */
 		if (injects_ctrl(f) && inject_ctrl(f, &one))
 			continue;
-		t = new_ctrl(f);
+		t = shemb__spare_alloc(&f->ctrl_spares, sizeof(*t));
 		if (!t)
 			continue; /* this peer learns it at its timeout */
 		*t = one;
@@ -270,10 +249,9 @@ void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
 /* After the endpoint is closed: no completion will come. */
 void shemb__fab_free_ctrl(struct fab *f)
 {
-	struct ctrl_tx **lists[] = { &f->ctrl_backlog, &f->ctrl_sent,
-				     &f->ctrl_spares };
+	struct ctrl_tx **lists[] = { &f->ctrl_backlog, &f->ctrl_sent };
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 2; i++) {
 		while (*lists[i]) {
 			struct ctrl_tx *t = *lists[i];
 
@@ -281,7 +259,7 @@ void shemb__fab_free_ctrl(struct fab *f)
 			free(t);
 		}
 	}
-	f->nctrl_spares = 0;
+	shemb__spares_drop(&f->ctrl_spares);
 }
 
 /* An op that peers failed before this rank started it: every record of

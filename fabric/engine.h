@@ -48,6 +48,7 @@
 #include <rdma/fi_domain.h>
 
 #include "lib/comm.h"
+#include "lib/spares.h"
 
 #define TAG_DATA 0ull
 #define TAG_HDR 1ull
@@ -290,8 +291,7 @@ struct fab {
 	struct shemb__ctrl ctrl_buf[CTRL_RX];
 	struct ctrl_tx *ctrl_backlog; /* not yet accepted by libfabric */
 	struct ctrl_tx *ctrl_sent;    /* in flight */
-	struct ctrl_tx *ctrl_spares;  /* for a rank without memory */
-	int nctrl_spares;
+	struct shemb__spares ctrl_spares; /* for a rank without memory */
 	bool ctrl_records;            /* never injected (a test's switch) */
 	struct shemb__ctrl early[MAX_EARLY]; /* aborts of ops not started */
 	int nearly;

@@ -155,6 +155,7 @@ static int getinfo(struct fab *f, const char *provider, const char *node,
 	ask_inject(f, provider, node);
 	f->mr_local = (f->info->domain_attr->mr_mode & FI_MR_LOCAL) ||
 		      getenv("SHEMB_FABRIC_REGISTER");
+	f->ctrl_records = getenv("SHEMB_FABRIC_CTRL_RECORDS") != NULL;
 	f->inject_size = f->info->tx_attr->inject_size;
 	snprintf(f->provider, sizeof(f->provider), "%s",
 		 f->info->fabric_attr->prov_name);

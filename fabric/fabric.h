@@ -40,6 +40,9 @@ size_t shemb__fabric_chunk(void *comm);
 int shemb__fabric_chunks_in_flight(void *comm);
 /* Whether bulk alltoallv and allgatherv move by single copy (cma.c) */
 bool shemb__fabric_single_copy(void *comm);
+/* Whether a rank tells the others of a failed call by injected message,
+ * which needs none of the library's memory (ctrl.c) */
+bool shemb__fabric_injects_ctrl(void *comm);
 /* The collectives the transport still holds, transfers and all, once
  * their transfers had up to ms to complete (tests: a failed collective
  * must leave none behind); -1 if the engine's lock cannot be had. */

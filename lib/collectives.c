@@ -42,33 +42,19 @@ struct shemb_request {
  */
 static void free_request(shemb_ctx *ctx, shemb_request *r)
 {
-	if (!r)
-		return;
 	pthread_mutex_lock(&ctx->lock);
-	if (!ctx->spare_request) {
-		ctx->spare_request = r;
-		r = NULL;
-	}
+	shemb__spare_free(&ctx->request_spares, r, 1);
 	pthread_mutex_unlock(&ctx->lock);
-	free(r);
 }
 
 static shemb_request *alloc_request(shemb_ctx *ctx)
 {
-	shemb_request *r = calloc(1, sizeof(*r));
-	bool spare;
+	shemb_request *r;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (!r) {
-		r = ctx->spare_request;
-		ctx->spare_request = NULL;
-	}
-	spare = ctx->spare_request != NULL;
+	r = shemb__spare_alloc(&ctx->request_spares, sizeof(*r));
+	shemb__spares_fill(&ctx->request_spares, sizeof(*r), 1);
 	pthread_mutex_unlock(&ctx->lock);
-	if (r) /* the spare, used before */
-		memset(r, 0, sizeof(*r));
-	if (r && !spare)
-		free_request(ctx, calloc(1, sizeof(*r)));
 	return r;
 }
 
@@ -114,8 +100,7 @@ void shemb__requests_free_all(shemb_ctx *ctx)
 		ctx->requests = r->next;
 		release(r);
 	}
-	free(ctx->spare_request);
-	ctx->spare_request = NULL;
+	shemb__spares_drop(&ctx->request_spares);
 }
 
 /* The end of r's collective on device buffers staged through host

@@ -124,9 +124,6 @@ void shemb__xchg_free(shemb_ctx *ctx, struct shemb__xchg *x)
 	memset(x, 0, sizeof(*x));
 }
 
-/* The collective moves copies in a buffer of its own, which a failure
- * may leave to the transport (held.c): the callers' are often on their
- * stacks. */
 /* This rank's part in a gather it has no memory for: the others learn
  * it from the refusal.  SHEMB_ENOMEM. */
 static int refuse_gather(shemb_ctx *ctx)
@@ -138,6 +135,9 @@ static int refuse_gather(shemb_ctx *ctx)
 	return shemb__coll_run(ctx, &c);
 }
 
+/* The collective moves copies in a buffer of its own, which a failure
+ * may leave to the transport (held.c): the callers' are often on their
+ * stacks. */
 int shemb__allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
 			   void *all)
 {

@@ -36,19 +36,12 @@ static struct shemb__held *find(shemb_ctx *ctx, const void *p)
  * spares are made again while there is */
 static struct shemb__held *new_record(shemb_ctx *ctx)
 {
-	struct shemb__held *h = calloc(1, sizeof(*h)), *s;
+	struct shemb__held *h = shemb__spare_alloc(&ctx->held_spares,
+						   sizeof(*h));
 
-	if (!h && ctx->held_spare) {
-		h = ctx->held_spare;
-		ctx->held_spare = h->next;
-		ctx->held_spares--;
-	}
-	while (h && ctx->held_spares < SPARE_RECORDS &&
-	       (s = calloc(1, sizeof(*s)))) {
-		s->next = ctx->held_spare;
-		ctx->held_spare = s;
-		ctx->held_spares++;
-	}
+	if (h)
+		shemb__spares_fill(&ctx->held_spares, sizeof(*h),
+				   SPARE_RECORDS);
 	return h;
 }
 
@@ -66,7 +59,7 @@ static void remember(shemb_ctx *ctx, const void *p)
 		ctx->held_all = true;
 		return;
 	}
-	h->p = p; /* spares come from calloc, never used before */
+	h->p = p;
 	h->next = ctx->held;
 	ctx->held = h;
 }
@@ -107,13 +100,7 @@ void shemb__held_free_all(shemb_ctx *ctx, bool closed)
 			free((void *)h->p);
 		free(h);
 	}
-	while (ctx->held_spare) {
-		struct shemb__held *s = ctx->held_spare;
-
-		ctx->held_spare = s->next;
-		free(s);
-	}
-	ctx->held_spares = 0;
+	shemb__spares_drop(&ctx->held_spares);
 }
 
 size_t shemb__held_count(shemb_ctx *ctx, size_t *owned)

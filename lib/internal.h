@@ -18,6 +18,7 @@
 #include "shemb.h"
 #include "lib/mem_ops.h"
 #include "lib/shard.h"
+#include "lib/spares.h"
 
 #define SHEMB__HIDDEN __attribute__((visibility("hidden")))
 
@@ -62,15 +63,14 @@ struct shemb_ctx {
 	pthread_mutex_t lock;         /* guards the fields below */
 	struct shemb_table *tables;   /* doubly linked, newest first */
 	struct shemb_request *requests; /* not yet released */
-	struct shemb_request *spare_request; /* for a start that finds no
+	struct shemb__spares request_spares; /* for a start that finds no
 					      * memory (collectives.c) */
 	struct shemb__staging *staging; /* host copies of failed device
 					 * collectives, kept until destroy */
 	struct shemb__held *held;     /* buffers failed collectives may
 				       * still touch (held.c) */
-	struct shemb__held *held_spare; /* records for when there is no
-					 * memory, and how many */
-	int held_spares;
+	struct shemb__spares held_spares; /* records for when there is
+					   * no memory */
 	bool held_all;                /* ... all of the library's, having
 				       * had no memory to remember one */
 	int64_t next_table_id;

@@ -1,7 +1,8 @@
 /*
- * rank_held.h - the check that failed collectives left nothing behind,
- * for the rank programs linked with the static core (tests/refuse_rank.c,
- * tests/oom_rank.c).  Include after rank_check.h.
+ * rank_held.h - for the rank programs linked with the static core that
+ * fail collectives on purpose (tests/refuse_rank.c, tests/oom_rank.c):
+ * their context, and the check that failed collectives left nothing
+ * behind.  Include after rank_check.h, which defines rank.
  */
 #ifndef SHEMB_RANK_HELD_H
 #define SHEMB_RANK_HELD_H
@@ -9,6 +10,23 @@
 #include "fabric/fabric.h"
 #include "lib/held.h"
 #include "lib/internal.h"
+
+/* The context of attr (a 60 s timeout), and this rank's place in it:
+ * rank, *nranks, from 2 to max ranks. */
+static inline shemb_ctx *open_rank_ctx(struct shemb_ctx_attr *attr,
+				       int *nranks, int max)
+{
+	shemb_ctx *c;
+
+	attr->timeout_ms = 60000;
+	CHECK_RC(NULL, shemb_ctx_create(attr, &c));
+	CHECK_RC(c, shemb_ctx_get_attr(c, attr));
+	rank = attr->rank;
+	*nranks = attr->world_size;
+	if (*nranks < 2 || *nranks > max)
+		FAIL("needs 2 to %d ranks, has %d", max, *nranks);
+	return c;
+}
 
 /* After a barrier: no op kept in the transport for a receive that never
  * completes, and no buffer the context keeps for one (lib/held.c).

@@ -374,13 +374,7 @@ int main(int argc, char **argv)
 		else
 			FAIL("unknown argument %s", argv[i]);
 	}
-	attr.timeout_ms = 60000;
-	CHECK_RC(NULL, shemb_ctx_create(&attr, &ctx));
-	CHECK_RC(ctx, shemb_ctx_get_attr(ctx, &attr));
-	rank = attr.rank;
-	world = attr.world_size;
-	if (world < 2 || world > MAX_RANKS)
-		FAIL("needs 2 to %d ranks, has %d", MAX_RANKS, world);
+	ctx = open_rank_ctx(&attr, &world, MAX_RANKS);
 	for (int k = 0; k < calls; k++) {
 		if (k % REAL_EVERY == 1)
 			sandwich(k);
