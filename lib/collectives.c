@@ -47,12 +47,15 @@ static void free_request(shemb_ctx *ctx, shemb_request *r)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
+/* One per collective: the allocator is called outside the lock, which
+ * then only checks the spare (and makes one again after it was used). */
 static shemb_request *alloc_request(shemb_ctx *ctx)
 {
-	shemb_request *r;
+	shemb_request *r = calloc(1, sizeof(*r));
 
 	pthread_mutex_lock(&ctx->lock);
-	r = shemb__spare_alloc(&ctx->request_spares, sizeof(*r));
+	if (!r)
+		r = shemb__spare_take(&ctx->request_spares, sizeof(*r));
 	shemb__spares_fill(&ctx->request_spares, sizeof(*r), 1);
 	pthread_mutex_unlock(&ctx->lock);
 	return r;

@@ -19,18 +19,25 @@ struct shemb__spares {
 	int n;
 };
 
-/* size bytes, zeroed: from the allocator, else a spare; NULL if neither */
-static inline void *shemb__spare_alloc(struct shemb__spares *s, size_t size)
+/* A spare of size bytes, zeroed; NULL if none is left. */
+static inline void *shemb__spare_take(struct shemb__spares *s, size_t size)
 {
-	void *p = calloc(1, size);
+	void *p = s->head;
 
-	if (!p && s->head) {
-		p = s->head;
+	if (p) {
 		s->head = *(void **)p;
 		s->n--;
 		memset(p, 0, size);
 	}
 	return p;
+}
+
+/* size bytes, zeroed: from the allocator, else a spare; NULL if neither */
+static inline void *shemb__spare_alloc(struct shemb__spares *s, size_t size)
+{
+	void *p = calloc(1, size);
+
+	return p ? p : shemb__spare_take(s, size);
 }
 
 /* p done with: kept as a spare while there are fewer than want */
