@@ -322,6 +322,7 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 		set_chunking(f, cfg, crowded);
 	if (!rc) {
 		f->sends_in_order = is_shm(f->provider);
+		f->cancels = !is_shm(f->provider); /* settle.c, close_sink */
 		f->inline_max = shemb__coll_inline_limit(f);
 	}
 	if (!rc)
@@ -384,6 +385,7 @@ static void fab_free(struct fab *f)
 		f->ops = op->next;
 		shemb__fab_free_op(op);
 	}
+	shemb__spares_drop(&f->op_spares);
 	give_back_reserve(f);
 	free(f->discard);
 	shemb__boot_close(f->boot);
@@ -429,7 +431,9 @@ int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 	f->slice_us = cfg->slice_us;
 	init_sync(f);
 	rc = connect_ranks(f, cfg, err, errlen);
-	if (!rc && shemb__fab_ctrl_spares(f)) {
+	/* what a failed op needs to settle without memory (settle.c) */
+	if (!rc && (shemb__fab_ctrl_spares(f) || shemb__fab_ghost_spares(f) ||
+		    !shemb__fab_discard_room(f))) {
 		snprintf(err, errlen, "no memory for control messages");
 		rc = SHEMB_ENOMEM;
 	}
@@ -520,14 +524,13 @@ static int copy_args(struct op *op, const struct shemb__coll *c)
 
 /* The op could not start here, after it took its number: the other ranks
  * are told, so that they fail it too (with status) and every rank stays
- * in step. */
+ * in step, and it settles (settle.c). */
 static int refuse_op(struct fab *f, struct op *op, int status, char *why,
 		     size_t len)
 {
 	snprintf(why, len, "%s", op->why);
 	shemb__fab_ctrl_reap(f);
-	shemb__fab_tell_all(f, op, status, op->why);
-	shemb__fab_free_op(op);
+	shemb__fab_settle_unstarted(f, op, status);
 	return status;
 }
 
@@ -572,16 +575,34 @@ int shemb__fab_build_refusal(struct op *op, int status)
 
 /* No memory for the op: its number is taken all the same (and the
  * aborts peers sent for it), and the others are told, so that they fail
- * it too and every rank stays in step. */
+ * it too and every rank stays in step.  A spare op settles it; without
+ * one (ghosts not settled yet, as when the caller moves the transfers),
+ * the others are only told, and what they send here stays. */
 static int start_without_memory(struct fab *f, char *why, size_t len)
 {
-	struct op none = { .f = f, .seq = f->next_seq++ };
+	uint32_t seq = f->next_seq++;
+	struct op none = { .f = f, .seq = seq }, *ghost;
 
-	shemb__fab_early_abort(f, &none);
 	/* the others name this rank themselves */
-	snprintf(why, len, "no memory for collective call %u", none.seq);
+	snprintf(why, len, "no memory for collective call %u", seq);
 	shemb__fab_ctrl_reap(f);
-	shemb__fab_tell_all(f, &none, SHEMB_ENOMEM, why);
+	ghost = shemb__fab_ghost(f, seq);
+	if (!ghost) { /* earlier ghosts may settle meanwhile */
+		shemb__fab_progress(f, true);
+		ghost = shemb__fab_ghost(f, seq);
+	}
+	if (!ghost) {
+		shemb__fab_early_abort(f, &none);
+		none.status = SHEMB_ENOMEM;
+		none.relayed = false;
+		snprintf(none.why, sizeof(none.why), "%s", why);
+		shemb__fab_tell_all(f, &none);
+		return SHEMB_ENOMEM;
+	}
+	shemb__fab_early_abort(f, ghost);
+	ghost->relayed = false;
+	snprintf(ghost->why, sizeof(ghost->why), "%s", why);
+	shemb__fab_settle_unstarted(f, ghost, SHEMB_ENOMEM);
 	return SHEMB_ENOMEM;
 }
 
@@ -625,13 +646,15 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	if (early && !c->refuse) { /* the rank that failed it told all */
 		rc = early;
 		snprintf(why, len, "%s", op->why);
-		shemb__fab_free_op(op);
+		shemb__fab_settle_unstarted(f, op, rc);
 		goto out;
 	}
-	if (c->refuse)
+	if (c->refuse) {
 		snprintf(op->why, sizeof(op->why), "%s",
 			 c->why && c->why[0] ? c->why
 					     : shemb_strerror(c->refuse));
+		op->relayed = false;
+	}
 	rc = c->refuse ? c->refuse : build_call(op, c);
 	if (rc == SHEMB_ENOMEM && !c->refuse && give_back_reserve(f)) {
 		shemb__fab_clear_op(op);
@@ -675,6 +698,12 @@ out:
 	return rc;
 }
 
+/* Done, and, failed, settled (or given up): its caller may go. */
+static bool op_over(const struct op *op)
+{
+	return op->done && !shemb__fab_settle_pending(op);
+}
+
 static int op_result(struct op *op, char *why, size_t len)
 {
 	if (op->status)
@@ -694,8 +723,8 @@ static int fab_test(void *comm, struct shemb__op *h, int *done, char *why,
 		return rc;
 	if (f->progress_mode == SHEMB_PROGRESS_CALLER)
 		shemb__fab_progress(f, true);
-	*done = op->done;
-	if (op->done)
+	*done = op_over(op);
+	if (*done)
 		rc = op_result(op, why, len);
 	pthread_mutex_unlock(&f->lock);
 	return rc;
@@ -724,7 +753,7 @@ static int progress_while_moving(struct fab *f, struct op *op, char *why,
 	f->waiters_progressing += bulk;
 	if (!bulk)
 		shemb__fab_urgent_wait_begin(f);
-	while (!op->done) {
+	while (!op_over(op)) {
 		uint64_t now;
 
 		if (shemb__fab_progress(f, bulk) > 0) {
@@ -758,7 +787,7 @@ static int fab_wait(void *comm, struct shemb__op *h, char *why, size_t len)
 
 	if (!rc)
 		rc = progress_while_moving(f, op, why, len);
-	while (!rc && !op->done) {
+	while (!rc && !op_over(op)) {
 		uint64_t gen = atomic_load(&f->finished);
 
 		pthread_mutex_unlock(&f->lock);
@@ -779,15 +808,7 @@ static void fab_release(void *comm, struct shemb__op *h)
 	if (shemb__fab_lock(f, NULL, 0))
 		return; /* the wedged engine keeps it */
 	op->released = true;
-	if (op->done && op->posted == 0) {
-		for (struct op **p = &f->ops; *p; p = &(*p)->next) {
-			if (*p == op) {
-				*p = op->next;
-				break;
-			}
-		}
-		shemb__fab_free_op(op);
-	}
+	shemb__fab_maybe_free(f, op);
 	pthread_mutex_unlock(&f->lock);
 }
 

@@ -1,9 +1,10 @@
 /*
  * ctrl.c - control messages between the ranks' engines: a rank that fails
- * a collective tells every other rank, with its reason, so that they fail
- * it too instead of waiting for their timeout; an abort for a collective
- * not started yet here waits until it starts.  Runs under the engine's
- * lock, as engine.c does.
+ * a collective tells every other rank, with its reason and its account of
+ * what it sent them (settle.c), so that they fail it too instead of
+ * waiting for their timeout; an abort for a collective not started yet
+ * here waits until it starts, and a rank that finished the collective
+ * answers so.  Runs under the engine's lock, as engine.c does.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -52,28 +53,6 @@ static struct op *find_op(struct fab *f, uint32_t seq)
 		if (op->seq == seq)
 			return op;
 	return NULL;
-}
-
-/* An abort told by a peer; one for an op this rank has not started yet
- * waits in f->early. */
-static void on_ctrl(struct fab *f, struct xfer *x, int err)
-{
-	int i = (int)(x - f->ctrl_rx);
-	struct shemb__ctrl *c = &f->ctrl_buf[i];
-	struct op *op;
-
-	x->posted = false;
-	if (err)
-		return; /* cancelled at close */
-	c->why[sizeof(c->why) - 1] = 0;
-	op = c->magic == CTRL_MAGIC ? find_op(f, c->seq) : NULL;
-	if (op)
-		shemb__fab_fail_op(f, op, c->status, "rank %u: %s", c->from,
-				   c->why);
-	else if (c->magic == CTRL_MAGIC &&
-		 (int32_t)(c->seq - f->next_seq) >= 0 && f->nearly < MAX_EARLY)
-		f->early[f->nearly++] = *c;
-	post_ctrl_rx_one(f, i);
 }
 
 /* ---- telling the other ranks that this rank failed an op ---- */
@@ -186,19 +165,11 @@ static void ctrl_sent_done(struct fab *f, struct ctrl_tx *t)
 	drop_ctrl(f, t);
 }
 
-bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err)
-{
-	if (is_ctrl_rx(f, x))
-		on_ctrl(f, x, err);
-	else if (x->is_ctrl)
-		ctrl_sent_done(f, (struct ctrl_tx *)x);
-	else
-		return false;
-	return true;
-}
+static void flush_fills(struct fab *f);
 
 void shemb__fab_flush_ctrl(struct fab *f)
 {
+	flush_fills(f);
 	while (f->ctrl_backlog) {
 		struct ctrl_tx *t = f->ctrl_backlog;
 
@@ -211,39 +182,215 @@ void shemb__fab_flush_ctrl(struct fab *f)
 	}
 }
 
+static void tell_one(struct fab *f, const struct shemb__ctrl *c, int peer)
+{
+	struct ctrl_tx one = { .x = { .is_ctrl = true, .send = true,
+				      .peer = peer },
+			       .c = *c };
+	struct ctrl_tx *t;
+
+	/* the messages carry their op: a backlog need not go first */
+	if (injects_ctrl(f) && inject_ctrl(f, &one))
+		return;
+	t = shemb__spare_alloc(&f->ctrl_spares, sizeof(*t));
+	if (!t)
+		return; /* this peer learns it at its timeout */
+	*t = one;
+	t->next = f->ctrl_backlog;
+	f->ctrl_backlog = t;
+}
+
 /*
  * A collective that fails on one rank cannot finish on the others: tell
  * every other rank directly, so each fails it too (with this rank's
  * status and reason) rather than wait for its timeout; a ring learns it
- * this way too.
+ * this way too.  Each message accounts for what this rank sent that
+ * peer in op (settle.c).
  */
-void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
-			 const char *why)
+void shemb__fab_tell_all(struct fab *f, struct op *op)
 {
-	struct ctrl_tx one = { .x = { .is_ctrl = true, .send = true },
-			       .c = { .magic = CTRL_MAGIC, .seq = op->seq,
-				      .from = (uint32_t)f->rank,
-				      .status = status } };
+	struct shemb__ctrl c = { .magic = CTRL_MAGIC, .seq = op->seq,
+				 .from = (uint32_t)f->rank,
+				 .status = op->status,
+				 .flags = op->relayed ? CTRL_RELAYED : 0 };
 
-	snprintf(one.c.why, sizeof(one.c.why), "%.*s",
-		 (int)sizeof(one.c.why) - 1, why);
+	snprintf(c.why, sizeof(c.why), "%.*s", (int)sizeof(c.why) - 1,
+		 op->why);
 	for (int p = 0; p < f->world; p++) {
-		struct ctrl_tx *t;
-
 		if (p == f->rank)
 			continue;
-		one.x.peer = p;
-		/* the messages carry their op: a backlog need not go first */
-		if (injects_ctrl(f) && inject_ctrl(f, &one))
-			continue;
-		t = shemb__spare_alloc(&f->ctrl_spares, sizeof(*t));
-		if (!t)
-			continue; /* this peer learns it at its timeout */
-		*t = one;
-		t->next = f->ctrl_backlog;
-		f->ctrl_backlog = t;
+		shemb__fab_settle_account(op, p, c.sent);
+		tell_one(f, &c, p);
 	}
 	shemb__fab_flush_ctrl(f);
+}
+
+/* ---- empty messages that fill a failed op's receives (settle.c) ---- */
+
+void shemb__fab_ask_fills(struct fab *f, int peer, uint32_t seq,
+			  const uint64_t *tags, int n)
+{
+	struct shemb__ctrl c = { .magic = CTRL_MAGIC, .seq = seq,
+				 .from = (uint32_t)f->rank,
+				 .status = n, .flags = CTRL_FILL };
+
+	memcpy(c.why, tags, (size_t)n * sizeof(*tags));
+	tell_one(f, &c, peer);
+}
+
+/* What a peer asked for and libfabric could not take yet. */
+struct fill_tx {
+	struct fill_tx *next;
+	int peer, n, done;
+	uint64_t tags[FILL_MAX];
+};
+
+/* The empty messages of t from done on, as libfabric takes them: false
+ * if it cannot take one yet.  Best effort: a message that fails, or a
+ * peer that ended, leaves the peer's op to its timeout. */
+static bool send_fills(struct fab *f, struct fill_tx *t)
+{
+	for (; t->done < t->n; t->done++) {
+		uint64_t tag = t->tags[t->done] & ~(1ull << 63);
+		int lane = (int)(t->tags[t->done] >> 63);
+
+		if (shemb__peer_proc_ended(f, t->peer))
+			return true; /* the send could spin */
+		if (fi_tinject(f->ep[lane], NULL, 0,
+			       *shemb__fab_peer(f, lane, t->peer),
+			       tag) == -FI_EAGAIN)
+			return false;
+	}
+	return true;
+}
+
+static void take_fill(struct fab *f, const struct shemb__ctrl *c)
+{
+	struct fill_tx one = { .peer = (int)c->from }, *t;
+
+	if (c->from >= (uint32_t)f->world || c->status < 0 ||
+	    c->status > FILL_MAX)
+		return;
+	one.n = c->status;
+	memcpy(one.tags, c->why, (size_t)one.n * sizeof(one.tags[0]));
+	if (send_fills(f, &one))
+		return;
+	t = malloc(sizeof(*t));
+	if (!t)
+		return; /* the peer's op waits until its timeout */
+	*t = one;
+	t->next = NULL;
+	for (struct fill_tx **at = &f->fills;; at = &(*at)->next)
+		if (!*at) {
+			*at = t;
+			break;
+		}
+}
+
+static void flush_fills(struct fab *f)
+{
+	while (f->fills && send_fills(f, f->fills)) {
+		struct fill_tx *t = f->fills;
+
+		f->fills = t->next;
+		free(t);
+	}
+}
+
+/* ---- accounts from the other ranks ---- */
+
+/* An account for an op not started here (a peer failed it first): kept
+ * until it starts, one record an op, the accounts summed. */
+void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c)
+{
+	struct early *e = NULL;
+
+	if (c->flags & CTRL_FINISHED)
+		return; /* an answer to an account this rank never sent */
+	for (int i = 0; i < f->nearly && !e; i++)
+		if (f->early[i].c.seq == c->seq)
+			e = &f->early[i];
+	if (!e) {
+		if (f->nearly == MAX_EARLY)
+			return; /* lost: the op will not settle */
+		e = &f->early[f->nearly++];
+		e->c = *c;
+		e->heard = 0;
+		memset(e->c.sent, 0, sizeof(e->c.sent));
+	}
+	e->heard++;
+	for (int l = 0; l < NLANES; l++)
+		e->c.sent[l] += c->sent[l];
+}
+
+/* A peer failed an op that this rank finished (and maybe freed): it sent
+ * the peer everything the peer's op expects from it. */
+static void answer_finished(struct fab *f, const struct shemb__ctrl *c)
+{
+	struct shemb__ctrl a = { .magic = CTRL_MAGIC, .seq = c->seq,
+				 .from = (uint32_t)f->rank,
+				 .flags = CTRL_FINISHED };
+
+	if (!(c->flags & CTRL_FINISHED) && c->from < (uint32_t)f->world)
+		tell_one(f, &a, (int)c->from);
+}
+
+/* A peer failed an op, and accounts for what it sent this rank: the op
+ * fails here too (and settles), or waits in f->early if not started. */
+static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
+{
+	struct op *op;
+
+	if (c->flags & CTRL_FILL) {
+		take_fill(f, c);
+		return;
+	}
+	op = find_op(f, c->seq);
+	if (!op) {
+		if ((int32_t)(c->seq - f->next_seq) >= 0)
+			shemb__fab_note_early(f, c);
+		else
+			answer_finished(f, c);
+		return;
+	}
+	if (op->done && !op->aborted) {
+		answer_finished(f, c);
+		return;
+	}
+	if (!op->done) {
+		op->relayed = true;
+		if (c->flags & CTRL_RELAYED)
+			shemb__fab_fail_op(f, op, c->status, "%s", c->why);
+		else
+			shemb__fab_fail_op(f, op, c->status, "rank %u: %s",
+					   c->from, c->why);
+	}
+	shemb__fab_settle_hear(f, op, c);
+}
+
+static void on_ctrl(struct fab *f, struct xfer *x, int err)
+{
+	int i = (int)(x - f->ctrl_rx);
+	struct shemb__ctrl *c = &f->ctrl_buf[i];
+
+	x->posted = false;
+	if (err)
+		return; /* cancelled at close */
+	c->why[sizeof(c->why) - 1] = 0;
+	if (c->magic == CTRL_MAGIC)
+		take_ctrl(f, c);
+	post_ctrl_rx_one(f, i);
+}
+
+bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err)
+{
+	if (is_ctrl_rx(f, x))
+		on_ctrl(f, x, err);
+	else if (x->is_ctrl)
+		ctrl_sent_done(f, (struct ctrl_tx *)x);
+	else
+		return false;
+	return true;
 }
 
 /* After the endpoint is closed: no completion will come. */
@@ -251,6 +398,12 @@ void shemb__fab_free_ctrl(struct fab *f)
 {
 	struct ctrl_tx **lists[] = { &f->ctrl_backlog, &f->ctrl_sent };
 
+	while (f->fills) {
+		struct fill_tx *t = f->fills;
+
+		f->fills = t->next;
+		free(t);
+	}
 	for (int i = 0; i < 2; i++) {
 		while (*lists[i]) {
 			struct ctrl_tx *t = *lists[i];
@@ -262,24 +415,29 @@ void shemb__fab_free_ctrl(struct fab *f)
 	shemb__spares_drop(&f->ctrl_spares);
 }
 
-/* An op that peers failed before this rank started it: every record of
- * it is taken (several ranks may have refused it), the first one's status
- * returned and its reason put in op->why. */
+/* An op that peers failed before this rank started it: its record is
+ * taken (several ranks may have failed it: their accounts are summed
+ * into op), the first one's status returned and its reason put in
+ * op->why. */
 int shemb__fab_early_abort(struct fab *f, struct op *op)
 {
-	int status = 0;
+	for (int i = 0; i < f->nearly; i++) {
+		struct early *e = &f->early[i];
 
-	for (int i = 0; i < f->nearly;) {
-		if (f->early[i].seq != op->seq) {
-			i++;
+		if (e->c.seq != op->seq)
 			continue;
-		}
-		if (!status) {
+		if (e->c.flags & CTRL_RELAYED)
+			snprintf(op->why, sizeof(op->why), "%s", e->c.why);
+		else
 			snprintf(op->why, sizeof(op->why), "rank %u: %s",
-				 f->early[i].from, f->early[i].why);
-			status = f->early[i].status;
-		}
+				 e->c.from, e->c.why);
+		op->relayed = true;
+		op->heard += e->heard;
+		for (int l = 0; l < NLANES; l++)
+			op->expect[l] += e->c.sent[l];
+		op->status = e->c.status;
 		f->early[i] = f->early[--f->nearly];
+		return op->status;
 	}
-	return status;
+	return 0;
 }

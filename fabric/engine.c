@@ -73,12 +73,6 @@ static void keep_spare(struct fab *f, void *p, size_t len)
 	f->spare_len = len;
 }
 
-/* A refusing op's receives of what the peers sent it (drain()). */
-struct drain {
-	struct drain *next;
-	struct xfer x[];
-};
-
 void shemb__fab_clear_op(struct op *op)
 {
 	while (op->drains) {
@@ -105,7 +99,7 @@ void shemb__fab_clear_op(struct op *op)
 void shemb__fab_free_op(struct op *op)
 {
 	shemb__fab_clear_op(op);
-	free(op);
+	shemb__fab_drop_op(op);
 }
 
 static void unlink_op(struct fab *f, struct op *op)
@@ -118,14 +112,24 @@ static void unlink_op(struct fab *f, struct op *op)
 	}
 }
 
-/* An op is freed once it is done, its caller let it go, and libfabric
- * holds none of its transfers. */
-static void maybe_free(struct fab *f, struct op *op)
+/* An op is freed once it is done, its caller let it go, libfabric
+ * holds none of its transfers, and, failed, it settled or gave up. */
+void shemb__fab_maybe_free(struct fab *f, struct op *op)
 {
-	if (op->done && op->released && op->posted == 0) {
+	if (op->done && op->released && op->posted == 0 &&
+	    !shemb__fab_settle_pending(op)) {
 		unlink_op(f, op);
 		shemb__fab_free_op(op);
 	}
+}
+
+/* A transfer of op, done, came back from libfabric. */
+static void op_gave_back(struct fab *f, struct op *op)
+{
+	if (op->settling)
+		shemb__fab_settle_check(f, op);
+	else
+		shemb__fab_maybe_free(f, op);
 }
 
 static void finish(struct fab *f, struct op *op, int status)
@@ -135,7 +139,7 @@ static void finish(struct fab *f, struct op *op, int status)
 	f->active--;
 	f->active_bulk -= op->lane == LANE_BULK;
 	shemb__fab_op_done(f);
-	maybe_free(f, op);
+	shemb__fab_maybe_free(f, op);
 }
 
 /* Take op's transfers that wait to be posted out of a queue. */
@@ -171,15 +175,25 @@ static void purge_pulls(struct fab *f, struct op *op)
 	purge_queue(&f->pq_head, &f->pq_tail, op);
 }
 
+void shemb__fab_unqueue(struct fab *f, struct op *op)
+{
+	purge_queue(&f->rq_head, &f->rq_tail, op);
+	purge_queue(&f->sq_head, &f->sq_tail, op);
+	purge_pulls(f, op);
+	op->defer_head = op->defer_tail = NULL;
+}
+
 /*
  * A failed op keeps the transfers it posted: they stay libfabric's until
- * they complete or the endpoint closes, and the op stays allocated until
- * then.  fi_cancel() is not used: shm (libfabric 1.17) was seen to report
- * a receive cancelled and still match a message into it afterwards.
+ * they complete or are cancelled, and the op stays allocated until then.
+ * While the other ranks are alive, it settles (settle.c): they are told,
+ * and the messages between them taken up; its caller waits for that.
  */
 void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 			const char *fmt, ...)
 {
+	bool settle = !f->failed;
+
 	if (op->done)
 		return;
 	if (fmt) {
@@ -189,12 +203,12 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 		vsnprintf(op->why, sizeof(op->why), fmt, ap);
 		va_end(ap);
 	}
-	purge_queue(&f->rq_head, &f->rq_tail, op);
-	purge_queue(&f->sq_head, &f->sq_tail, op);
-	purge_pulls(f, op);
-	op->defer_head = op->defer_tail = NULL;
+	shemb__fab_unqueue(f, op);
 	op->aborted = true;
+	op->settling = settle; /* not freed by finish() */
 	finish(f, op, status);
+	if (settle)
+		shemb__fab_settle_begin(f, op);
 }
 
 /* Headers and drains land in the op's own memory, and so does the
@@ -218,14 +232,21 @@ static bool on_caller_buffers(const struct op *op, const struct xfer *x)
  * reads). */
 bool shemb__fab_op_holds(const struct op *op)
 {
-	if (!op->done)
+	bool settled = op->settling && op->settled && !op->f->failed;
+
+	if (!op->done || shemb__fab_settle_pending(op))
 		return true;
-	if (!op->status)
+	if (!op->status || (settled && op->posted == 0))
 		return false;
 	for (int r = 0; r < op->nrounds; r++)
 		for (int i = 0; i < op->rounds[r].nx; i++) {
 			const struct xfer *x = &op->rounds[r].x[i];
 
+			/* once settled, the peers' copies are accounted
+			 * for (a copy under way only reads), and an ack
+			 * left posted receives no bytes */
+			if (settled && x->ack)
+				continue;
 			if (x->posted && on_caller_buffers(op, x))
 				return true;
 			if (x->ack && !x->landed && op->aborted)
@@ -298,7 +319,7 @@ static void push_front(struct xfer **head, struct xfer **tail, struct xfer *x)
 		*tail = x;
 }
 
-static void enqueue(struct fab *f, struct xfer *x)
+void shemb__fab_enqueue(struct fab *f, struct xfer *x)
 {
 	bool send = shemb__xfer_in_sends(x);
 
@@ -326,7 +347,7 @@ void shemb__fab_enqueue_round(struct fab *f, struct op *op)
 	for (int pass = 0; pass < 2; pass++) /* receives first */
 		for (int i = 0; i < rd->nx; i++)
 			if (rd->x[i].send == (pass == 1) && !rd->x[i].gated)
-				enqueue(f, &rd->x[i]);
+				shemb__fab_enqueue(f, &rd->x[i]);
 }
 
 /* The round is done: its local step, then the next round. */
@@ -367,6 +388,10 @@ static ssize_t post_one(struct fab *f, struct xfer *x)
 
 	if (x->pulled || x->ack)
 		return post_notice(f, x);
+	if (x->sink)
+		return fi_trecv(f->ep[lane], x->buf, x->len, NULL,
+				FI_ADDR_UNSPEC, x->tag,
+				shemb__fab_sink_ignore(), &x->fctx);
 	desc = shemb__ep_desc(f, x);
 
 	if (f->mr_local && x->len && !x->mr)
@@ -396,7 +421,7 @@ static void undefer(struct fab *f, struct op *op)
 	op->defer_head = x->next;
 	if (!op->defer_head)
 		op->defer_tail = NULL;
-	enqueue(f, x);
+	shemb__fab_enqueue(f, x);
 }
 
 static void refused(struct fab *f, struct xfer *x, ssize_t rc)
@@ -476,7 +501,7 @@ static void post_queue(struct fab *f, bool send)
 			prev = NULL;
 			continue;
 		}
-		x->posted = true;
+		x->posted = x->handed = true;
 		x->op->posted++;
 		posted[lane]++;
 	}
@@ -484,9 +509,9 @@ static void post_queue(struct fab *f, bool send)
 
 /* ---- completions ---- */
 
-static void mismatch(struct fab *f, struct op *op, int peer)
+/* The peers learn it as the op settles (settle.c). */
+static void mismatch(struct fab *f, struct op *op)
 {
-	shemb__fab_tell_all(f, op, SHEMB_EINVAL, op->why);
 	shemb__fab_fail_op(f, op, SHEMB_EINVAL, NULL);
 }
 
@@ -510,7 +535,7 @@ static bool wrong_message(struct fab *f, struct xfer *x, uint64_t tag, int err)
 		push_front(in_sends ? &f->sq_head : &f->rq_head,
 			   in_sends ? &f->sq_tail : &f->rq_tail, x);
 	else
-		maybe_free(f, x->op);
+		op_gave_back(f, x->op);
 	return true;
 }
 
@@ -527,16 +552,20 @@ static bool on_chunk(struct fab *f, struct op *op, const struct xfer *x)
 	return rc == 0;
 }
 
-/* Room in f->discard for a chunk of either lane, made once: receives
- * may be writing to it at any time. */
-static bool discard_room(struct fab *f)
+/* Room in f->discard for a chunk of either lane or a header with its
+ * piece or reason, made once: receives may be writing to it at any
+ * time. */
+bool shemb__fab_discard_room(struct fab *f)
 {
+	size_t hdr = sizeof(struct shemb__hdr) + f->inline_max + 256;
 	size_t len = f->chunk[LANE_BULK] > f->chunk[LANE_URGENT]
 			     ? f->chunk[LANE_BULK]
 			     : f->chunk[LANE_URGENT];
 
-	if (!f->discard)
-		f->discard = malloc(len);
+	if (!f->discard) {
+		f->discard_len = len > hdr ? len : hdr;
+		f->discard = malloc(f->discard_len);
+	}
 	return f->discard != NULL;
 }
 
@@ -557,11 +586,12 @@ static int drain(struct fab *f, struct op *op, int peer)
 
 	if (!n)
 		return 0;
-	if (n > MAX_CHUNKS || (!op->pull && !discard_room(f)))
+	if (n > MAX_CHUNKS || (!op->pull && !shemb__fab_discard_room(f)))
 		return SHEMB_ENOMEM;
 	d = calloc(1, sizeof(*d) + n * sizeof(d->x[0]));
 	if (!d)
 		return SHEMB_ENOMEM;
+	d->n = (int)n;
 	d->next = op->drains;
 	op->drains = d;
 	for (size_t k = 0; k < n; k++) {
@@ -575,7 +605,7 @@ static int drain(struct fab *f, struct op *op, int peer)
 		x->tag = shemb__fab_tag(TAG_DATA, op->seq, op->cur, (int)k);
 		x->pull = x->pulled = op->pull;
 		op->pending++;
-		enqueue(f, x);
+		shemb__fab_enqueue(f, x);
 	}
 	return 0;
 }
@@ -595,13 +625,13 @@ static bool take_header(struct fab *f, struct xfer *x, size_t len)
 	bool dropped = rc == SHEMB__HDR_REFUSED;
 
 	if (rc && !dropped) {
-		mismatch(f, op, x->peer);
+		mismatch(f, op);
 		return false;
 	}
 	if (dropped)
 		op->pending -= x->gate_hi - x->gate_lo;
 	for (int i = x->gate_lo; !dropped && i < x->gate_hi; i++)
-		enqueue(f, &rd->x[i]);
+		shemb__fab_enqueue(f, &rd->x[i]);
 	if ((dropped || op->refusing) && (rc = drain(f, op, x->peer))) {
 		shemb__fab_fail_op(f, op, rc, "no memory to take the data "
 				   "rank %d sent", x->peer);
@@ -623,14 +653,16 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		len = x->len; /* the copy was whole; its message, empty */
 	if (is_chunk(x))
 		undefer(f, op);
+	if ((x->ack || (!x->send && !x->pulled)) && err != FI_ECANCELED)
+		op->caught[shemb__xfer_lane(x)]++; /* for settle.c */
 	if (op->done) {
-		maybe_free(f, op);
+		op_gave_back(f, op);
 		return;
 	}
 	if (err == FI_ETRUNC) {
 		snprintf(op->why, sizeof(op->why), "rank %d sent more bytes "
 			 "than this rank expects from it", x->peer);
-		mismatch(f, op, x->peer);
+		mismatch(f, op);
 		return;
 	}
 	if (err) {
@@ -643,7 +675,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	if (!x->send && !x->is_hdr && !x->drain && len != x->len) {
 		snprintf(op->why, sizeof(op->why), "rank %d sent %zu bytes "
 			 "where this rank expects %zu", x->peer, len, x->len);
-		mismatch(f, op, x->peer);
+		mismatch(f, op);
 		return;
 	}
 	op->last_ns = shemb__fab_now_ns();
@@ -662,8 +694,11 @@ static void on_completion(struct fab *f, void *ctx, size_t len,
 
 	if (err < 0) /* some providers give the code negated */
 		err = -err;
-	if (!shemb__fab_ctrl_done(f, x, err) &&
-	    !wrong_message(f, x, tag, err))
+	if (shemb__fab_ctrl_done(f, x, err))
+		return;
+	if (x->sink)
+		shemb__fab_sink_done(f, x, err);
+	else if (!wrong_message(f, x, tag, err))
 		on_transfer(f, x, len, err);
 }
 
@@ -806,7 +841,7 @@ static int run_pull(struct fab *f)
 	x->posted = false;
 	op->posted--;
 	if (op->done) {
-		maybe_free(f, op);
+		op_gave_back(f, op);
 		return 1;
 	}
 	/* a pid reused by another process answers EFAULT or EPERM */
@@ -852,6 +887,7 @@ int shemb__fab_progress(struct fab *f, bool bulk)
 	int n = 0, got;
 
 	shemb__fab_flush_ctrl(f);
+	shemb__fab_close_sinks(f);
 	post_queue(f, false);
 	post_queue(f, true);
 	/* a batch at least, then until an op finishes or a caller wants
@@ -871,6 +907,7 @@ int shemb__fab_progress(struct fab *f, bool bulk)
 		f->next_check_ns = now + CHECK_EVERY_NS;
 		shemb__fab_check_liveness(f);
 		shemb__fab_check_timeouts(f, now);
+		shemb__fab_settle_timeouts(f, now);
 	}
 	return n;
 }

@@ -59,12 +59,13 @@
 #define MAX_ROUNDS (1 << TAG_ROUND_BITS)
 #define MAX_CHUNKS (1 << TAG_CHUNK_BITS)
 #define MAX_WORLD 4096
-#define MAX_EARLY 64
+#define MAX_EARLY 64                 /* ops failed elsewhere, not started */
 #define MAX_RECVS 1024
 #define NLANES 2
 #define LANE_BULK 0
 #define LANE_URGENT 1
 #define CTRL_RX 4                    /* receives kept for control messages */
+#define NSINKS 3                     /* a failed op's sinks (settle.c) */
 
 /* Sent first to each peer of an op: what this rank is doing, so that
  * calls that disagree fail on both sides instead of mixing data. */
@@ -88,18 +89,38 @@ struct shemb__hdr {
 			      * bytes for the receiver start, in its memory */
 };
 
-/* Told to a peer when this rank fails an op they share. */
+/* Told to a peer when this rank fails an op they share, with its
+ * account of the messages of the op it sent that peer (settle.c); and
+ * the answer of a rank that finished the op (CTRL_FINISHED). */
+#define CTRL_RELAYED 1u      /* why names the rank that failed it */
+#define CTRL_FINISHED 2u     /* the sender finished the op: it sent what
+			      * the receiver's op expects from it */
+#define CTRL_FILL 4u         /* the sender asks for an empty message
+			      * with each of status tags, in why (the
+			      * lane in bit 63), to fill its receives */
 struct shemb__ctrl {
 	uint32_t magic;
 	uint32_t seq;
 	uint32_t from;
 	int32_t status;
-	char why[176];
+	uint32_t flags;
+	uint32_t sent[NLANES];
+	char why[164];
+};
+
+#define FILL_MAX ((int)(sizeof(((struct shemb__ctrl *)0)->why) / 8))
+
+/* The accounts of an op that peers failed before this rank started it:
+ * the first one's status and reason, and the sum of their counts. */
+struct early {
+	struct shemb__ctrl c;
+	int heard;
 };
 
 struct fab;
 struct op;
 struct ctrl_tx;
+struct fill_tx;
 
 /* A local peer's process (peer_proc.c). */
 struct peer_proc {
@@ -117,6 +138,10 @@ struct xfer {
 	uint64_t tag;
 	int peer;
 	bool send, posted, is_hdr, is_ctrl;
+	bool handed;                 /* handed to libfabric once */
+	bool sink;                   /* a receive of any message of a
+				      * failed op (settle.c) ... */
+	int sink_lane;               /* ... on this lane */
 	bool landed;                 /* a receive that completed and checked
 				      * out, or an ack whose empty message
 				      * came */
@@ -136,6 +161,14 @@ struct xfer {
 	size_t off;                  /* pull: the chunk's offset in the
 				      * peer's piece */
 	size_t copied;               /* pull: bytes of it copied so far */
+};
+
+/* A refusing op's receives of what the peers sent it (engine.c,
+ * drain()). */
+struct drain {
+	struct drain *next;
+	int n;
+	struct xfer x[];
 };
 
 struct round {
@@ -198,6 +231,25 @@ struct op {
 	struct drain *drains;        /* receives of the data peers sent
 				      * before they could know of it */
 	char why[256];               /* the failure, for the caller */
+	/* Settling a failed op (settle.c): every rank accounts for the
+	 * messages of the op it sent each other; what was sent here is
+	 * received (sinks), what nothing will match is cancelled, and only
+	 * then are the op's buffers given back */
+	bool relayed;                /* why names the rank that failed it */
+	bool settling;               /* accounts were sent to the peers */
+	bool settled;                /* every message accounted for came;
+				      * receives left were cancelled, or
+				      * (no cancel) are being filled */
+	unsigned closing;            /* sinks to close by a message to
+				      * this rank, bit by bit */
+	bool filling;                /* peers were asked to fill the
+				      * receives left (no cancel) */
+	bool ghost;                  /* a spare: no memory for the op */
+	int heard;                   /* peers whose account came */
+	uint32_t caught[NLANES];     /* messages of op received here */
+	uint32_t expect[NLANES];     /* ... that the accounts name */
+	uint64_t settle_ns;          /* when settling began */
+	struct xfer sink[NSINKS];
 };
 
 struct fab {
@@ -282,6 +334,8 @@ struct fab {
 	struct xfer *sq_head, *sq_tail; /* sends waiting to be posted */
 	int sends_posted[NLANES], recvs_posted[NLANES];
 	int max_recvs;               /* receives posted on a lane, at most */
+	bool cancels;                /* fi_cancel() is safe (settle.c) */
+	bool closing;                /* some op's sinks wait to be closed */
 	uint64_t next_check_ns;      /* liveness and timeouts */
 	struct mr_slot *mrs;         /* registration cache (mr_local) */
 	uint64_t mr_key;             /* the last key asked for */
@@ -291,10 +345,14 @@ struct fab {
 	struct shemb__ctrl ctrl_buf[CTRL_RX];
 	struct ctrl_tx *ctrl_backlog; /* not yet accepted by libfabric */
 	struct ctrl_tx *ctrl_sent;    /* in flight */
+	struct fill_tx *fills;        /* empty messages peers asked for, not
+				      * yet accepted by libfabric */
 	struct shemb__spares ctrl_spares; /* for a rank without memory */
 	bool ctrl_records;            /* never injected (a test's switch) */
-	struct shemb__ctrl early[MAX_EARLY]; /* aborts of ops not started */
+	struct early early[MAX_EARLY]; /* aborts of ops not started */
 	int nearly;
+	struct shemb__spares op_spares; /* ops for a start without memory,
+				      * so that it can settle */
 
 	/* The largest scratch buffer of a finished allreduce, kept for the
 	 * next: buffers this large come from the allocator's eagerly purged
@@ -306,7 +364,8 @@ struct fab {
 	 * until a start can take it again */
 	void *reserve;
 	void *discard;               /* where drained data lands: a chunk
-				      * of either lane */
+				      * of either lane, or a header */
+	size_t discard_len;
 
 	struct peer_proc *peer_proc; /* shm: each peer's process
 				      * (peer_proc.c) */
@@ -329,6 +388,8 @@ struct fab {
  * thread reads its completions (engine.c, post_queue). */
 static inline int shemb__xfer_lane(const struct xfer *x)
 {
+	if (x->sink)
+		return x->sink_lane;
 	return x->is_hdr || x->pull || x->ack ? LANE_URGENT : x->op->lane;
 }
 
@@ -440,16 +501,66 @@ void shemb__fab_post_ctrl_rx(struct fab *f);
 void shemb__fab_free_ctrl(struct fab *f);
 /* A completion of a control message handled (true), or not one. */
 bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err);
-/* Hand the control messages waiting to libfabric, as it takes them. */
+/* Hand the control messages waiting to libfabric, as it takes them, and
+ * the empty messages peers asked for. */
 void shemb__fab_flush_ctrl(struct fab *f);
+/* Ask peer for an empty message with each of the n (at most FILL_MAX)
+ * tags (lane in bit 63), to fill receives of op seq that nothing else
+ * will (settle.c). */
+void shemb__fab_ask_fills(struct fab *f, int peer, uint32_t seq,
+			  const uint64_t *tags, int n);
 /* The status a peer failed this op with before it started here, else 0;
- * takes every record of it */
+ * takes the record of it, and the peers' accounts (settle.c) */
 int shemb__fab_early_abort(struct fab *f, struct op *op);
-/* Tell every other rank that this rank failed op, and why: they fail it
- * with status */
-void shemb__fab_tell_all(struct fab *f, struct op *op, int status,
-			 const char *why);
+/* Tell every other rank that this rank failed op (op->status, op->why),
+ * with its account of what it sent each (settle.c): they fail it too */
+void shemb__fab_tell_all(struct fab *f, struct op *op);
+/* An account (not an answer) for an op not started here, kept until it
+ * starts (shemb__fab_early_abort takes it) */
+void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c);
 uint64_t shemb__fab_now_ns(void);
+
+/* settle.c: a failed op's messages between the ranks, taken up */
+/* The messages of op this rank sent peer, lane by lane. */
+void shemb__fab_settle_account(const struct op *op, int peer,
+			       uint32_t sent[NLANES]);
+/* Whether op failed and its caller waits until it settles: accounts or
+ * transfers outstanding, the engine not failed, the timeout not past. */
+bool shemb__fab_settle_pending(const struct op *op);
+/* op just failed (not the engine): tell the peers, take up their
+ * messages. */
+void shemb__fab_settle_begin(struct fab *f, struct op *op);
+/* A peer's account of op (or its answer that it finished op). */
+void shemb__fab_settle_hear(struct fab *f, struct op *op,
+			    const struct shemb__ctrl *c);
+/* After a transfer of a settling op completed: settled yet? */
+void shemb__fab_settle_check(struct fab *f, struct op *op);
+/* A sink's completion (err: 0 or an FI_E* code). */
+void shemb__fab_sink_done(struct fab *f, struct xfer *x, int err);
+/* The tag bits a sink ignores: the round and the chunk. */
+uint64_t shemb__fab_sink_ignore(void);
+/* op failed at its start, before it joined the engine's list: it settles
+ * there, released (its caller has the error, and no handle). */
+void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status);
+/* The spare ops that let a start without memory settle: 0 or
+ * SHEMB_ENOMEM; one (zeroed, seq set) or NULL. */
+int shemb__fab_ghost_spares(struct fab *f);
+struct op *shemb__fab_ghost(struct fab *f, uint32_t seq);
+/* op's memory, kept as a spare while spares are short. */
+void shemb__fab_drop_op(struct op *op);
+/* Accounts not come within the timeout are given up (the op holds what
+ * it holds). */
+void shemb__fab_settle_timeouts(struct fab *f, uint64_t now);
+/* The messages that close sinks, which libfabric could not take yet. */
+void shemb__fab_close_sinks(struct fab *f);
+/* engine.c, for settle.c: op's transfers waiting to be posted, taken out
+ * of the queues; a transfer queued to be posted; op freed if nothing
+ * keeps it. */
+void shemb__fab_unqueue(struct fab *f, struct op *op);
+void shemb__fab_enqueue(struct fab *f, struct xfer *x);
+void shemb__fab_maybe_free(struct fab *f, struct op *op);
+/* Room in f->discard for any message of either lane: false if none. */
+bool shemb__fab_discard_room(struct fab *f);
 
 /* coll.c: build an op's rounds (headers, chunks, local steps); a
  * peer's header, landed in len bytes, checked against this rank's call

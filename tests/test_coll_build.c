@@ -258,20 +258,25 @@ static void check_world(const struct world *wd, int recv_rounds,
 }
 
 /* An abort from a peer for an op this rank has not started waits as a
- * record (fabric/ctrl.c); when the op starts, every record of it goes,
- * the first one's status and reason kept.  Two ranks may refuse one op:
- * a record left would stay for good, and past MAX_EARLY later aborts
- * are lost. */
-static void add_early(struct fab *f, uint32_t seq, uint32_t from,
-		      int status, const char *why)
+ * record (fabric/ctrl.c), one an op: when the op starts, it goes, with
+ * the first account's status and reason, and the accounts of every rank
+ * that failed it summed for its settling (fabric/settle.c).  A record
+ * left would stay for good, and past MAX_EARLY later aborts are lost. */
+static void note_early(struct fab *f, uint32_t seq, uint32_t from,
+		       int status, uint32_t flags, uint32_t bulk,
+		       uint32_t urgent, const char *why)
 {
-	struct shemb__ctrl *c = &f->early[f->nearly++];
+	struct shemb__ctrl c;
 
-	memset(c, 0, sizeof(*c));
-	c->seq = seq;
-	c->from = from;
-	c->status = status;
-	snprintf(c->why, sizeof(c->why), "%s", why);
+	memset(&c, 0, sizeof(c));
+	c.seq = seq;
+	c.from = from;
+	c.status = status;
+	c.flags = flags;
+	c.sent[LANE_BULK] = bulk;
+	c.sent[LANE_URGENT] = urgent;
+	snprintf(c.why, sizeof(c.why), "%s", why);
+	shemb__fab_note_early(f, &c);
 }
 
 START_TEST(early_aborts_all_taken)
@@ -280,17 +285,31 @@ START_TEST(early_aborts_all_taken)
 	struct op op;
 
 	memset(&op, 0, sizeof(op));
-	add_early(&f, 9, 1, SHEMB_ENOMEM, "its tier is full");
-	add_early(&f, 10, 2, SHEMB_EIO, "its file is short");
-	add_early(&f, 9, 3, SHEMB_EINVAL, "heard of it from rank 1");
+	note_early(&f, 9, 1, SHEMB_ENOMEM, 0, 2, 1, "its tier is full");
+	note_early(&f, 10, 2, SHEMB_EIO, CTRL_RELAYED, 0, 0,
+		   "rank 3: its file is short");
+	note_early(&f, 9, 3, SHEMB_EINVAL, CTRL_RELAYED, 5, 7,
+		   "rank 1: its tier is full");
+	/* an answer to an account never sent here is not one */
+	note_early(&f, 11, 2, 0, CTRL_FINISHED, 4, 4, "");
+	ck_assert_int_eq(f.nearly, 2);
 	op.seq = 9;
 	ck_assert_int_eq(shemb__fab_early_abort(&f, &op), SHEMB_ENOMEM);
 	ck_assert_str_eq(op.why, "rank 1: its tier is full");
+	ck_assert_int_eq(op.heard, 2);
+	ck_assert_uint_eq(op.expect[LANE_BULK], 2 + 5);
+	ck_assert_uint_eq(op.expect[LANE_URGENT], 1 + 7);
+	ck_assert(op.relayed);
 	ck_assert_int_eq(f.nearly, 1);
-	ck_assert_uint_eq(f.early[0].seq, 10);
+	ck_assert_uint_eq(f.early[0].c.seq, 10);
+	memset(&op, 0, sizeof(op));
+	op.seq = 9;
 	ck_assert_int_eq(shemb__fab_early_abort(&f, &op), 0);
+	ck_assert_int_eq(op.heard, 0);
 	op.seq = 10;
 	ck_assert_int_eq(shemb__fab_early_abort(&f, &op), SHEMB_EIO);
+	ck_assert_str_eq(op.why, "rank 3: its file is short");
+	ck_assert_int_eq(op.heard, 1);
 	ck_assert_int_eq(f.nearly, 0);
 }
 END_TEST

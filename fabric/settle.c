@@ -1,0 +1,385 @@
+/*
+ * settle.c - what a failed collective leaves between the ranks, taken up
+ * before its buffers are given back.
+ *
+ * A collective that fails on one rank (its call disagrees, it finds no
+ * memory, a local step or a transfer fails) cannot finish on the others,
+ * and each rank stops wherever it was: receives posted that nothing will
+ * match, messages sent that nobody will receive (over shm, a large one
+ * holds back the later sends of its lane; over rxm, they fill the
+ * receiver's buffers), and, with single copy, pieces a peer may still
+ * read.  libfabric's fi_cancel() alone cannot take them back: a message
+ * already on its way may still match a receive reported cancelled (shm,
+ * libfabric 1.17), and nothing takes up a message sent.
+ *
+ * So every rank that fails the op tells every other rank, in its control
+ * message, how many messages of the op it sent it, lane by lane, and
+ * posts on each lane a receive of any message of the op (a sink, into
+ * f->discard).  A rank that had finished the op answers that it sent
+ * everything the asker's op expects from it.  Once every peer's account
+ * has come and as many messages of the op were received here (by its own
+ * receives or the sinks), no message of it is on its way: the receives
+ * left are cancelled, and once libfabric has given back every transfer,
+ * the op is settled and holds nothing.  A rank that found no memory for
+ * the op takes part with a spare op (a ghost).
+ *
+ * Over shm (libfabric 1.17), no receive is cancelled: its shm was seen
+ * to complete a receive it was asked to cancel with a message of
+ * another tag (the next call's header, then lost), and a receive left
+ * posted for good to lose a later message of the same peer.  There, the
+ * sinks are closed by an empty message this rank sends itself with
+ * their tag, and then every peer is asked for an empty message with the
+ * tag of each receive from it still posted (ctrl.c, CTRL_FILL).
+ *
+ * A rank that does not answer within the timeout (it left, or does not
+ * move its transfers) leaves the op unsettled, holding what it held
+ * before (engine.c, shemb__fab_op_holds).  Under the engine's lock.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "shemb.h"
+#include "fabric/engine.h"
+
+/* Spare ops for starts without memory: a shortage fails starts in a row,
+ * and each ghost lives until the peers' accounts come. */
+#define OP_SPARES 4
+
+/* A message this rank sends: a send of data or a header, or a single
+ * copy's empty message. */
+static bool sends_message(const struct xfer *x)
+{
+	return (x->send && !x->ack) || x->pulled;
+}
+
+/* A receive of a peer's message: of data, a header, or a single copy's
+ * empty message (ack); a chunk to copy is none until it is copied. */
+static bool takes_message(const struct xfer *x)
+{
+	return !sends_message(x) && !x->pull;
+}
+
+/* fn on each transfer of op: its rounds', then its drains'. */
+static void each_xfer(struct op *op, void (*fn)(struct xfer *x, void *arg),
+		      void *arg)
+{
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++)
+			fn(&op->rounds[r].x[i], arg);
+	for (struct drain *d = op->drains; d; d = d->next)
+		for (int k = 0; k < d->n; k++)
+			fn(&d->x[k], arg);
+}
+
+/* Of the transfers with peer, the messages sent (handed to libfabric),
+ * else the receives (all of them, handed or not), counted lane by
+ * lane. */
+struct tally {
+	int peer;
+	bool sent;
+	uint32_t *n;
+};
+
+static void tally_one(struct xfer *x, void *arg)
+{
+	struct tally *t = arg;
+
+	if (x->peer == t->peer &&
+	    (t->sent ? sends_message(x) && x->handed : takes_message(x)))
+		t->n[shemb__xfer_lane(x)]++;
+}
+
+static void tally(const struct op *op, int peer, bool sent,
+		  uint32_t n[NLANES])
+{
+	struct tally t = { .peer = peer, .sent = sent, .n = n };
+
+	each_xfer((struct op *)op, tally_one, &t);
+}
+
+void shemb__fab_settle_account(const struct op *op, int peer,
+			       uint32_t sent[NLANES])
+{
+	memset(sent, 0, NLANES * sizeof(sent[0]));
+	tally(op, peer, true, sent);
+}
+
+/* Settled, and libfabric gave every transfer back. */
+static bool settle_over(const struct op *op)
+{
+	return op->settled && !op->closing && op->posted == 0;
+}
+
+bool shemb__fab_settle_pending(const struct op *op)
+{
+	return op->settling && !op->f->failed && !settle_over(op);
+}
+
+/*
+ * The sinks: any message of op of one class (data, headers) on one lane,
+ * of any round or chunk, from any peer.  Headers take only the urgent
+ * lane.  One sink for both classes would ignore the class bit, and shm
+ * (libfabric 1.17) was seen to leave messages unmatched by such a
+ * receive (a 4-rank call that disagreed, about one run in four).
+ */
+static const struct {
+	int lane;
+	uint64_t cls;
+} sinks[NSINKS] = {
+	{ LANE_BULK, TAG_DATA },
+	{ LANE_URGENT, TAG_DATA },
+	{ LANE_URGENT, TAG_HDR },
+};
+
+static void queue_sink(struct fab *f, struct op *op, int i)
+{
+	struct xfer *x = &op->sink[i];
+
+	memset(x, 0, sizeof(*x));
+	x->op = op;
+	x->sink = true;
+	x->sink_lane = sinks[i].lane;
+	x->peer = -1;
+	x->buf = f->discard;
+	x->len = f->discard ? f->discard_len : 0;
+	x->tag = shemb__fab_tag(sinks[i].cls, op->seq, 0, 0);
+	shemb__fab_enqueue(f, x);
+}
+
+uint64_t shemb__fab_sink_ignore(void)
+{
+	return (1ull << 32) - 1;
+}
+
+/* Whether any message of op accounted for has yet to come. */
+static bool awaiting(const struct fab *f, const struct op *op)
+{
+	if (op->heard < f->world - 1)
+		return true;
+	for (int l = 0; l < NLANES; l++)
+		if (op->caught[l] < op->expect[l])
+			return true;
+	return false;
+}
+
+/* A receive of op left posted, where cancelling is safe: its completion
+ * comes back as cancelled. */
+static void cancel_one(struct xfer *x, void *arg)
+{
+	struct fab *f = arg;
+
+	if (x->posted && takes_message(x))
+		fi_cancel(&f->ep[shemb__xfer_lane(x)]->fid, &x->fctx);
+}
+
+/* Where cancelling is not safe: each peer is asked for an empty message
+ * with the tag of each receive from it still posted, FILL_MAX tags a
+ * message. */
+struct fills {
+	struct fab *f;
+	uint32_t seq;
+	int peer, n;
+	uint64_t tags[FILL_MAX];
+};
+
+static void fill_one(struct xfer *x, void *arg)
+{
+	struct fills *a = arg;
+
+	if (!x->posted || !takes_message(x) || x->peer != a->peer)
+		return;
+	a->tags[a->n++] = x->tag | (uint64_t)shemb__xfer_lane(x) << 63;
+	if (a->n == FILL_MAX) {
+		shemb__fab_ask_fills(a->f, a->peer, a->seq, a->tags, a->n);
+		a->n = 0;
+	}
+}
+
+static void ask_fills(struct fab *f, struct op *op)
+{
+	struct fills a = { .f = f, .seq = op->seq };
+
+	op->filling = true;
+	for (a.peer = 0; a.peer < f->world; a.peer++) {
+		if (a.peer == f->rank)
+			continue;
+		a.n = 0;
+		each_xfer(op, fill_one, &a);
+		if (a.n)
+			shemb__fab_ask_fills(f, a.peer, op->seq, a.tags, a.n);
+	}
+	shemb__fab_flush_ctrl(f);
+}
+
+static bool sinks_posted(const struct op *op)
+{
+	for (int i = 0; i < NSINKS; i++)
+		if (op->sink[i].posted)
+			return true;
+	return false;
+}
+
+/* A sink still posted is cancelled, or closed by an empty message this
+ * rank sends itself with its tag (no peer's receive takes a message
+ * from this rank).  false: libfabric cannot take it yet. */
+static bool close_sink(struct fab *f, struct xfer *x)
+{
+	int lane = shemb__xfer_lane(x);
+
+	if (f->cancels)
+		return fi_cancel(&f->ep[lane]->fid, &x->fctx) != -FI_EAGAIN;
+	return fi_tinject(f->ep[lane], NULL, 0,
+			  *shemb__fab_peer(f, lane, f->rank),
+			  x->tag) != -FI_EAGAIN;
+}
+
+static void close_op_sinks(struct fab *f, struct op *op)
+{
+	for (int i = 0; i < NSINKS; i++)
+		if ((op->closing & 1u << i) && close_sink(f, &op->sink[i]))
+			op->closing &= ~(1u << i);
+	f->closing |= op->closing != 0;
+}
+
+void shemb__fab_close_sinks(struct fab *f)
+{
+	if (!f->closing)
+		return;
+	f->closing = false;
+	for (struct op *op = f->ops, *next; op; op = next) {
+		next = op->next;
+		if (op->closing) {
+			close_op_sinks(f, op);
+			shemb__fab_settle_check(f, op);
+		}
+	}
+}
+
+/* Nothing of op is on its way: what is still posted to receive is
+ * cancelled, or filled once the sinks are closed (settle_check). */
+static void let_go(struct fab *f, struct op *op)
+{
+	if (f->cancels) {
+		each_xfer(op, cancel_one, f);
+		op->filling = true; /* nothing to fill */
+	}
+	for (int i = 0; i < NSINKS; i++)
+		if (op->sink[i].posted)
+			op->closing |= 1u << i;
+	close_op_sinks(f, op);
+}
+
+void shemb__fab_settle_check(struct fab *f, struct op *op)
+{
+	if (!op->settling)
+		return;
+	if (!op->settled && !awaiting(f, op)) {
+		op->settled = true;
+		shemb__fab_unqueue(f, op); /* sinks not posted yet */
+		let_go(f, op);
+	}
+	/* fills after the sinks: an empty message must not land in one */
+	if (op->settled && !op->filling && !op->closing && !sinks_posted(op))
+		ask_fills(f, op);
+	if (settle_over(op)) {
+		shemb__fab_op_done(f); /* its waiter may go */
+		shemb__fab_maybe_free(f, op);
+	}
+}
+
+void shemb__fab_settle_hear(struct fab *f, struct op *op,
+			    const struct shemb__ctrl *c)
+{
+	uint32_t n[NLANES] = { 0 };
+
+	if (!op->settling || op->heard >= f->world - 1)
+		return;
+	op->heard++;
+	if (c->flags & CTRL_FINISHED)
+		tally(op, (int)c->from, false, n);
+	for (int l = 0; l < NLANES; l++)
+		op->expect[l] += c->flags & CTRL_FINISHED ? n[l] : c->sent[l];
+	shemb__fab_settle_check(f, op);
+}
+
+void shemb__fab_settle_begin(struct fab *f, struct op *op)
+{
+	op->settling = true;
+	op->settle_ns = shemb__fab_now_ns();
+	shemb__fab_tell_all(f, op);
+	for (int i = 0; i < NSINKS; i++)
+		queue_sink(f, op, i);
+	shemb__fab_settle_check(f, op);
+}
+
+void shemb__fab_sink_done(struct fab *f, struct xfer *x, int err)
+{
+	struct op *op = x->op;
+	int lane = shemb__xfer_lane(x);
+
+	x->posted = false;
+	op->posted--;
+	f->recvs_posted[lane]--;
+	if (err != FI_ECANCELED) {
+		op->caught[lane]++; /* truncated or not, it was taken */
+		if (!op->settled)
+			shemb__fab_enqueue(f, x);
+	}
+	shemb__fab_settle_check(f, op);
+}
+
+/* op, not yet in the engine's list, failed at its start: it settles like
+ * any failed op, and nobody waits for it (its caller got the error). */
+void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status)
+{
+	shemb__fab_clear_op(op);
+	op->status = status;
+	op->done = op->released = op->aborted = true;
+	op->next = f->ops;
+	f->ops = op;
+	shemb__fab_settle_begin(f, op);
+}
+
+int shemb__fab_ghost_spares(struct fab *f)
+{
+	return shemb__spares_fill(&f->op_spares, sizeof(struct op),
+				  OP_SPARES);
+}
+
+void shemb__fab_drop_op(struct op *op)
+{
+	shemb__spare_free(&op->f->op_spares, op, OP_SPARES);
+}
+
+struct op *shemb__fab_ghost(struct fab *f, uint32_t seq)
+{
+	struct op *op = shemb__spare_take(&f->op_spares, sizeof(*op));
+
+	if (op) {
+		op->f = f;
+		op->seq = seq;
+		op->ghost = true;
+	}
+	return op;
+}
+
+/* Accounts that do not come within the timeout are not waited for: the
+ * op keeps what it holds (shemb__fab_op_holds walks it again). */
+void shemb__fab_settle_timeouts(struct fab *f, uint64_t now)
+{
+	uint64_t limit = (uint64_t)f->timeout_ms * 1000000ull;
+
+	for (struct op *op = f->ops; op; op = op->next)
+		if (shemb__fab_settle_pending(op) &&
+		    now - op->settle_ns >= limit) {
+			op->settling = false;
+			shemb__fab_op_done(f);
+		}
+}
