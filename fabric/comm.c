@@ -322,7 +322,7 @@ static int connect_ranks(struct fab *f, const struct shemb__fabric_cfg *cfg,
 		set_chunking(f, cfg, crowded);
 	if (!rc) {
 		f->sends_in_order = is_shm(f->provider);
-		f->cancels = !is_shm(f->provider); /* settle.c, close_sink */
+		f->settles = !is_shm(f->provider); /* settle.c */
 		f->inline_max = shemb__coll_inline_limit(f);
 	}
 	if (!rc)
@@ -466,6 +466,11 @@ bool shemb__fabric_single_copy(void *comm)
 	return ((struct fab *)comm)->cma;
 }
 
+bool shemb__fabric_settles(void *comm)
+{
+	return ((struct fab *)comm)->settles;
+}
+
 int shemb__fabric_chunks_in_flight(void *comm)
 {
 	return ((struct fab *)comm)->max_chunks[LANE_BULK];
@@ -586,8 +591,8 @@ static int start_without_memory(struct fab *f, char *why, size_t len)
 	/* the others name this rank themselves */
 	snprintf(why, len, "no memory for collective call %u", seq);
 	shemb__fab_ctrl_reap(f);
-	ghost = shemb__fab_ghost(f, seq);
-	if (!ghost) { /* earlier ghosts may settle meanwhile */
+	ghost = f->settles ? shemb__fab_ghost(f, seq) : NULL;
+	if (!ghost && f->settles) { /* earlier ghosts may settle meanwhile */
 		shemb__fab_progress(f, true);
 		ghost = shemb__fab_ghost(f, seq);
 	}

@@ -165,11 +165,8 @@ static void ctrl_sent_done(struct fab *f, struct ctrl_tx *t)
 	drop_ctrl(f, t);
 }
 
-static void flush_fills(struct fab *f);
-
 void shemb__fab_flush_ctrl(struct fab *f)
 {
-	flush_fills(f);
 	while (f->ctrl_backlog) {
 		struct ctrl_tx *t = f->ctrl_backlog;
 
@@ -225,78 +222,6 @@ void shemb__fab_tell_all(struct fab *f, struct op *op)
 	shemb__fab_flush_ctrl(f);
 }
 
-/* ---- empty messages that fill a failed op's receives (settle.c) ---- */
-
-void shemb__fab_ask_fills(struct fab *f, int peer, uint32_t seq,
-			  const uint64_t *tags, int n)
-{
-	struct shemb__ctrl c = { .magic = CTRL_MAGIC, .seq = seq,
-				 .from = (uint32_t)f->rank,
-				 .status = n, .flags = CTRL_FILL };
-
-	memcpy(c.why, tags, (size_t)n * sizeof(*tags));
-	tell_one(f, &c, peer);
-}
-
-/* What a peer asked for and libfabric could not take yet. */
-struct fill_tx {
-	struct fill_tx *next;
-	int peer, n, done;
-	uint64_t tags[FILL_MAX];
-};
-
-/* The empty messages of t from done on, as libfabric takes them: false
- * if it cannot take one yet.  Best effort: a message that fails, or a
- * peer that ended, leaves the peer's op to its timeout. */
-static bool send_fills(struct fab *f, struct fill_tx *t)
-{
-	for (; t->done < t->n; t->done++) {
-		uint64_t tag = t->tags[t->done] & ~(1ull << 63);
-		int lane = (int)(t->tags[t->done] >> 63);
-
-		if (shemb__peer_proc_ended(f, t->peer))
-			return true; /* the send could spin */
-		if (fi_tinject(f->ep[lane], NULL, 0,
-			       *shemb__fab_peer(f, lane, t->peer),
-			       tag) == -FI_EAGAIN)
-			return false;
-	}
-	return true;
-}
-
-static void take_fill(struct fab *f, const struct shemb__ctrl *c)
-{
-	struct fill_tx one = { .peer = (int)c->from }, *t;
-
-	if (c->from >= (uint32_t)f->world || c->status < 0 ||
-	    c->status > FILL_MAX)
-		return;
-	one.n = c->status;
-	memcpy(one.tags, c->why, (size_t)one.n * sizeof(one.tags[0]));
-	if (send_fills(f, &one))
-		return;
-	t = malloc(sizeof(*t));
-	if (!t)
-		return; /* the peer's op waits until its timeout */
-	*t = one;
-	t->next = NULL;
-	for (struct fill_tx **at = &f->fills;; at = &(*at)->next)
-		if (!*at) {
-			*at = t;
-			break;
-		}
-}
-
-static void flush_fills(struct fab *f)
-{
-	while (f->fills && send_fills(f, f->fills)) {
-		struct fill_tx *t = f->fills;
-
-		f->fills = t->next;
-		free(t);
-	}
-}
-
 /* ---- accounts from the other ranks ---- */
 
 /* An account for an op not started here (a peer failed it first): kept
@@ -331,7 +256,8 @@ static void answer_finished(struct fab *f, const struct shemb__ctrl *c)
 				 .from = (uint32_t)f->rank,
 				 .flags = CTRL_FINISHED };
 
-	if (!(c->flags & CTRL_FINISHED) && c->from < (uint32_t)f->world)
+	if (f->settles && !(c->flags & CTRL_FINISHED) &&
+	    c->from < (uint32_t)f->world)
 		tell_one(f, &a, (int)c->from);
 }
 
@@ -339,13 +265,8 @@ static void answer_finished(struct fab *f, const struct shemb__ctrl *c)
  * fails here too (and settles), or waits in f->early if not started. */
 static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 {
-	struct op *op;
+	struct op *op = find_op(f, c->seq);
 
-	if (c->flags & CTRL_FILL) {
-		take_fill(f, c);
-		return;
-	}
-	op = find_op(f, c->seq);
 	if (!op) {
 		if ((int32_t)(c->seq - f->next_seq) >= 0)
 			shemb__fab_note_early(f, c);
@@ -398,12 +319,6 @@ void shemb__fab_free_ctrl(struct fab *f)
 {
 	struct ctrl_tx **lists[] = { &f->ctrl_backlog, &f->ctrl_sent };
 
-	while (f->fills) {
-		struct fill_tx *t = f->fills;
-
-		f->fills = t->next;
-		free(t);
-	}
 	for (int i = 0; i < 2; i++) {
 		while (*lists[i]) {
 			struct ctrl_tx *t = *lists[i];

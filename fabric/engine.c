@@ -192,7 +192,7 @@ void shemb__fab_unqueue(struct fab *f, struct op *op)
 void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 			const char *fmt, ...)
 {
-	bool settle = !f->failed;
+	bool settle = !f->failed && f->settles;
 
 	if (op->done)
 		return;
@@ -209,6 +209,9 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 	finish(f, op, status);
 	if (settle)
 		shemb__fab_settle_begin(f, op);
+	else if (!f->failed) /* the others fail it at once, not at their
+			      * timeout */
+		shemb__fab_tell_all(f, op);
 }
 
 /* Headers and drains land in the op's own memory, and so does the
@@ -887,7 +890,6 @@ int shemb__fab_progress(struct fab *f, bool bulk)
 	int n = 0, got;
 
 	shemb__fab_flush_ctrl(f);
-	shemb__fab_close_sinks(f);
 	post_queue(f, false);
 	post_queue(f, true);
 	/* a batch at least, then until an op finishes or a caller wants

@@ -95,9 +95,7 @@ struct shemb__hdr {
 #define CTRL_RELAYED 1u      /* why names the rank that failed it */
 #define CTRL_FINISHED 2u     /* the sender finished the op: it sent what
 			      * the receiver's op expects from it */
-#define CTRL_FILL 4u         /* the sender asks for an empty message
-			      * with each of status tags, in why (the
-			      * lane in bit 63), to fill its receives */
+
 struct shemb__ctrl {
 	uint32_t magic;
 	uint32_t seq;
@@ -107,8 +105,6 @@ struct shemb__ctrl {
 	uint32_t sent[NLANES];
 	char why[164];
 };
-
-#define FILL_MAX ((int)(sizeof(((struct shemb__ctrl *)0)->why) / 8))
 
 /* The accounts of an op that peers failed before this rank started it:
  * the first one's status and reason, and the sum of their counts. */
@@ -120,7 +116,6 @@ struct early {
 struct fab;
 struct op;
 struct ctrl_tx;
-struct fill_tx;
 
 /* A local peer's process (peer_proc.c). */
 struct peer_proc {
@@ -238,12 +233,7 @@ struct op {
 	bool relayed;                /* why names the rank that failed it */
 	bool settling;               /* accounts were sent to the peers */
 	bool settled;                /* every message accounted for came;
-				      * receives left were cancelled, or
-				      * (no cancel) are being filled */
-	unsigned closing;            /* sinks to close by a message to
-				      * this rank, bit by bit */
-	bool filling;                /* peers were asked to fill the
-				      * receives left (no cancel) */
+				      * receives left were cancelled */
 	bool ghost;                  /* a spare: no memory for the op */
 	int heard;                   /* peers whose account came */
 	uint32_t caught[NLANES];     /* messages of op received here */
@@ -334,8 +324,8 @@ struct fab {
 	struct xfer *sq_head, *sq_tail; /* sends waiting to be posted */
 	int sends_posted[NLANES], recvs_posted[NLANES];
 	int max_recvs;               /* receives posted on a lane, at most */
-	bool cancels;                /* fi_cancel() is safe (settle.c) */
-	bool closing;                /* some op's sinks wait to be closed */
+	bool settles;                /* failed ops settle: fi_cancel() is
+				      * safe (settle.c) */
 	uint64_t next_check_ns;      /* liveness and timeouts */
 	struct mr_slot *mrs;         /* registration cache (mr_local) */
 	uint64_t mr_key;             /* the last key asked for */
@@ -345,8 +335,6 @@ struct fab {
 	struct shemb__ctrl ctrl_buf[CTRL_RX];
 	struct ctrl_tx *ctrl_backlog; /* not yet accepted by libfabric */
 	struct ctrl_tx *ctrl_sent;    /* in flight */
-	struct fill_tx *fills;        /* empty messages peers asked for, not
-				      * yet accepted by libfabric */
 	struct shemb__spares ctrl_spares; /* for a rank without memory */
 	bool ctrl_records;            /* never injected (a test's switch) */
 	struct early early[MAX_EARLY]; /* aborts of ops not started */
@@ -501,14 +489,8 @@ void shemb__fab_post_ctrl_rx(struct fab *f);
 void shemb__fab_free_ctrl(struct fab *f);
 /* A completion of a control message handled (true), or not one. */
 bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err);
-/* Hand the control messages waiting to libfabric, as it takes them, and
- * the empty messages peers asked for. */
+/* Hand the control messages waiting to libfabric, as it takes them. */
 void shemb__fab_flush_ctrl(struct fab *f);
-/* Ask peer for an empty message with each of the n (at most FILL_MAX)
- * tags (lane in bit 63), to fill receives of op seq that nothing else
- * will (settle.c). */
-void shemb__fab_ask_fills(struct fab *f, int peer, uint32_t seq,
-			  const uint64_t *tags, int n);
 /* The status a peer failed this op with before it started here, else 0;
  * takes the record of it, and the peers' accounts (settle.c) */
 int shemb__fab_early_abort(struct fab *f, struct op *op);
@@ -539,8 +521,9 @@ void shemb__fab_settle_check(struct fab *f, struct op *op);
 void shemb__fab_sink_done(struct fab *f, struct xfer *x, int err);
 /* The tag bits a sink ignores: the round and the chunk. */
 uint64_t shemb__fab_sink_ignore(void);
-/* op failed at its start, before it joined the engine's list: it settles
- * there, released (its caller has the error, and no handle). */
+/* op failed at its start, before it joined the engine's list: the
+ * others are told, and it settles there, released (its caller has the
+ * error, and no handle), or is freed where ops do not settle. */
 void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status);
 /* The spare ops that let a start without memory settle: 0 or
  * SHEMB_ENOMEM; one (zeroed, seq set) or NULL. */
@@ -551,8 +534,6 @@ void shemb__fab_drop_op(struct op *op);
 /* Accounts not come within the timeout are given up (the op holds what
  * it holds). */
 void shemb__fab_settle_timeouts(struct fab *f, uint64_t now);
-/* The messages that close sinks, which libfabric could not take yet. */
-void shemb__fab_close_sinks(struct fab *f);
 /* engine.c, for settle.c: op's transfers waiting to be posted, taken out
  * of the queues; a transfer queued to be posted; op freed if nothing
  * keeps it. */

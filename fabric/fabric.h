@@ -43,6 +43,9 @@ bool shemb__fabric_single_copy(void *comm);
 /* Whether a rank tells the others of a failed call by injected message,
  * which needs none of the library's memory (ctrl.c) */
 bool shemb__fabric_injects_ctrl(void *comm);
+/* Whether a collective failed by control message settles before its
+ * wait returns, holding nothing after (fabric/settle.c); not over shm. */
+bool shemb__fabric_settles(void *comm);
 /* The collectives the transport still holds, transfers and all, once
  * their transfers had up to ms to complete (tests: a failed collective
  * must leave none behind); -1 if the engine's lock cannot be had. */

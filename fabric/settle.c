@@ -23,13 +23,13 @@
  * the op is settled and holds nothing.  A rank that found no memory for
  * the op takes part with a spare op (a ghost).
  *
- * Over shm (libfabric 1.17), no receive is cancelled: its shm was seen
- * to complete a receive it was asked to cancel with a message of
- * another tag (the next call's header, then lost), and a receive left
- * posted for good to lose a later message of the same peer.  There, the
- * sinks are closed by an empty message this rank sends itself with
- * their tag, and then every peer is asked for an empty message with the
- * tag of each receive from it still posted (ctrl.c, CTRL_FILL).
+ * Not over shm (libfabric 1.17): its fi_cancel() was seen to complete a
+ * receive it was asked to cancel with a message of another tag (the
+ * next call's header, which was then lost).  Nor did asking the peers
+ * for an empty message with the tag of each receive left help there:
+ * with 3 ranks or more, a message of a rank already in the next call
+ * was still lost now and then.  There, a failed op is only told, as
+ * before, and leaves what it leaves (fabric/README.md).
  *
  * A rank that does not answer within the timeout (it left, or does not
  * move its transfers) leaves the op unsettled, holding what it held
@@ -114,7 +114,7 @@ void shemb__fab_settle_account(const struct op *op, int peer,
 /* Settled, and libfabric gave every transfer back. */
 static bool settle_over(const struct op *op)
 {
-	return op->settled && !op->closing && op->posted == 0;
+	return op->settled && op->posted == 0;
 }
 
 bool shemb__fab_settle_pending(const struct op *op)
@@ -169,8 +169,8 @@ static bool awaiting(const struct fab *f, const struct op *op)
 	return false;
 }
 
-/* A receive of op left posted, where cancelling is safe: its completion
- * comes back as cancelled. */
+/* A receive of op left posted: cancelled, its completion comes back as
+ * cancelled. */
 static void cancel_one(struct xfer *x, void *arg)
 {
 	struct fab *f = arg;
@@ -179,101 +179,15 @@ static void cancel_one(struct xfer *x, void *arg)
 		fi_cancel(&f->ep[shemb__xfer_lane(x)]->fid, &x->fctx);
 }
 
-/* Where cancelling is not safe: each peer is asked for an empty message
- * with the tag of each receive from it still posted, FILL_MAX tags a
- * message. */
-struct fills {
-	struct fab *f;
-	uint32_t seq;
-	int peer, n;
-	uint64_t tags[FILL_MAX];
-};
-
-static void fill_one(struct xfer *x, void *arg)
-{
-	struct fills *a = arg;
-
-	if (!x->posted || !takes_message(x) || x->peer != a->peer)
-		return;
-	a->tags[a->n++] = x->tag | (uint64_t)shemb__xfer_lane(x) << 63;
-	if (a->n == FILL_MAX) {
-		shemb__fab_ask_fills(a->f, a->peer, a->seq, a->tags, a->n);
-		a->n = 0;
-	}
-}
-
-static void ask_fills(struct fab *f, struct op *op)
-{
-	struct fills a = { .f = f, .seq = op->seq };
-
-	op->filling = true;
-	for (a.peer = 0; a.peer < f->world; a.peer++) {
-		if (a.peer == f->rank)
-			continue;
-		a.n = 0;
-		each_xfer(op, fill_one, &a);
-		if (a.n)
-			shemb__fab_ask_fills(f, a.peer, op->seq, a.tags, a.n);
-	}
-	shemb__fab_flush_ctrl(f);
-}
-
-static bool sinks_posted(const struct op *op)
-{
-	for (int i = 0; i < NSINKS; i++)
-		if (op->sink[i].posted)
-			return true;
-	return false;
-}
-
-/* A sink still posted is cancelled, or closed by an empty message this
- * rank sends itself with its tag (no peer's receive takes a message
- * from this rank).  false: libfabric cannot take it yet. */
-static bool close_sink(struct fab *f, struct xfer *x)
-{
-	int lane = shemb__xfer_lane(x);
-
-	if (f->cancels)
-		return fi_cancel(&f->ep[lane]->fid, &x->fctx) != -FI_EAGAIN;
-	return fi_tinject(f->ep[lane], NULL, 0,
-			  *shemb__fab_peer(f, lane, f->rank),
-			  x->tag) != -FI_EAGAIN;
-}
-
-static void close_op_sinks(struct fab *f, struct op *op)
-{
-	for (int i = 0; i < NSINKS; i++)
-		if ((op->closing & 1u << i) && close_sink(f, &op->sink[i]))
-			op->closing &= ~(1u << i);
-	f->closing |= op->closing != 0;
-}
-
-void shemb__fab_close_sinks(struct fab *f)
-{
-	if (!f->closing)
-		return;
-	f->closing = false;
-	for (struct op *op = f->ops, *next; op; op = next) {
-		next = op->next;
-		if (op->closing) {
-			close_op_sinks(f, op);
-			shemb__fab_settle_check(f, op);
-		}
-	}
-}
-
 /* Nothing of op is on its way: what is still posted to receive is
- * cancelled, or filled once the sinks are closed (settle_check). */
+ * cancelled. */
 static void let_go(struct fab *f, struct op *op)
 {
-	if (f->cancels) {
-		each_xfer(op, cancel_one, f);
-		op->filling = true; /* nothing to fill */
-	}
+	each_xfer(op, cancel_one, f);
 	for (int i = 0; i < NSINKS; i++)
 		if (op->sink[i].posted)
-			op->closing |= 1u << i;
-	close_op_sinks(f, op);
+			fi_cancel(&f->ep[shemb__xfer_lane(&op->sink[i])]->fid,
+				  &op->sink[i].fctx);
 }
 
 void shemb__fab_settle_check(struct fab *f, struct op *op)
@@ -285,9 +199,6 @@ void shemb__fab_settle_check(struct fab *f, struct op *op)
 		shemb__fab_unqueue(f, op); /* sinks not posted yet */
 		let_go(f, op);
 	}
-	/* fills after the sinks: an empty message must not land in one */
-	if (op->settled && !op->filling && !op->closing && !sinks_posted(op))
-		ask_fills(f, op);
 	if (settle_over(op)) {
 		shemb__fab_op_done(f); /* its waiter may go */
 		shemb__fab_maybe_free(f, op);
@@ -341,6 +252,11 @@ void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status)
 {
 	shemb__fab_clear_op(op);
 	op->status = status;
+	if (!f->settles) {
+		shemb__fab_tell_all(f, op);
+		shemb__fab_free_op(op);
+		return;
+	}
 	op->done = op->released = op->aborted = true;
 	op->next = f->ops;
 	f->ops = op;

@@ -32,11 +32,18 @@
  *     another size than it expects, in an alltoallv or an allgatherv:
  *     its build fails, the call runs as a refusal, and every rank fails
  *     with SHEMB_EINVAL, the others naming that rank;
+ *   - where failed calls settle (not over shm, fabric/settle.c), every
+ *     tenth call fails by control message: rank
+ *     k % world refuses an allreduce, which cannot run as a refusal, or
+ *     calls a barrier where the others call an allreduce (of 16 floats,
+ *     in one message, or of 64 Ki, in a ring of chunks); every rank
+ *     fails it, with that rank's status and detail, or SHEMB_EINVAL;
  *   - every 100 calls, after a barrier, the transport holds no
  *     collective (shemb__fabric_ops_held): a failed one kept for a
  *     receive that never completes would stay; and the context keeps
- *     no buffer for one (shemb__held_count): these failures leave
- *     nothing posted;
+ *     no buffer for one (shemb__held_count): refusals leave nothing
+ *     posted, and calls failed by control message settle before their
+ *     wait returns;
  *   - after N calls (defaults to 4000: with one receive or message left
  *     behind per refusal, shm, which holds 1024 receives an endpoint,
  *     would refuse new ones long before), a last real alltoallv, exact.
@@ -246,6 +253,60 @@ static void refused_call(int k)
 	free(a.rbuf);
 }
 
+/* Call k fails by control message, and settles (told_call). */
+static bool told(int k)
+{
+	return k % (2 * REAL_EVERY) == 2 && shemb__fabric_settles(ctx->comm);
+}
+
+static void check_told(int k, int rc, bool order)
+{
+	const char *why = shemb_ctx_last_error(ctx);
+	char want[64];
+	int v = k % world;
+
+	if (order) {
+		if (rc != SHEMB_EINVAL || !strstr(why, "barrier"))
+			FAIL("call %d, a barrier on rank %d only: %d (%s): %s",
+			     k, v, rc, shemb_strerror(rc), why);
+		return;
+	}
+	if (rank == v)
+		snprintf(want, sizeof(want), "refused allreduce %d", k);
+	else
+		snprintf(want, sizeof(want), "rank %d: refused allreduce %d",
+			 v, k);
+	if (rc != status_of(k) || strcmp(why, want))
+		FAIL("call %d, an allreduce rank %d refuses: %d (%s): %s", k,
+		     v, rc, shemb_strerror(rc), why);
+}
+
+static void told_call(int k)
+{
+	bool order = (k / (2 * REAL_EVERY)) % 2;
+	size_t n = (k / (4 * REAL_EVERY)) % 2 ? 65536 : 16;
+	float *v = calloc(n, sizeof(*v));
+	struct shemb__coll c = { .kind = SHEMB__ALLREDUCE, .sendbuf = v,
+				 .recvbuf = v, .count = n,
+				 .dtype = SHEMB_F32, .op = SHEMB_REDUCE_SUM,
+				 .prio = prio_of(k) };
+	char why[64];
+	int rc;
+
+	if (!v)
+		FAIL("no memory");
+	if (rank == k % world && order) {
+		c = (struct shemb__coll){ .kind = SHEMB__BARRIER };
+	} else if (rank == k % world) {
+		snprintf(why, sizeof(why), "refused allreduce %d", k);
+		c.refuse = status_of(k);
+		c.why = why;
+	}
+	rc = shemb__coll_run(ctx, &c);
+	check_told(k, rc, order);
+	free(v);
+}
+
 /* A real call k - 1, the refused call k and a real call k + 1, all
  * started before any is waited for. */
 static void sandwich(int k)
@@ -382,6 +443,8 @@ int main(int argc, char **argv)
 			disagreeing_call(k);
 		else if (k % REAL_EVERY == 4)
 			self_mismatch_call(k);
+		else if (told(k))
+			told_call(k);
 		else
 			refused_call(k);
 		if (k % 100 == 99)

@@ -6,7 +6,8 @@
 # tcp;ofi_rxm, with the progress thread and with caller progress.  Then
 # a shortage: every allocation fails from the armed one on, the
 # transport's retries included, so that the failing rank tells the
-# others by control message (2 ranks: see fabric/README.md for 3); once
+# others by control message, and the call settles over tcp;ofi_rxm
+# (fabric/settle.c; over shm, 2 ranks only: see fabric/README.md); once
 # more with every control message kept in a record, not injected, as
 # over a provider that injects less than one.
 . "$top_srcdir/tests/run_ranks.sh"
@@ -23,6 +24,7 @@ one "tcp;ofi_rxm" 2
 one "tcp;ofi_rxm" 3 --caller
 one shm 2 --shortage
 one "tcp;ofi_rxm" 2 --shortage --caller
+one "tcp;ofi_rxm" 3 --shortage
 SHEMB_FABRIC_CTRL_RECORDS=1
 export SHEMB_FABRIC_CTRL_RECORDS
 one "tcp;ofi_rxm" 2 --shortage
