@@ -99,7 +99,10 @@ void shemb__fab_clear_op(struct op *op)
 void shemb__fab_free_op(struct op *op)
 {
 	shemb__fab_clear_op(op);
-	shemb__fab_drop_op(op);
+	if (op->ghost)
+		shemb__fab_drop_op(op); /* a spare again */
+	else
+		free(op);
 }
 
 static void unlink_op(struct fab *f, struct op *op)
@@ -227,29 +230,22 @@ static bool on_caller_buffers(const struct op *op, const struct xfer *x)
 	return !s || b < s || b >= s + op->scratch_len;
 }
 
-/* An op not done (its wait gave up on the lock) may still move anything.
- * With single copy, a peer may read a piece from where this rank's header
- * said it is until its empty message came (the ack landed), whether that
- * ack was posted yet or not, unless the op ended as a refusal once its
- * transfers were done (the acks it dropped stand for pieces no peer
- * reads). */
+/* An op not done (its wait gave up on the lock) may still move anything;
+ * one that settled (settle.c) holds nothing.  With single copy, a peer
+ * may read a piece from where this rank's header said it is until its
+ * empty message came (the ack landed), whether that ack was posted yet
+ * or not, unless the op ended as a refusal once its transfers were done
+ * (the acks it dropped stand for pieces no peer reads). */
 bool shemb__fab_op_holds(const struct op *op)
 {
-	bool settled = op->settling && op->settled && !op->f->failed;
-
 	if (!op->done || shemb__fab_settle_pending(op))
 		return true;
-	if (!op->status || (settled && op->posted == 0))
+	if (!op->status || (op->settled && op->posted == 0))
 		return false;
 	for (int r = 0; r < op->nrounds; r++)
 		for (int i = 0; i < op->rounds[r].nx; i++) {
 			const struct xfer *x = &op->rounds[r].x[i];
 
-			/* once settled, the peers' copies are accounted
-			 * for (a copy under way only reads), and an ack
-			 * left posted receives no bytes */
-			if (settled && x->ack)
-				continue;
 			if (x->posted && on_caller_buffers(op, x))
 				return true;
 			if (x->ack && !x->landed && op->aborted)
@@ -386,19 +382,23 @@ static ssize_t post_one(struct fab *f, struct xfer *x)
 {
 	void *desc;
 	int lane = shemb__xfer_lane(x);
-	fi_addr_t peer = *shemb__fab_peer(f, lane, x->peer);
+	fi_addr_t peer;
 	ssize_t rc;
 
 	if (x->pulled || x->ack)
 		return post_notice(f, x);
-	if (x->sink)
-		return fi_trecv(f->ep[lane], x->buf, x->len, NULL,
-				FI_ADDR_UNSPEC, x->tag,
-				shemb__fab_sink_ignore(), &x->fctx);
 	desc = shemb__ep_desc(f, x);
-
 	if (f->mr_local && x->len && !x->mr)
 		return -FI_EKEYREJECTED; /* buffer not registered */
+	if (x->sink) { /* from any peer */
+		rc = fi_trecv(f->ep[lane], x->buf, x->len, desc,
+			      FI_ADDR_UNSPEC, x->tag,
+			      shemb__fab_sink_ignore(), &x->fctx);
+		if (rc)
+			shemb__ep_undesc(f, x);
+		return rc;
+	}
+	peer = *shemb__fab_peer(f, lane, x->peer);
 	if (x->send && shemb__peer_proc_ended(f, x->peer))
 		return -FI_EHOSTDOWN; /* a send could spin: see peer_proc.c */
 

@@ -529,7 +529,7 @@ void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status);
  * SHEMB_ENOMEM; one (zeroed, seq set) or NULL. */
 int shemb__fab_ghost_spares(struct fab *f);
 struct op *shemb__fab_ghost(struct fab *f, uint32_t seq);
-/* op's memory, kept as a spare while spares are short. */
+/* A ghost's memory, a spare again (else freed). */
 void shemb__fab_drop_op(struct op *op);
 /* Accounts not come within the timeout are given up (the op holds what
  * it holds). */

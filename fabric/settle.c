@@ -238,6 +238,7 @@ void shemb__fab_sink_done(struct fab *f, struct xfer *x, int err)
 	x->posted = false;
 	op->posted--;
 	f->recvs_posted[lane]--;
+	shemb__ep_undesc(f, x);
 	if (err != FI_ECANCELED) {
 		op->caught[lane]++; /* truncated or not, it was taken */
 		if (!op->settled)
