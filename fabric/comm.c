@@ -534,7 +534,6 @@ static int refuse_op(struct fab *f, struct op *op, int status, char *why,
 		     size_t len)
 {
 	snprintf(why, len, "%s", op->why);
-	shemb__fab_ctrl_reap(f);
 	shemb__fab_settle_unstarted(f, op, status);
 	return status;
 }
@@ -585,25 +584,31 @@ int shemb__fab_build_refusal(struct op *op, int status)
  * the others are only told, and what they send here stays. */
 static int start_without_memory(struct fab *f, char *why, size_t len)
 {
-	uint32_t seq = f->next_seq++;
-	struct op none = { .f = f, .seq = seq }, *ghost;
+	struct op none = { .f = f }, *ghost = NULL;
 
-	/* the others name this rank themselves */
-	snprintf(why, len, "no memory for collective call %u", seq);
-	shemb__fab_ctrl_reap(f);
-	ghost = f->settles ? shemb__fab_ghost(f, seq) : NULL;
-	if (!ghost && f->settles) { /* earlier ghosts may settle meanwhile */
-		shemb__fab_progress(f, true);
-		ghost = shemb__fab_ghost(f, seq);
+	if (f->settles) {
+		ghost = shemb__fab_ghost(f);
+		if (!ghost) { /* earlier ghosts may settle meanwhile (before
+			       * the number is taken: an account for it
+			       * read now would find no op) */
+			shemb__fab_progress(f, true);
+			ghost = shemb__fab_ghost(f);
+		}
 	}
-	if (!ghost) {
+	none.seq = f->next_seq++;
+	/* the others name this rank themselves */
+	snprintf(why, len, "no memory for collective call %u", none.seq);
+	if (!ghost) { /* the others do not wait for it to settle */
+		shemb__fab_note_unsettled(f, none.seq);
 		shemb__fab_early_abort(f, &none);
 		none.status = SHEMB_ENOMEM;
 		none.relayed = false;
+		none.unsettled = true;
 		snprintf(none.why, sizeof(none.why), "%s", why);
 		shemb__fab_tell_all(f, &none);
 		return SHEMB_ENOMEM;
 	}
+	ghost->seq = none.seq;
 	shemb__fab_early_abort(f, ghost);
 	ghost->relayed = false;
 	snprintf(ghost->why, sizeof(ghost->why), "%s", why);
@@ -634,6 +639,10 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 		rc = f->failed;
 		goto out;
 	}
+	/* a start that fails tells the others; where that takes records,
+	 * the ones in flight come back first (before the call's number is
+	 * taken: an account for it read now would find no op) */
+	shemb__fab_ctrl_reap(f);
 	op = calloc(1, sizeof(*op));
 	if (!op && give_back_reserve(f))
 		op = calloc(1, sizeof(*op));
@@ -761,7 +770,8 @@ static int progress_while_moving(struct fab *f, struct op *op, char *why,
 	while (!op_over(op)) {
 		uint64_t now;
 
-		if (shemb__fab_progress(f, bulk) > 0) {
+		/* a failed op settles on both lanes */
+		if (shemb__fab_progress(f, bulk || op->done) > 0) {
 			last = shemb__fab_now_ns();
 			if (!shemb__fab_callers_waiting(f))
 				continue;

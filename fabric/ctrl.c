@@ -209,7 +209,8 @@ void shemb__fab_tell_all(struct fab *f, struct op *op)
 	struct shemb__ctrl c = { .magic = CTRL_MAGIC, .seq = op->seq,
 				 .from = (uint32_t)f->rank,
 				 .status = op->status,
-				 .flags = op->relayed ? CTRL_RELAYED : 0 };
+				 .flags = (op->relayed ? CTRL_RELAYED : 0) |
+					  (op->unsettled ? CTRL_UNSETTLED : 0) };
 
 	snprintf(c.why, sizeof(c.why), "%.*s", (int)sizeof(c.why) - 1,
 		 op->why);
@@ -244,6 +245,7 @@ void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c)
 		memset(e->c.sent, 0, sizeof(e->c.sent));
 	}
 	e->heard++;
+	e->c.flags |= c->flags & CTRL_UNSETTLED;
 	for (int l = 0; l < NLANES; l++)
 		e->c.sent[l] += c->sent[l];
 }
@@ -256,9 +258,17 @@ static void answer_finished(struct fab *f, const struct shemb__ctrl *c)
 				 .from = (uint32_t)f->rank,
 				 .flags = CTRL_FINISHED };
 
+	for (unsigned i = 0; i < f->nunsettled && i < 8; i++)
+		if (f->unsettled[i] == c->seq)
+			return; /* failed here, without an op */
 	if (f->settles && !(c->flags & CTRL_FINISHED) &&
 	    c->from < (uint32_t)f->world)
 		tell_one(f, &a, (int)c->from);
+}
+
+void shemb__fab_note_unsettled(struct fab *f, uint32_t seq)
+{
+	f->unsettled[f->nunsettled++ % 8] = seq;
 }
 
 /* A peer failed an op, and accounts for what it sent this rank: the op
@@ -285,8 +295,13 @@ static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 		else
 			shemb__fab_fail_op(f, op, c->status, "rank %u: %s",
 					   c->from, c->why);
+		if (!f->settles)
+			return; /* failing may have freed op */
 	}
-	shemb__fab_settle_hear(f, op, c);
+	if (c->flags & CTRL_UNSETTLED) /* that rank takes nothing up */
+		shemb__fab_settle_give_up(f, op);
+	else
+		shemb__fab_settle_hear(f, op, c);
 }
 
 static void on_ctrl(struct fab *f, struct xfer *x, int err)
@@ -347,6 +362,7 @@ int shemb__fab_early_abort(struct fab *f, struct op *op)
 			snprintf(op->why, sizeof(op->why), "rank %u: %s",
 				 e->c.from, e->c.why);
 		op->relayed = true;
+		op->unsettled |= (e->c.flags & CTRL_UNSETTLED) != 0;
 		op->heard += e->heard;
 		for (int l = 0; l < NLANES; l++)
 			op->expect[l] += e->c.sent[l];

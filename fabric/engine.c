@@ -208,13 +208,15 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 	}
 	shemb__fab_unqueue(f, op);
 	op->aborted = true;
+	op->status = status;
 	op->settling = settle; /* not freed by finish() */
+	if (!settle && !f->failed) /* the others fail it at once, not at
+				    * their timeout; before finish(), which
+				    * may free op */
+		shemb__fab_tell_all(f, op);
 	finish(f, op, status);
 	if (settle)
 		shemb__fab_settle_begin(f, op);
-	else if (!f->failed) /* the others fail it at once, not at their
-			      * timeout */
-		shemb__fab_tell_all(f, op);
 }
 
 /* Headers and drains land in the op's own memory, and so does the
@@ -633,6 +635,8 @@ static bool take_header(struct fab *f, struct xfer *x, size_t len)
 	}
 	if (dropped)
 		op->pending -= x->gate_hi - x->gate_lo;
+	for (int i = x->gate_lo; dropped && i < x->gate_hi; i++)
+		rd->x[i].dropped = true; /* never run (settle.c) */
 	for (int i = x->gate_lo; !dropped && i < x->gate_hi; i++)
 		shemb__fab_enqueue(f, &rd->x[i]);
 	if ((dropped || op->refusing) && (rc = drain(f, op, x->peer))) {

@@ -95,6 +95,9 @@ struct shemb__hdr {
 #define CTRL_RELAYED 1u      /* why names the rank that failed it */
 #define CTRL_FINISHED 2u     /* the sender finished the op: it sent what
 			      * the receiver's op expects from it */
+#define CTRL_UNSETTLED 4u    /* the sender cannot settle the op (no
+			      * memory for it): the receiver does not
+			      * wait for it to */
 
 struct shemb__ctrl {
 	uint32_t magic;
@@ -134,6 +137,8 @@ struct xfer {
 	int peer;
 	bool send, posted, is_hdr, is_ctrl;
 	bool handed;                 /* handed to libfabric once */
+	bool dropped;                /* gated by a header that refused or
+				      * disagreed: never runs */
 	bool sink;                   /* a receive of any message of a
 				      * failed op (settle.c) ... */
 	int sink_lane;               /* ... on this lane */
@@ -235,6 +240,8 @@ struct op {
 	bool settled;                /* every message accounted for came;
 				      * receives left were cancelled */
 	bool ghost;                  /* a spare: no memory for the op */
+	bool unsettled;              /* this rank cannot settle it (no
+				      * memory, not even a ghost) */
 	int heard;                   /* peers whose account came */
 	uint32_t caught[NLANES];     /* messages of op received here */
 	uint32_t expect[NLANES];     /* ... that the accounts name */
@@ -341,6 +348,9 @@ struct fab {
 	int nearly;
 	struct shemb__spares op_spares; /* ops for a start without memory,
 				      * so that it can settle */
+	uint32_t unsettled[8];       /* ops failed here without one (ring):
+				      * not answered as finished */
+	unsigned nunsettled;
 
 	/* The largest scratch buffer of a finished allreduce, kept for the
 	 * next: buffers this large come from the allocator's eagerly purged
@@ -528,11 +538,16 @@ void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status);
 /* The spare ops that let a start without memory settle: 0 or
  * SHEMB_ENOMEM; one (zeroed, seq set) or NULL. */
 int shemb__fab_ghost_spares(struct fab *f);
-struct op *shemb__fab_ghost(struct fab *f, uint32_t seq);
+struct op *shemb__fab_ghost(struct fab *f);
+/* seq failed here at its start without an op: recorded, so that no
+ * account for it is answered as finished (ctrl.c). */
+void shemb__fab_note_unsettled(struct fab *f, uint32_t seq);
 /* A ghost's memory, a spare again (else freed). */
 void shemb__fab_drop_op(struct op *op);
-/* Accounts not come within the timeout are given up (the op holds what
- * it holds). */
+/* Stop settling op (a peer cannot, or its accounts did not come within
+ * the timeout): its sinks are cancelled, and it holds what it holds. */
+void shemb__fab_settle_give_up(struct fab *f, struct op *op);
+/* Accounts not come within the timeout are given up. */
 void shemb__fab_settle_timeouts(struct fab *f, uint64_t now);
 /* engine.c, for settle.c: op's transfers waiting to be posted, taken out
  * of the queues; a transfer queued to be posted; op freed if nothing

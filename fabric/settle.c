@@ -91,7 +91,7 @@ static void tally_one(struct xfer *x, void *arg)
 {
 	struct tally *t = arg;
 
-	if (x->peer == t->peer &&
+	if (x->peer == t->peer && !x->dropped &&
 	    (t->sent ? sends_message(x) && x->handed : takes_message(x)))
 		t->n[shemb__xfer_lane(x)]++;
 }
@@ -241,10 +241,13 @@ void shemb__fab_sink_done(struct fab *f, struct xfer *x, int err)
 	shemb__ep_undesc(f, x);
 	if (err != FI_ECANCELED) {
 		op->caught[lane]++; /* truncated or not, it was taken */
-		if (!op->settled)
+		if (op->settling && !op->settled)
 			shemb__fab_enqueue(f, x);
 	}
-	shemb__fab_settle_check(f, op);
+	if (op->settling)
+		shemb__fab_settle_check(f, op);
+	else
+		shemb__fab_maybe_free(f, op);
 }
 
 /* op, not yet in the engine's list, failed at its start: it settles like
@@ -253,7 +256,7 @@ void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status)
 {
 	shemb__fab_clear_op(op);
 	op->status = status;
-	if (!f->settles) {
+	if (!f->settles || op->unsettled) {
 		shemb__fab_tell_all(f, op);
 		shemb__fab_free_op(op);
 		return;
@@ -275,16 +278,29 @@ void shemb__fab_drop_op(struct op *op)
 	shemb__spare_free(&op->f->op_spares, op, OP_SPARES);
 }
 
-struct op *shemb__fab_ghost(struct fab *f, uint32_t seq)
+struct op *shemb__fab_ghost(struct fab *f)
 {
 	struct op *op = shemb__spare_take(&f->op_spares, sizeof(*op));
 
 	if (op) {
 		op->f = f;
-		op->seq = seq;
 		op->ghost = true;
 	}
 	return op;
+}
+
+void shemb__fab_settle_give_up(struct fab *f, struct op *op)
+{
+	if (!op->settling)
+		return;
+	op->settling = false;
+	shemb__fab_unqueue(f, op); /* sinks waiting to be posted */
+	for (int i = 0; i < NSINKS; i++)
+		if (op->sink[i].posted)
+			fi_cancel(&f->ep[shemb__xfer_lane(&op->sink[i])]->fid,
+				  &op->sink[i].fctx);
+	shemb__fab_op_done(f); /* its waiter may go */
+	shemb__fab_maybe_free(f, op);
 }
 
 /* Accounts that do not come within the timeout are not waited for: the
@@ -293,10 +309,10 @@ void shemb__fab_settle_timeouts(struct fab *f, uint64_t now)
 {
 	uint64_t limit = (uint64_t)f->timeout_ms * 1000000ull;
 
-	for (struct op *op = f->ops; op; op = op->next)
+	for (struct op *op = f->ops, *next; op; op = next) {
+		next = op->next; /* giving up may free op */
 		if (shemb__fab_settle_pending(op) &&
-		    now - op->settle_ns >= limit) {
-			op->settling = false;
-			shemb__fab_op_done(f);
-		}
+		    now - op->settle_ns >= limit)
+			shemb__fab_settle_give_up(f, op);
+	}
 }

@@ -1085,15 +1085,34 @@ static void run_mismatch_count(void)
 	CHECK(shemb_barrier(ctx, NULL));
 }
 
-/* Rank 0 calls a barrier where the others call an allreduce. */
+/* Rank 0 calls a barrier where the others call an allreduce; then an
+ * alltoallv where the others call a barrier, its request freed before
+ * the collective ends (it goes on without it). */
 static void run_mismatch_order(void)
 {
-	float v = 1;
+	static float v = 1;
+	static char sb[64], rb[64];
+	static size_t cnt[64], dsp[64];
+	shemb_request *req = NULL;
 	int st = rank == 0 ? shemb_barrier(ctx, NULL)
 			   : shemb_allreduce(ctx, &v, &v, 1, SHEMB_F32,
 					     SHEMB_REDUCE_SUM, NULL);
 
 	expect_einval(st, "order mismatch");
+	CHECK(shemb_barrier(ctx, NULL));
+	if (world > 64)
+		FAIL("at most 64 ranks");
+	for (int p = 0; p < world; p++) {
+		cnt[p] = 1;
+		dsp[p] = (size_t)p;
+	}
+	if (rank == 0) {
+		CHECK(shemb_alltoallv(ctx, sb, cnt, dsp, rb, cnt, dsp, &req));
+		shemb_request_free(req);
+	} else {
+		expect_einval(shemb_barrier(ctx, NULL),
+			      "order mismatch, request freed");
+	}
 	CHECK(shemb_barrier(ctx, NULL));
 }
 
