@@ -21,7 +21,8 @@
  * receives or the sinks), no message of it is on its way: the receives
  * left are cancelled, and once libfabric has given back every transfer,
  * the op is settled and holds nothing.  A rank that found no memory for
- * the op takes part with a spare op (a ghost).
+ * the op takes part with a spare op (a ghost); one without a spare says
+ * so (CTRL_UNSETTLED), and the others stop settling the op.
  *
  * Not over shm (libfabric 1.17): its fi_cancel() was seen to complete a
  * receive it was asked to cancel with a message of another tag (the
