@@ -344,6 +344,7 @@ struct fab {
 	struct ctrl_tx *ctrl_sent;    /* in flight */
 	struct shemb__spares ctrl_spares; /* for a rank without memory */
 	bool ctrl_records;            /* never injected (a test's switch) */
+	bool no_ghosts;               /* no spare ops (a test's switch) */
 	struct early early[MAX_EARLY]; /* aborts of ops not started */
 	int nearly;
 	struct shemb__spares op_spares; /* ops for a start without memory,

@@ -156,6 +156,7 @@ static int getinfo(struct fab *f, const char *provider, const char *node,
 	f->mr_local = (f->info->domain_attr->mr_mode & FI_MR_LOCAL) ||
 		      getenv("SHEMB_FABRIC_REGISTER");
 	f->ctrl_records = getenv("SHEMB_FABRIC_CTRL_RECORDS") != NULL;
+	f->no_ghosts = getenv("SHEMB_FABRIC_NO_SPARE_OPS") != NULL;
 	f->inject_size = f->info->tx_attr->inject_size;
 	snprintf(f->provider, sizeof(f->provider), "%s",
 		 f->info->fabric_attr->prov_name);

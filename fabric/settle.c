@@ -268,15 +268,20 @@ void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status)
 	shemb__fab_settle_begin(f, op);
 }
 
+static int ghosts_wanted(const struct fab *f)
+{
+	return f->no_ghosts ? 0 : OP_SPARES;
+}
+
 int shemb__fab_ghost_spares(struct fab *f)
 {
 	return shemb__spares_fill(&f->op_spares, sizeof(struct op),
-				  OP_SPARES);
+				  ghosts_wanted(f));
 }
 
 void shemb__fab_drop_op(struct op *op)
 {
-	shemb__spare_free(&op->f->op_spares, op, OP_SPARES);
+	shemb__spare_free(&op->f->op_spares, op, ghosts_wanted(op->f));
 }
 
 struct op *shemb__fab_ghost(struct fab *f)

@@ -9,7 +9,9 @@
 # others by control message, and the call settles over tcp;ofi_rxm
 # (fabric/settle.c; over shm, 2 ranks only: see fabric/README.md); once
 # more with every control message kept in a record, not injected, as
-# over a provider that injects less than one.
+# over a provider that injects less than one; and once without spare
+# ops, so that such a start cannot settle its call and the others stop
+# settling it.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/oom_rank
 
@@ -29,4 +31,8 @@ SHEMB_FABRIC_CTRL_RECORDS=1
 export SHEMB_FABRIC_CTRL_RECORDS
 one "tcp;ofi_rxm" 2 --shortage
 unset SHEMB_FABRIC_CTRL_RECORDS
+SHEMB_FABRIC_NO_SPARE_OPS=1
+export SHEMB_FABRIC_NO_SPARE_OPS
+one "tcp;ofi_rxm" 3 --shortage
+unset SHEMB_FABRIC_NO_SPARE_OPS
 [ "$fails" -eq 0 ]
