@@ -127,7 +127,7 @@ void shemb__fab_maybe_free(struct fab *f, struct op *op)
 }
 
 /* A transfer of op, done, came back from libfabric. */
-static void op_gave_back(struct fab *f, struct op *op)
+void shemb__fab_gave_back(struct fab *f, struct op *op)
 {
 	if (op->settling)
 		shemb__fab_settle_check(f, op);
@@ -312,7 +312,8 @@ static void insert_by_prio(struct xfer **head, struct xfer **tail,
 }
 
 /* x first in a queue, whatever its priority. */
-static void push_front(struct xfer **head, struct xfer **tail, struct xfer *x)
+void shemb__fab_push_front(struct xfer **head, struct xfer **tail,
+			   struct xfer *x)
 {
 	x->next = *head;
 	*head = x;
@@ -537,16 +538,16 @@ static bool wrong_message(struct fab *f, struct xfer *x, uint64_t tag, int err)
 	(in_sends ? f->sends_posted : f->recvs_posted)[shemb__xfer_lane(x)]--;
 	shemb__ep_undesc(f, x);
 	if (!x->op->done) /* first in line again */
-		push_front(in_sends ? &f->sq_head : &f->rq_head,
+		shemb__fab_push_front(in_sends ? &f->sq_head : &f->rq_head,
 			   in_sends ? &f->sq_tail : &f->rq_tail, x);
 	else
-		op_gave_back(f, x->op);
+		shemb__fab_gave_back(f, x->op);
 	return true;
 }
 
 /* The round's work on a data chunk just received; false if it failed
  * the op. */
-static bool on_chunk(struct fab *f, struct op *op, const struct xfer *x)
+bool shemb__fab_on_chunk(struct fab *f, struct op *op, const struct xfer *x)
 {
 	struct round *rd = &op->rounds[op->cur];
 	int rc = rd->on_chunk ? rd->on_chunk(op, x) : 0;
@@ -558,8 +559,8 @@ static bool on_chunk(struct fab *f, struct op *op, const struct xfer *x)
 }
 
 /* Room in f->discard for a chunk of either lane or a header with its
- * piece or reason, made once: receives may be writing to it at any
- * time. */
+ * piece or reason, made when the engine opens: receives may be writing
+ * to it at any time. */
 bool shemb__fab_discard_room(struct fab *f)
 {
 	size_t hdr = sizeof(struct shemb__hdr) + f->inline_max + 256;
@@ -591,7 +592,7 @@ static int drain(struct fab *f, struct op *op, int peer)
 
 	if (!n)
 		return 0;
-	if (n > MAX_CHUNKS || (!op->pull && !shemb__fab_discard_room(f)))
+	if (n > MAX_CHUNKS)
 		return SHEMB_ENOMEM;
 	d = calloc(1, sizeof(*d) + n * sizeof(d->x[0]));
 	if (!d)
@@ -663,7 +664,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	if ((x->ack || (!x->send && !x->pulled)) && err != FI_ECANCELED)
 		op->caught[shemb__xfer_lane(x)]++; /* for settle.c */
 	if (op->done) {
-		op_gave_back(f, op);
+		shemb__fab_gave_back(f, op);
 		return;
 	}
 	if (err == FI_ETRUNC) {
@@ -688,7 +689,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	op->last_ns = shemb__fab_now_ns();
 	x->landed = !x->send || x->ack;
 	if (!x->send && !x->is_hdr && !x->pulled && !x->drain &&
-	    !on_chunk(f, op, x))
+	    !shemb__fab_on_chunk(f, op, x))
 		return;
 	if (--op->pending == 0)
 		advance(f, op);
@@ -755,119 +756,6 @@ static int read_cq(struct fab *f, int lane)
 	return n > 0 ? (int)n : 0;
 }
 
-/*
- * Single copies go a slice at a time (f->pull_slice), and stop after the
- * slice when a caller of this process begins to wait for an urgent
- * collective; none begins while one is held back for it (the hold of
- * progress.c): on a host with more ranks than CPUs, the urgent exchange
- * needs every rank on a CPU, and a copy in progress holds one.  Without
- * the lock between slices: going back to the engine after each (128 KiB)
- * made a 1 MiB alltoallv of 2 ranks take 20-30 us more than 140 us.
- */
-
-static bool bulk_held(const struct fab *f)
-{
-	return f->urgent_waiters && shemb__fab_now_ns() < f->bulk_hold_until;
-}
-
-/* A chunk copied whole: it has landed, and its local work is done here,
- * by the thread that does the bulk lane's work; its empty message, which
- * completes it, goes on the urgent lane, read by callers that wait for
- * urgent collectives too. */
-static void pulled(struct fab *f, struct op *op, struct xfer *x)
-{
-	op->last_ns = shemb__fab_now_ns();
-	x->landed = true;
-	if (!on_chunk(f, op, x))
-		return;
-	/* its empty message goes ahead of the sends queued, some of which
-	 * may wait for the peer's own empty messages; the progress loop
-	 * posts it next (shemb__fab_post) */
-	x->pulled = true;
-	push_front(&f->sq_head, &f->sq_tail, x);
-}
-
-/* Copy len bytes of x from `from` on, slice after slice, until done or
- * an urgent wait begins: 0 or an errno, and the bytes copied in *done. */
-static int copy_slices(struct fab *f, struct xfer *x, uint64_t from,
-		       size_t len, size_t *done)
-{
-	int err = 0;
-
-	*done = 0;
-	while (!err && *done < len) {
-		size_t n = len - *done < f->pull_slice ? len - *done
-						       : f->pull_slice;
-
-		err = shemb__cma_pull(f, x->peer,
-				      (char *)x->buf + x->copied + *done,
-				      from + *done, n);
-		if (!err)
-			*done += n;
-		if (atomic_load_explicit(&f->urgent_waiting,
-					 memory_order_relaxed))
-			break;
-	}
-	return err;
-}
-
-/*
- * Copy the first chunk waiting for a single copy (cma.c), or what is left
- * of it, without the lock, as the bulk lane is read: one thread at a
- * time, where the bulk lane's work is done.  The chunk stays posted
- * meanwhile, so that its op is not freed under the copy; a failed op's
- * copy ends, and is dropped.  Once the chunk is whole, its empty message
- * tells the peer.  1 if some of it was copied.
- */
-static int run_pull(struct fab *f)
-{
-	struct xfer *x = f->pq_head;
-	struct op *op;
-	uint64_t from;
-	size_t n;
-	int err;
-
-	if (!x || f->puller || bulk_held(f))
-		return 0;
-	f->pq_head = x->next;
-	if (!f->pq_head)
-		f->pq_tail = NULL;
-	op = x->op;
-	from = shemb__hdr_in(op, x->peer)->addr + x->off + x->copied;
-	f->puller = true;
-	pthread_mutex_unlock(&f->lock);
-	err = copy_slices(f, x, from, x->len - x->copied, &n);
-	pthread_mutex_lock(&f->lock);
-	f->puller = false;
-	if (!err && !op->done && x->copied + n < x->len) {
-		x->copied += n;
-		op->last_ns = shemb__fab_now_ns();
-		push_front(&f->pq_head, &f->pq_tail, x); /* the rest next */
-		return 1;
-	}
-	x->posted = false;
-	op->posted--;
-	if (op->done) {
-		op_gave_back(f, op);
-		return 1;
-	}
-	/* a pid reused by another process answers EFAULT or EPERM */
-	if (err == ESRCH || (err && shemb__peer_proc_ended(f, x->peer))) {
-		shemb__fab_peer_ended(f, x->peer);
-	} else if (err) {
-		/* as a failed transfer: the peer may be dying */
-		char what[96];
-
-		snprintf(what, sizeof(what), "a copy of %zu bytes out of the "
-			 "memory of", x->len);
-		shemb__fab_transfer_failed(f, op, x->peer, FI_EIO, what,
-				   strerror(err));
-	} else {
-		pulled(f, op, x);
-	}
-	return 1;
-}
-
 /* The urgent lane first, and again after each batch of the bulk one
  * (unless the caller leaves the bulk lane to the progress thread). */
 static int read_cqs(struct fab *f, bool bulk)
@@ -877,7 +765,7 @@ static int read_cqs(struct fab *f, bool bulk)
 	/* the bulk lane at least every few batches, even under a steady
 	 * stream of urgent completions */
 	if (bulk && (n == 0 || ++f->urgent_batches % 8 == 0))
-		n += read_cq(f, LANE_BULK) + run_pull(f) +
+		n += read_cq(f, LANE_BULK) + shemb__fab_run_pull(f) +
 		     read_cq(f, LANE_URGENT);
 	return n;
 }

@@ -419,6 +419,23 @@ static inline fi_addr_t *shemb__fab_peer(struct fab *f, int lane, int rank)
 
 /* engine.c */
 uint64_t shemb__fab_tag(uint64_t cls, uint32_t seq, int round, int chunk);
+/* x first in a queue, whatever its priority. */
+void shemb__fab_push_front(struct xfer **head, struct xfer **tail,
+			   struct xfer *x);
+/* The round's work on a data chunk just received; false if it failed
+ * the op. */
+bool shemb__fab_on_chunk(struct fab *f, struct op *op, const struct xfer *x);
+/* A transfer of op, done, came back from libfabric. */
+void shemb__fab_gave_back(struct fab *f, struct op *op);
+/* pull.c: copy the first chunk waiting for a single copy, or what is
+ * left of it, without the lock: 1 if some of it was copied. */
+int shemb__fab_run_pull(struct fab *f);
+/* ops.c: the reserve a start without memory gives back (true if there
+ * was one), and takes again. */
+bool shemb__fab_give_back_reserve(struct fab *f);
+void shemb__fab_take_reserve(struct fab *f);
+/* comm.c: the communicator freed, its endpoint closed. */
+void shemb__fab_free(struct fab *f);
 void shemb__fab_enqueue_round(struct fab *f, struct op *op);
 void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 			const char *fmt, ...)

@@ -270,7 +270,7 @@ void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status)
 
 static int ghosts_wanted(const struct fab *f)
 {
-	return f->no_ghosts ? 0 : OP_SPARES;
+	return f->no_ghosts || !f->settles ? 0 : OP_SPARES;
 }
 
 int shemb__fab_ghost_spares(struct fab *f)
