@@ -554,7 +554,8 @@ uint64_t shemb__fab_sink_ignore(void);
  * error, and no handle), or is freed where ops do not settle. */
 void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status);
 /* The spare ops that let a start without memory settle: 0 or
- * SHEMB_ENOMEM; one (zeroed, seq set) or NULL. */
+ * SHEMB_ENOMEM; one (zeroed), after a bounded wait for one where all
+ * are settling, or NULL. */
 int shemb__fab_ghost_spares(struct fab *f);
 struct op *shemb__fab_ghost(struct fab *f);
 /* seq failed here at its start without an op: recorded, so that no

@@ -128,21 +128,16 @@ int shemb__fab_build_refusal(struct op *op, int status)
 /* No memory for the op: its number is taken all the same (and the
  * aborts peers sent for it), and the others are told, so that they fail
  * it too and every rank stays in step.  A spare op settles it; without
- * one (ghosts not settled yet, as when the caller moves the transfers),
- * the others are only told, and what they send here stays. */
+ * one (earlier ghosts still settling after the wait for one), the others
+ * are only told, and what they send here stays. */
 static int start_without_memory(struct fab *f, char *why, size_t len)
 {
 	struct op none = { .f = f }, *ghost = NULL;
 
-	if (f->settles) {
+	/* before the number is taken: an account for it read while waiting
+	 * for a spare would find no op */
+	if (f->settles)
 		ghost = shemb__fab_ghost(f);
-		if (!ghost) { /* earlier ghosts may settle meanwhile (before
-			       * the number is taken: an account for it
-			       * read now would find no op) */
-			shemb__fab_progress(f, true);
-			ghost = shemb__fab_ghost(f);
-		}
-	}
 	none.seq = f->next_seq++;
 	/* the others name this rank themselves */
 	snprintf(why, len, "no memory for collective call %u", none.seq);

@@ -41,6 +41,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
@@ -284,13 +285,57 @@ void shemb__fab_drop_op(struct op *op)
 	shemb__spare_free(&op->f->op_spares, op, ghosts_wanted(op->f));
 }
 
-struct op *shemb__fab_ghost(struct fab *f)
+static struct op *take_ghost(struct fab *f)
 {
 	struct op *op = shemb__spare_take(&f->op_spares, sizeof(*op));
 
 	if (op) {
 		op->f = f;
 		op->ghost = true;
+	}
+	return op;
+}
+
+/* A ghost goes back to the spares once it settled (once the peers'
+ * accounts for its call came, which a peer sends when it gets to that
+ * call) or gave up, and libfabric gave back its sinks; not after the
+ * engine failed. */
+static bool ghosts_out(const struct fab *f)
+{
+	if (f->failed)
+		return false;
+	for (const struct op *op = f->ops; op; op = op->next)
+		if (op->ghost)
+			return true;
+	return false;
+}
+
+/*
+ * A shortage fails calls in a row (each of a lookup's collectives), and
+ * every spare may still be settling an earlier one, over a peer that has
+ * not got to those calls yet: without a spare, the others would stop
+ * settling this call and keep what they posted for it (one run in some
+ * 60 of test_oom.sh's records walk, on a loaded host).  So the start
+ * reads completions until a spare comes back, for at most GHOST_WAIT_MS,
+ * and at most half the timeout: a caller kept from the engine's lock for
+ * the whole timeout takes the engine for wedged (wedge.c).  The peers'
+ * accounts do not wait for this rank: they come from their own calls.
+ */
+#define GHOST_WAIT_MS 2000u
+
+struct op *shemb__fab_ghost(struct fab *f)
+{
+	uint64_t half = f->timeout_ms > 0 ? (uint64_t)f->timeout_ms / 2 : 0;
+	uint64_t ms = half && half < GHOST_WAIT_MS ? half : GHOST_WAIT_MS;
+	uint64_t until = shemb__fab_now_ns() + ms * 1000000u;
+	struct timespec nap = { .tv_nsec = 50000 };
+	struct op *op = take_ghost(f);
+
+	while (!op && ghosts_out(f) && shemb__fab_now_ns() < until) {
+		shemb__fab_progress(f, true);
+		op = take_ghost(f);
+		if (!op)
+			nanosleep(&nap, NULL);
 	}
 	return op;
 }
