@@ -358,6 +358,8 @@ static void advance(struct fab *f, struct op *op)
 	struct round *rd = &op->rounds[op->cur];
 	int rc = rd->after ? rd->after(op, op->cur) : 0;
 
+	if (!rc && op->cur == op->nrounds - 1)
+		rc = op->c.fail_late;
 	if (rc) {
 		shemb__fab_fail_op(f, op, rc, "local step of round %d failed",
 				   op->cur);

@@ -48,6 +48,10 @@ struct shemb__coll {
 	 * ranks as "rank R: why" */
 	int refuse;
 	const char *why;
+	/* for tests (the fabric's): nonzero fails the call on this rank
+	 * with this status once its transfers are done, as a local step
+	 * that fails there would; the other ranks may have finished it */
+	int fail_late;
 };
 
 struct shemb_comm_ops {

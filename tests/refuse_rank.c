@@ -33,11 +33,17 @@
  *     its build fails, the call runs as a refusal, and every rank fails
  *     with SHEMB_EINVAL, the others naming that rank;
  *   - where failed calls settle (not over shm, fabric/settle.c), every
- *     tenth call fails by control message: rank
- *     k % world refuses an allreduce, which cannot run as a refusal, or
- *     calls a barrier where the others call an allreduce (of 16 floats,
- *     in one message, or of 64 Ki, in a ring of chunks); every rank
- *     fails it, with that rank's status and detail, or SHEMB_EINVAL;
+ *     tenth call fails by control message: one rank (each in turn)
+ *     refuses an allreduce, which cannot run as a refusal, or calls a
+ *     barrier where the others call an allreduce (of 16 floats, in one
+ *     message, or of 64 Ki, in a ring of chunks); every rank fails it,
+ *     with that rank's status and detail, or SHEMB_EINVAL;
+ *     or that rank fails the allreduce once its transfers are done
+ *     (struct shemb__coll fail_late): it gets its status, every other
+ *     rank that status and "rank R: ..." or, where it had finished the
+ *     call before it heard, success and the exact sum (it answers that
+ *     it finished, and the failing rank settles with that answer); at
+ *     least one such call finished on each rank that was not failing;
  *   - every 100 calls, after a barrier, the transport holds no
  *     collective (shemb__fabric_ops_held): a failed one kept for a
  *     receive that never completes would stay; and the context keeps
@@ -259,51 +265,134 @@ static bool told(int k)
 	return k % (2 * REAL_EVERY) == 2 && shemb__fabric_settles(ctx->comm);
 }
 
-static void check_told(int k, int rc, bool order)
+/* How a call fails by control message: one rank refuses it, calls a
+ * barrier where the others call an allreduce, or fails it once its
+ * transfers are done (struct shemb__coll fail_late). */
+enum told_how { REFUSED, BARRIER, LATE };
+
+/* Told call k: how, on which rank, with which status, in which lane, of
+ * how many floats (16, in one message; 64 Ki, in a ring of chunks).
+ * Taken from k so that every combination comes, on every rank. */
+struct told_plan {
+	enum told_how how;
+	int rank, status, prio;
+	size_t n;
+};
+
+static struct told_plan told_plan(int k)
+{
+	int m = k / (2 * REAL_EVERY), q = m / 3, r = q / world;
+
+	return (struct told_plan){
+		.how = (enum told_how)(m % 3),
+		.rank = q % world,
+		.prio = r % 2 ? SHEMB_PRIO_LOOKUP : SHEMB_PRIO_DENSE,
+		.n = (r / 2) % 2 ? 65536 : 16,
+		.status = (r / 4) % 2 ? SHEMB_EIO : SHEMB_ENOMEM,
+	};
+}
+
+/* The late failures that a rank other than the failing one finished
+ * before it heard of them, and those it could have. */
+static int late_finished, late_others;
+
+static float told_value(int r, size_t i)
+{
+	return (float)(r + 1 + (int)(i % 7));
+}
+
+/* Whether v holds, in each element, the sum over the ranks of
+ * told_value() (small integers: exact). */
+static bool told_sum(const float *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float want = 0;
+
+		for (int r = 0; r < world; r++)
+			want += told_value(r, i);
+		if (v[i] != want)
+			return false;
+	}
+	return true;
+}
+
+static void check_late(int k, const struct told_plan *t, int rc,
+		       const float *v)
 {
 	const char *why = shemb_ctx_last_error(ctx);
 	char want[64];
-	int v = k % world;
 
-	if (order) {
-		if (rc != SHEMB_EINVAL || !strstr(why, "barrier"))
-			FAIL("call %d, a barrier on rank %d only: %d (%s): %s",
-			     k, v, rc, shemb_strerror(rc), why);
+	if (rank == t->rank) {
+		if (rc != t->status || !strstr(why, "local step of round"))
+			FAIL("call %d, failed after its transfers here: %d "
+			     "(%s): %s", k, rc, shemb_strerror(rc), why);
 		return;
 	}
-	if (rank == v)
+	late_others++;
+	if (rc == 0) { /* finished before the failure came */
+		if (!told_sum(v, t->n))
+			FAIL("call %d, finished here while rank %d failed "
+			     "it late: wrong sum", k, t->rank);
+		late_finished++;
+		return;
+	}
+	snprintf(want, sizeof(want), "rank %d: local step of round",
+		 t->rank);
+	if (rc != t->status || strncmp(why, want, strlen(want)))
+		FAIL("call %d, failed late by rank %d: %d (%s): %s", k,
+		     t->rank, rc, shemb_strerror(rc), why);
+}
+
+static void check_told(int k, const struct told_plan *t, int rc)
+{
+	const char *why = shemb_ctx_last_error(ctx);
+	char want[64];
+
+	if (t->how == BARRIER) {
+		if (rc != SHEMB_EINVAL || !strstr(why, "barrier"))
+			FAIL("call %d, a barrier on rank %d only: %d (%s): %s",
+			     k, t->rank, rc, shemb_strerror(rc), why);
+		return;
+	}
+	if (rank == t->rank)
 		snprintf(want, sizeof(want), "refused allreduce %d", k);
 	else
 		snprintf(want, sizeof(want), "rank %d: refused allreduce %d",
-			 v, k);
-	if (rc != status_of(k) || strcmp(why, want))
+			 t->rank, k);
+	if (rc != t->status || strcmp(why, want))
 		FAIL("call %d, an allreduce rank %d refuses: %d (%s): %s", k,
-		     v, rc, shemb_strerror(rc), why);
+		     t->rank, rc, shemb_strerror(rc), why);
 }
 
 static void told_call(int k)
 {
-	bool order = (k / (2 * REAL_EVERY)) % 2;
-	size_t n = (k / (4 * REAL_EVERY)) % 2 ? 65536 : 16;
-	float *v = calloc(n, sizeof(*v));
+	struct told_plan t = told_plan(k);
+	float *v = calloc(t.n, sizeof(*v));
 	struct shemb__coll c = { .kind = SHEMB__ALLREDUCE, .sendbuf = v,
-				 .recvbuf = v, .count = n,
+				 .recvbuf = v, .count = t.n,
 				 .dtype = SHEMB_F32, .op = SHEMB_REDUCE_SUM,
-				 .prio = prio_of(k) };
+				 .prio = t.prio };
 	char why[64];
 	int rc;
 
 	if (!v)
 		FAIL("no memory");
-	if (rank == k % world && order) {
+	for (size_t i = 0; i < t.n; i++)
+		v[i] = told_value(rank, i);
+	if (rank == t.rank && t.how == BARRIER) {
 		c = (struct shemb__coll){ .kind = SHEMB__BARRIER };
-	} else if (rank == k % world) {
+	} else if (rank == t.rank && t.how == LATE) {
+		c.fail_late = t.status;
+	} else if (rank == t.rank) {
 		snprintf(why, sizeof(why), "refused allreduce %d", k);
-		c.refuse = status_of(k);
+		c.refuse = t.status;
 		c.why = why;
 	}
 	rc = shemb__coll_run(ctx, &c);
-	check_told(k, rc, order);
+	if (t.how == LATE)
+		check_late(k, &t, rc, v);
+	else
+		check_told(k, &t, rc);
 	free(v);
 }
 
@@ -450,6 +539,14 @@ int main(int argc, char **argv)
 		if (k % 100 == 99)
 			check_nothing_held(ctx, "call", k);
 	}
+	/* a rank that finished a call before it heard that another failed
+	 * it answers so, and the failing rank settles with that answer */
+	if (late_others && !late_finished)
+		FAIL("none of %d calls failed late elsewhere finished here",
+		     late_others);
+	if (late_others)
+		printf("calls failed late elsewhere: %d of %d finished here\n",
+		       late_finished, late_others);
 	make_call(&last, calls, SHEMB_PRIO_DENSE);
 	CHECK_RC(ctx, shemb__coll_run(ctx, &last.c));
 	check_call(&last, calls);
