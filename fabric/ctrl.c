@@ -258,7 +258,7 @@ static void answer_finished(struct fab *f, const struct shemb__ctrl *c)
 				 .from = (uint32_t)f->rank,
 				 .flags = CTRL_FINISHED };
 
-	for (unsigned i = 0; i < f->nunsettled && i < 8; i++)
+	for (unsigned i = 0; i < f->nunsettled && i < UNSETTLED_RING; i++)
 		if (f->unsettled[i] == c->seq)
 			return; /* failed here, without an op */
 	if (f->settles && !(c->flags & CTRL_FINISHED) &&
@@ -268,7 +268,7 @@ static void answer_finished(struct fab *f, const struct shemb__ctrl *c)
 
 void shemb__fab_note_unsettled(struct fab *f, uint32_t seq)
 {
-	f->unsettled[f->nunsettled++ % 8] = seq;
+	f->unsettled[f->nunsettled++ % UNSETTLED_RING] = seq;
 }
 
 /* A peer failed an op, and accounts for what it sent this rank: the op

@@ -663,7 +663,7 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		len = x->len; /* the copy was whole; its message, empty */
 	if (is_chunk(x))
 		undefer(f, op);
-	if ((x->ack || (!x->send && !x->pulled)) && err != FI_ECANCELED)
+	if (shemb__xfer_takes_message(x) && err != FI_ECANCELED)
 		op->caught[shemb__xfer_lane(x)]++; /* for settle.c */
 	if (op->done) {
 		shemb__fab_gave_back(f, op);

@@ -116,6 +116,9 @@ struct early {
 	int heard;
 };
 
+/* The last calls this rank failed at their start without an op. */
+#define UNSETTLED_RING 8
+
 struct fab;
 struct op;
 struct ctrl_tx;
@@ -349,8 +352,8 @@ struct fab {
 	int nearly;
 	struct shemb__spares op_spares; /* ops for a start without memory,
 				      * so that it can settle */
-	uint32_t unsettled[8];       /* ops failed here without one (ring):
-				      * not answered as finished */
+	uint32_t unsettled[UNSETTLED_RING]; /* ops failed here without
+				      * one: not answered as finished */
 	unsigned nunsettled;
 
 	/* The largest scratch buffer of a finished allreduce, kept for the
@@ -397,6 +400,20 @@ static inline int shemb__xfer_lane(const struct xfer *x)
 static inline bool shemb__xfer_in_sends(const struct xfer *x)
 {
 	return x->send || x->pulled;
+}
+
+/* A message this rank sends: a send of data or a header, or a single
+ * copy's empty message. */
+static inline bool shemb__xfer_sends_message(const struct xfer *x)
+{
+	return (x->send && !x->ack) || x->pulled;
+}
+
+/* A receive of a peer's message: of data, a header, or a single copy's
+ * empty message (ack); a chunk to copy is none until it is copied. */
+static inline bool shemb__xfer_takes_message(const struct xfer *x)
+{
+	return !shemb__xfer_sends_message(x) && !x->pull;
 }
 
 /* The header this rank sends to peer in op, and the one it receives. */
@@ -454,6 +471,10 @@ void shemb__fab_post(struct fab *f);
  * briefly for news of a death; a rank the rendezvous says left; an op
  * that moved nothing for the timeout */
 void shemb__fab_peer_ended(struct fab *f, int peer);
+/* The end of a wait of ms under the engine's lock, at most half the
+ * timeout: a caller kept from the lock for the whole timeout takes the
+ * engine for wedged (wedge.c). */
+uint64_t shemb__fab_locked_wait_until(const struct fab *f, uint64_t ms);
 void shemb__fab_transfer_failed(struct fab *f, struct op *op, int peer,
 				int err, const char *what, const char *why);
 void shemb__fab_check_liveness(struct fab *f);

@@ -66,13 +66,20 @@ static bool peer_gone(int err)
  */
 #define LEFT_WAIT_MS 2000u
 
+uint64_t shemb__fab_locked_wait_until(const struct fab *f, uint64_t ms)
+{
+	uint64_t half = f->timeout_ms > 0 ? (uint64_t)f->timeout_ms / 2 : 0;
+
+	if (half && half < ms)
+		ms = half;
+	return shemb__fab_now_ns() + ms * 1000000u;
+}
+
 /* what: "transfer with", or another action on peer; why: the error */
 void shemb__fab_transfer_failed(struct fab *f, struct op *op, int peer,
 				int err, const char *what, const char *why)
 {
-	uint64_t half = f->timeout_ms > 0 ? (uint64_t)f->timeout_ms / 2 : 0;
-	uint64_t wait = half && half < LEFT_WAIT_MS ? half : LEFT_WAIT_MS;
-	uint64_t until = shemb__fab_now_ns() + wait * 1000000u;
+	uint64_t until = shemb__fab_locked_wait_until(f, LEFT_WAIT_MS);
 	bool failed_before = f->failed != 0;
 
 	while (!peer_gone(err) && !f->failed && shemb__fab_now_ns() < until) {

@@ -54,20 +54,6 @@
  * and each ghost lives until the peers' accounts come. */
 #define OP_SPARES 4
 
-/* A message this rank sends: a send of data or a header, or a single
- * copy's empty message. */
-static bool sends_message(const struct xfer *x)
-{
-	return (x->send && !x->ack) || x->pulled;
-}
-
-/* A receive of a peer's message: of data, a header, or a single copy's
- * empty message (ack); a chunk to copy is none until it is copied. */
-static bool takes_message(const struct xfer *x)
-{
-	return !sends_message(x) && !x->pull;
-}
-
 /* fn on each transfer of op: its rounds', then its drains'. */
 static void each_xfer(struct op *op, void (*fn)(struct xfer *x, void *arg),
 		      void *arg)
@@ -94,7 +80,7 @@ static void tally_one(struct xfer *x, void *arg)
 	struct tally *t = arg;
 
 	if (x->peer == t->peer && !x->dropped &&
-	    (t->sent ? sends_message(x) && x->handed : takes_message(x)))
+	    (t->sent ? shemb__xfer_sends_message(x) && x->handed : shemb__xfer_takes_message(x)))
 		t->n[shemb__xfer_lane(x)]++;
 }
 
@@ -177,8 +163,14 @@ static void cancel_one(struct xfer *x, void *arg)
 {
 	struct fab *f = arg;
 
-	if (x->posted && takes_message(x))
+	if (x->posted && shemb__xfer_takes_message(x))
 		fi_cancel(&f->ep[shemb__xfer_lane(x)]->fid, &x->fctx);
+}
+
+static void cancel_sinks(struct fab *f, struct op *op)
+{
+	for (int i = 0; i < NSINKS; i++)
+		cancel_one(&op->sink[i], f);
 }
 
 /* Nothing of op is on its way: what is still posted to receive is
@@ -186,10 +178,7 @@ static void cancel_one(struct xfer *x, void *arg)
 static void let_go(struct fab *f, struct op *op)
 {
 	each_xfer(op, cancel_one, f);
-	for (int i = 0; i < NSINKS; i++)
-		if (op->sink[i].posted)
-			fi_cancel(&f->ep[shemb__xfer_lane(&op->sink[i])]->fid,
-				  &op->sink[i].fctx);
+	cancel_sinks(f, op);
 }
 
 void shemb__fab_settle_check(struct fab *f, struct op *op)
@@ -316,18 +305,15 @@ static bool ghosts_out(const struct fab *f)
  * not got to those calls yet: without a spare, the others would stop
  * settling this call and keep what they posted for it (one run in some
  * 60 of test_oom.sh's records walk, on a loaded host).  So the start
- * reads completions until a spare comes back, for at most GHOST_WAIT_MS,
- * and at most half the timeout: a caller kept from the engine's lock for
- * the whole timeout takes the engine for wedged (wedge.c).  The peers'
- * accounts do not wait for this rank: they come from their own calls.
+ * reads completions until a spare comes back, for at most GHOST_WAIT_MS
+ * (shemb__fab_locked_wait_until).  The peers' accounts do not wait for
+ * this rank: they come from their own calls.
  */
 #define GHOST_WAIT_MS 2000u
 
 struct op *shemb__fab_ghost(struct fab *f)
 {
-	uint64_t half = f->timeout_ms > 0 ? (uint64_t)f->timeout_ms / 2 : 0;
-	uint64_t ms = half && half < GHOST_WAIT_MS ? half : GHOST_WAIT_MS;
-	uint64_t until = shemb__fab_now_ns() + ms * 1000000u;
+	uint64_t until = shemb__fab_locked_wait_until(f, GHOST_WAIT_MS);
 	struct timespec nap = { .tv_nsec = 50000 };
 	struct op *op = take_ghost(f);
 
@@ -346,10 +332,7 @@ void shemb__fab_settle_give_up(struct fab *f, struct op *op)
 		return;
 	op->settling = false;
 	shemb__fab_unqueue(f, op); /* sinks waiting to be posted */
-	for (int i = 0; i < NSINKS; i++)
-		if (op->sink[i].posted)
-			fi_cancel(&f->ep[shemb__xfer_lane(&op->sink[i])]->fid,
-				  &op->sink[i].fctx);
+	cancel_sinks(f, op);
 	shemb__fab_op_done(f); /* its waiter may go */
 	shemb__fab_maybe_free(f, op);
 }
