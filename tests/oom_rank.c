@@ -43,6 +43,10 @@
  *     posted: fabric/README.md);
  *   - control messages are injected, so that a rank without memory can
  *     tell the others (unless SHEMB_FABRIC_CTRL_RECORDS asks for records);
+ *   - with --shortage and --caller, where calls settle, first a burst:
+ *     rank 0 fails 12 allreduces in a row that the others started and
+ *     take up only 50 ms later, so that its spare ops run out and a
+ *     start must wait for one (without the wait, 8 calls stay held);
  *   - with SHEMB_FABRIC_NO_SPARE_OPS, a start without memory cannot
  *     settle its call: the others stop settling it rather than wait for
  *     it until their timeout (shemb-run's bounds the job);
@@ -59,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 
 #include <shemb.h>
 
@@ -734,6 +739,50 @@ static bool walked(enum kind kind)
 	       shemb__fabric_settles(ctx->comm);
 }
 
+/*
+ * A shortage that lasts, on rank 0, over BURST allreduces in a row, which
+ * the other ranks started before and take up only BURST_LAG_US later
+ * (caller progress: until they wait, they read nothing).  Rank 0 fails
+ * every call at once, each with a spare op that settles only once the
+ * others' accounts come; its fifth call finds every spare out and must
+ * wait for one, or it could not settle that call, and the others would
+ * keep the receives they posted for it, which check_nothing_held()
+ * finds.
+ */
+#define BURST 12
+#define BURST_LAG_US 50000
+
+static void burst(void)
+{
+	static float v[BURST][16];
+	shemb_request *req[BURST];
+	struct timespec lag = { .tv_nsec = BURST_LAG_US * 1000 };
+	int rc[BURST];
+
+	for (int k = 0; k < BURST; k++) {
+		if (rank == 0)
+			arm(1);
+		rc[k] = shemb_allreduce(ctx, v[k], v[k], 16, SHEMB_F32,
+					SHEMB_REDUCE_SUM,
+					rank == 0 ? NULL : &req[k]);
+		if (rank == 0)
+			check_status(REDUCE, k, 0, rc[k], disarm());
+		else if (rc[k])
+			FAIL("burst call %d did not start: %s", k,
+			     shemb_ctx_last_error(ctx));
+	}
+	if (rank != 0)
+		nanosleep(&lag, NULL);
+	for (int k = 0; k < BURST; k++) {
+		if (rank != 0) {
+			check_status(REDUCE, k, 0, shemb_wait(req[k]), false);
+			shemb_request_free(req[k]);
+		} else if (!rc[k])
+			FAIL("burst call %d succeeded under the shortage", k);
+	}
+	check_nothing_held(ctx, "burst call", BURST);
+}
+
 int main(int argc, char **argv)
 {
 	struct shemb_ctx_attr attr;
@@ -750,6 +799,9 @@ int main(int argc, char **argv)
 	ctx = open_rank_ctx(&attr, &world, MAX_RANKS);
 	check_injected();
 	make_tables();
+	if (shortage && clean() &&
+	    attr.progress == SHEMB_PROGRESS_CALLER)
+		burst();
 	for (int kind = 0; kind < NKINDS; kind++)
 		if (walked((enum kind)kind))
 			walk((enum kind)kind);

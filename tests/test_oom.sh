@@ -7,7 +7,9 @@
 # a shortage: every allocation fails from the armed one on, the
 # transport's retries included, so that the failing rank tells the
 # others by control message, and the call settles over tcp;ofi_rxm
-# (fabric/settle.c; over shm, 2 ranks only: see fabric/README.md); once
+# (fabric/settle.c; over shm, 2 ranks only: see fabric/README.md), with
+# caller progress after a burst of such calls that outruns the spare ops
+# (oom_rank.c, burst); once
 # more with every control message kept in a record, not injected, as
 # over a provider that injects less than one; and once without spare
 # ops, so that such a start cannot settle its call and the others stop
