@@ -525,9 +525,11 @@ static void mismatch(struct fab *f, struct op *op)
 
 /*
  * A receive that completed with a message of another tag.  libfabric 1.17
- * was seen to do it on shm with a stray message left by a collective that
- * failed on another rank (a header nobody posted a receive for): the stray
- * one is dropped and the receive posted again for its own message.
+ * did it on shm with a stray message left by a collective that failed on
+ * another rank (a header nobody posted a receive for), matched under the
+ * mask of a receive posted earlier (ctrl.c, post_ctrl_rx_one, which no
+ * longer ignores any bit).  Kept as a guard: the stray one is dropped and
+ * the receive posted again for its own message.
  */
 static bool wrong_message(struct fab *f, struct xfer *x, uint64_t tag, int err)
 {
@@ -535,6 +537,7 @@ static bool wrong_message(struct fab *f, struct xfer *x, uint64_t tag, int err)
 
 	if ((x->send && !x->ack) || x->pulled || err || tag == x->tag)
 		return false;
+	f->wrong_messages++;
 	x->posted = false;
 	x->op->posted--;
 	(in_sends ? f->sends_posted : f->recvs_posted)[shemb__xfer_lane(x)]--;

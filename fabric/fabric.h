@@ -46,6 +46,10 @@ bool shemb__fabric_injects_ctrl(void *comm);
 /* Whether a collective failed by control message settles before its
  * wait returns, holding nothing after (fabric/settle.c); not over shm. */
 bool shemb__fabric_settles(void *comm);
+/* How many receives completed with a message of another tag, which the
+ * engine dropped (engine.c, wrong_message): a provider's matching gone
+ * wrong, or a tag mask left to it (tests: none). */
+unsigned long shemb__fabric_wrong_messages(void *comm);
 /* The collectives the transport still holds, transfers and all, once
  * their transfers had up to ms to complete (tests: a failed collective
  * must leave none behind); -1 if the engine's lock cannot be had. */

@@ -24,13 +24,13 @@
  * the op takes part with a spare op (a ghost); one without a spare says
  * so (CTRL_UNSETTLED), and the others stop settling the op.
  *
- * Not over shm (libfabric 1.17): its fi_cancel() was seen to complete a
- * receive it was asked to cancel with a message of another tag (the
- * next call's header, which was then lost).  Nor did asking the peers
- * for an empty message with the tag of each receive left help there:
- * with 3 ranks or more, a message of a rank already in the next call
- * was still lost now and then.  There, a failed op is only told, as
- * before, and leaves what it leaves (fabric/README.md).
+ * Not over shm (libfabric 1.17): it matches a receive posted after a
+ * message came with the ignored bits of whichever receive last held the
+ * message's entry, so a sink posted late misses messages of its op, and
+ * a sink's mask left on an entry lets a later receive take another
+ * round's or call's message; with 4 ranks, a header was still lost now
+ * and then.  There, a failed op is only told, as before, and leaves
+ * what it leaves (fabric/README.md).
  *
  * A rank that does not answer within the timeout (it left, or does not
  * move its transfers) leaves the op unsettled, holding what it held

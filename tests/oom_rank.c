@@ -807,6 +807,7 @@ int main(int argc, char **argv)
 			walk((enum kind)kind);
 	for (int t = 0; t < NT; t++)
 		CHECK_RC(ctx, shemb_table_destroy(tabs[t]));
+	check_no_wrong_message(ctx);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	free_kept();
 	return 0;

@@ -550,6 +550,7 @@ int main(int argc, char **argv)
 	make_call(&last, calls, SHEMB_PRIO_DENSE);
 	CHECK_RC(ctx, shemb__coll_run(ctx, &last.c));
 	check_call(&last, calls);
+	check_no_wrong_message(ctx);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	return 0;
 }
