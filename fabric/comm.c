@@ -200,8 +200,15 @@ static bool is_shm(const char *provider)
  * 64 MiB allreduce took 7.5-11 times as long as alone with 4 MiB x 16,
  * 7.8 with 1 MiB x 4, 2.9-5.9 with 512 KiB x 4, 4.3-4.5 with 256 KiB x 8
  * and 1.2-1.5 with 128 KiB x 4, while four ranks' bulk throughput was
- * the same within the noise.  The urgent lane keeps the large chunks:
- * in small ones, the embedding step of that benchmark took 15% longer.
+ * the same within the noise.  Later, 9 runs each way, taken in turn:
+ * 144-228 us (median 176) in flight with 128 KiB x 4, 99-150 (median
+ * 120) with 64 KiB x 4, and 142-164 alone after 20 ms idle with either
+ * (right after the allreduce's wait, the ranks were still awake more
+ * often with 128 KiB: 95-135 us alone, against 150-177); the allreduce
+ * of 16 and 64 MiB moved 0.88-1.17 GB/s per rank with either, and
+ * about a quarter less in chunks of 32 KiB.  The urgent lane keeps the
+ * large chunks: in small ones, the embedding step of that benchmark took
+ * 15% longer.
  * With as many CPUs as ranks (-n 2), the urgent exchange took 0.3-0.8
  * times as long as alone with the large chunks.
  */
@@ -210,7 +217,7 @@ static size_t default_chunk(const struct fab *f, bool crowded, int lane)
 	if (!is_shm(f->provider))
 		return (size_t)1 << 20;
 	if (crowded && lane == LANE_BULK)
-		return (size_t)128 << 10;
+		return (size_t)64 << 10;
 	return (size_t)4 << 20;
 }
 
