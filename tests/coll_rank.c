@@ -1376,7 +1376,7 @@ static void want_in_use(const struct shemb_ctx_attr *a, size_t chunk,
 	bool crowded = a->world_size > job_cpus;
 
 	if (!chunk)
-		chunk = !shm ? 1u << 20 : crowded ? 128u << 10 : 4u << 20;
+		chunk = !shm ? 1u << 20 : crowded ? 64u << 10 : 4u << 20;
 	if (!in_flight)
 		in_flight = !shm ? 32 : crowded ? 4 : 16;
 	if (a->chunk_bytes != chunk || a->chunks_in_flight != in_flight)
