@@ -455,13 +455,7 @@ static int count_ops(const struct fab *f)
 
 unsigned long shemb__fabric_wrong_messages(void *comm)
 {
-	struct fab *f = comm;
-	unsigned long n;
-
-	pthread_mutex_lock(&f->lock);
-	n = f->wrong_messages;
-	pthread_mutex_unlock(&f->lock);
-	return n;
+	return atomic_load(&((struct fab *)comm)->wrong_messages);
 }
 
 int shemb__fabric_ops_held(void *comm, int ms)

@@ -535,9 +535,10 @@ static bool wrong_message(struct fab *f, struct xfer *x, uint64_t tag, int err)
 {
 	bool in_sends = shemb__xfer_in_sends(x); /* an ack waits there */
 
-	if ((x->send && !x->ack) || x->pulled || err || tag == x->tag)
+	if (shemb__xfer_sends_message(x) || err || tag == x->tag)
 		return false;
-	f->wrong_messages++;
+	atomic_fetch_add_explicit(&f->wrong_messages, 1,
+				  memory_order_relaxed);
 	x->posted = false;
 	x->op->posted--;
 	(in_sends ? f->sends_posted : f->recvs_posted)[shemb__xfer_lane(x)]--;

@@ -326,7 +326,8 @@ struct fab {
 
 	uint32_t next_seq;
 	struct op *ops;
-	unsigned long wrong_messages; /* receives dropped (wrong_message) */
+	_Atomic unsigned long wrong_messages; /* receives dropped
+					       * (wrong_message) */
 	int active;                  /* ops not done */
 	int active_bulk;             /* ... of them on the bulk lane */
 	_Atomic uint64_t finished;   /* ops that finished, ever (sleeping

@@ -77,10 +77,11 @@ struct tally {
 
 static void tally_one(struct xfer *x, void *arg)
 {
-	struct tally *t = arg;
+	const struct tally *t = arg;
+	bool counted = t->sent ? shemb__xfer_sends_message(x) && x->handed
+			       : shemb__xfer_takes_message(x);
 
-	if (x->peer == t->peer && !x->dropped &&
-	    (t->sent ? shemb__xfer_sends_message(x) && x->handed : shemb__xfer_takes_message(x)))
+	if (x->peer == t->peer && !x->dropped && counted)
 		t->n[shemb__xfer_lane(x)]++;
 }
 
