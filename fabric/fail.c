@@ -123,6 +123,18 @@ static const struct xfer *awaited(const struct op *op)
 	return NULL;
 }
 
+/* Whom op waits for, and whether the receive it waits on was posted at
+ * all (not, where the provider's receives were all taken). */
+static void tell_awaited(const struct fab *f, const struct op *op,
+			 const struct xfer *x, char *buf, size_t len)
+{
+	snprintf(buf, len, " (still waiting for %s from rank %d%s%s)",
+		 x->is_hdr ? "the call's header" : "data", x->peer,
+		 op->nrounds > 1 && f->world > 2 ? ", or a rank it waits for"
+						 : "",
+		 x->posted ? "" : "; its receive is not posted");
+}
+
 void shemb__fab_check_timeouts(struct fab *f, uint64_t now)
 {
 	uint64_t limit = (uint64_t)f->timeout_ms * 1000000ull;
@@ -139,13 +151,8 @@ void shemb__fab_check_timeouts(struct fab *f, uint64_t now)
 			     "rank stopped answering", op->seq, f->timeout_ms);
 		x = awaited(op);
 		if (x && n > 0 && (size_t)n < sizeof(f->fail_why))
-			snprintf(f->fail_why + n,
-				 sizeof(f->fail_why) - (size_t)n,
-				 " (still waiting for %s from rank %d%s)",
-				 x->is_hdr ? "the call's header" : "data",
-				 x->peer, op->nrounds > 1 && f->world > 2
-						  ? ", or a rank it waits for"
-						  : "");
+			tell_awaited(f, op, x, f->fail_why + n,
+				     sizeof(f->fail_why) - (size_t)n);
 		fail_all(f, SHEMB_ETIMEDOUT);
 		return;
 	}
