@@ -260,17 +260,27 @@ void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c)
 }
 
 /* A peer failed an op that this rank finished (and maybe freed): it sent
- * the peer everything the peer's op expects from it. */
-static void answer_finished(struct fab *f, const struct shemb__ctrl *c)
+ * the peer everything the peer's op expects from it.  Where ops do not
+ * settle, a freed op may have failed here too (mop.c): only an op still
+ * here is answered for. */
+static bool failed_without_op(const struct fab *f, uint32_t seq)
+{
+	for (unsigned i = 0; i < f->nunsettled && i < UNSETTLED_RING; i++)
+		if (f->unsettled[i] == seq)
+			return true;
+	return false;
+}
+
+static void answer_finished(struct fab *f, const struct shemb__ctrl *c,
+			    bool op_here)
 {
 	struct shemb__ctrl a = { .magic = CTRL_MAGIC, .seq = c->seq,
 				 .from = (uint32_t)f->rank,
 				 .flags = CTRL_FINISHED };
 
-	for (unsigned i = 0; i < f->nunsettled && i < UNSETTLED_RING; i++)
-		if (f->unsettled[i] == c->seq)
-			return; /* failed here, without an op */
-	if (f->settles && !(c->flags & CTRL_FINISHED) &&
+	if (failed_without_op(f, c->seq))
+		return;
+	if ((f->settles || op_here) && !(c->flags & CTRL_FINISHED) &&
 	    c->from < (uint32_t)f->world)
 		tell_one(f, &a, (int)c->from);
 }
@@ -286,15 +296,18 @@ static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 {
 	struct op *op = find_op(f, c->seq);
 
+	if (!op && (int32_t)(c->seq - f->next_seq) < 0 &&
+	    failed_without_op(f, c->seq))
+		op = shemb__fab_mop_orphan(f, c->seq); /* NULL if settling */
 	if (!op) {
 		if ((int32_t)(c->seq - f->next_seq) >= 0)
 			shemb__fab_note_early(f, c);
 		else
-			answer_finished(f, c);
+			answer_finished(f, c, false);
 		return;
 	}
 	if (op->done && !op->aborted) {
-		answer_finished(f, c);
+		answer_finished(f, c, true);
 		return;
 	}
 	if (!op->done) {
@@ -304,8 +317,12 @@ static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 		else
 			shemb__fab_fail_op(f, op, c->status, "rank %u: %s",
 					   c->from, c->why);
-		if (!f->settles)
+		if (f->failed)
 			return; /* failing may have freed op */
+	}
+	if (!f->settles) {
+		shemb__fab_mop_hear(f, op, c);
+		return;
 	}
 	if (c->flags & CTRL_UNSETTLED) /* that rank takes nothing up */
 		shemb__fab_settle_give_up(f, op);

@@ -116,11 +116,13 @@ static void unlink_op(struct fab *f, struct op *op)
 }
 
 /* An op is freed once it is done, its caller let it go, libfabric
- * holds none of its transfers, and, failed, it settled or gave up. */
+ * holds none of its transfers, and, failed, it settled or gave up (or,
+ * where ops do not settle, its peers' messages were asked for). */
 void shemb__fab_maybe_free(struct fab *f, struct op *op)
 {
 	if (op->done && op->released && op->posted == 0 &&
-	    !shemb__fab_settle_pending(op)) {
+	    !shemb__fab_settle_pending(op) &&
+	    !shemb__fab_mop_pending(op)) {
 		unlink_op(f, op);
 		shemb__fab_free_op(op);
 	}
@@ -162,6 +164,8 @@ static void purge_queue(struct xfer **head, struct xfer **tail,
 			*head = x->next;
 		if (*tail == x)
 			*tail = prev;
+		x->op->late_queued -= x->late;
+		x->late = false;
 	}
 }
 
@@ -214,6 +218,8 @@ void shemb__fab_fail_op(struct fab *f, struct op *op, int status,
 				    * their timeout; before finish(), which
 				    * may free op */
 		shemb__fab_tell_all(f, op);
+	if (!settle && !f->failed)
+		shemb__fab_mop_begin(f, op); /* before finish() frees op */
 	finish(f, op, status);
 	if (settle)
 		shemb__fab_settle_begin(f, op);
@@ -449,6 +455,8 @@ static void unlink_xfer(struct xfer **at, struct xfer **tail,
 	*at = x->next;
 	if (*tail == x)
 		*tail = prev;
+	x->op->late_queued -= x->late; /* posted, or failed to be */
+	x->late = false;
 }
 
 /*
@@ -808,6 +816,7 @@ int shemb__fab_progress(struct fab *f, bool bulk)
 		shemb__fab_check_liveness(f);
 		shemb__fab_check_timeouts(f, now);
 		shemb__fab_settle_timeouts(f, now);
+		shemb__fab_mop_timeouts(f, now);
 	}
 	return n;
 }

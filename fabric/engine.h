@@ -161,6 +161,8 @@ struct xfer {
 	bool drain;                  /* a receive of data sent to a rank
 				      * that refused the call, into
 				      * f->discard (engine.c, drain()) */
+	bool late;                   /* a drain of a failed op over shm,
+				      * not posted yet (mop.c) */
 	size_t off;                  /* pull: the chunk's offset in the
 				      * peer's piece */
 	size_t copied;               /* pull: bytes of it copied so far */
@@ -249,6 +251,13 @@ struct op {
 	uint32_t caught[NLANES];     /* messages of op received here */
 	uint32_t expect[NLANES];     /* ... that the accounts name */
 	uint64_t settle_ns;          /* when settling began */
+	/* Where ops do not settle (mop.c): after it failed, op waits for
+	 * the peers' accounts (heard) and receives what they sent it */
+	bool mopping;
+	bool orphan;                 /* made for a call this rank had no
+				      * memory for */
+	uint64_t mop_ns;             /* when it failed */
+	int late_queued;             /* its drains not posted yet */
 	struct xfer sink[NSINKS];
 };
 
@@ -591,6 +600,18 @@ void shemb__fab_drop_op(struct op *op);
 void shemb__fab_settle_give_up(struct fab *f, struct op *op);
 /* Accounts not come within the timeout are given up. */
 void shemb__fab_settle_timeouts(struct fab *f, uint64_t now);
+/* mop.c, where ops do not settle: op just failed (not the engine); a
+ * peer's account of op, whose unreceived messages are then received;
+ * whether op must stay allocated for that; accounts not come within
+ * the timeout given up. */
+void shemb__fab_mop_begin(struct fab *f, struct op *op);
+void shemb__fab_mop_hear(struct fab *f, struct op *op,
+			 const struct shemb__ctrl *c);
+bool shemb__fab_mop_pending(const struct op *op);
+void shemb__fab_mop_timeouts(struct fab *f, uint64_t now);
+/* An op, done, for a call seq that failed here without one, to receive
+ * what the peers sent for it; NULL where ops settle or without memory. */
+struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq);
 /* engine.c, for settle.c: op's transfers waiting to be posted, taken out
  * of the queues; a transfer queued to be posted; op freed if nothing
  * keeps it. */

@@ -39,7 +39,7 @@
  *   - every 8 steps, after a barrier, the transport holds no collective
  *     and the context keeps no buffer for one (lib/held.c); with
  *     --shortage, only where failed collectives settle (not over shm,
- *     where a collective failed by control message leaves receives
+ *     where a collective failed by control message may leave receives
  *     posted: fabric/README.md);
  *   - control messages are injected, so that a rank without memory can
  *     tell the others (unless SHEMB_FABRIC_CTRL_RECORDS asks for records);
@@ -729,16 +729,6 @@ static void check_injected(void)
 		     records ? "" : "not ", shemb__fabric_provider(ctx->comm));
 }
 
-/* With --shortage, every call failed by control message leaves
- * receives posted on the others where failed calls do not settle: over
- * shm, whose receive queue holds 1024, the pair's walk fails too many
- * calls for that. */
-static bool walked(enum kind kind)
-{
-	return !shortage || kind != PAIR ||
-	       shemb__fabric_settles(ctx->comm);
-}
-
 /*
  * A shortage that lasts, on rank 0, over BURST allreduces in a row, which
  * the other ranks mostly started before and take up only BURST_LAG_US
@@ -811,8 +801,7 @@ int main(int argc, char **argv)
 	    attr.progress == SHEMB_PROGRESS_CALLER)
 		burst();
 	for (int kind = 0; kind < NKINDS; kind++)
-		if (walked((enum kind)kind))
-			walk((enum kind)kind);
+		walk((enum kind)kind);
 	for (int t = 0; t < NT; t++)
 		CHECK_RC(ctx, shemb_table_destroy(tabs[t]));
 	check_no_wrong_message(ctx);

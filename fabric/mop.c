@@ -1,0 +1,278 @@
+/*
+ * mop.c - over shm, where failed collectives do not settle (settle.c),
+ * the messages a peer sent for a failed op are still received.
+ *
+ * shm (libfabric 1.17) completes a lane's sends to a peer in order, and
+ * a message larger than it injects only once received; one nobody
+ * receives holds back every later send of that lane to that peer, those
+ * of later calls among them, which then end at their timeout.  A failed
+ * op leaves such a message where its receive was still queued, or gated
+ * by a header that had not come, when the op failed, and the peer had
+ * sent it (traced on 3 ranks: one rank found no memory for a call, and
+ * rank 0 had sent rank 1 an 8 KiB piece whose receive rank 1 then
+ * dropped).
+ *
+ * Every rank that fails an op tells every other how many of the op's
+ * messages it sent it, lane by lane (ctrl.c, shemb__fab_tell_all).  A
+ * peer sends its messages of one lane to one rank in the order this
+ * rank's receives of them are built (round by round; in a round, the
+ * header first, then the chunks in order; coll.c builds the same rounds
+ * on both sides), so the first n of those receives are the n messages
+ * sent.  Those that this op never handed to libfabric are received now,
+ * each by its exact tag (no mask for shm to mismatch), into f->discard.
+ * The op stays allocated until every peer's account came (or the timeout
+ * passed, or the engine failed) and those receives were posted; its
+ * caller does not wait for any of it.
+ *
+ * What a peer never sent is not asked for, and its receives posted here
+ * on the urgent lane are cancelled (cancel_unsent()).  Under the engine's
+ * lock.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_endpoint.h>
+
+#include "shemb.h"
+#include "fabric/engine.h"
+
+bool shemb__fab_mop_pending(const struct op *op)
+{
+	if (op->late_queued > 0)
+		return true;
+	return op->mopping && !op->f->failed &&
+	       op->heard < op->f->world - 1;
+}
+
+void shemb__fab_mop_begin(struct fab *f, struct op *op)
+{
+	op->mopping = true;
+	op->mop_ns = shemb__fab_now_ns();
+}
+
+/* What of op's messages from peer is taken by its receives in order:
+ * with single copy (acks, copies) or after a refusal (drains of their
+ * own, engine.c), the order above does not hold, and nothing is asked
+ * for. */
+static bool orderly(const struct op *op)
+{
+	return !op->pull && !op->refusing && !op->refused;
+}
+
+/* The receives of op from peer that took no message yet though peer
+ * sent it one: those never handed to libfabric among the first sent[l]
+ * of lane l (all, if peer finished op). */
+static int unreceived(const struct op *op, int peer, const uint32_t *sent,
+		      bool finished, struct xfer **out, int max)
+{
+	uint32_t seen[NLANES] = { 0 };
+	int n = 0;
+
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++) {
+			struct xfer *x = &op->rounds[r].x[i];
+			int l;
+
+			if (x->peer != peer || !shemb__xfer_takes_message(x))
+				continue;
+			l = shemb__xfer_lane(x);
+			if (!finished && seen[l]++ >= sent[l])
+				continue;
+			if (x->handed || x->dropped)
+				continue;
+			if (out && n < max)
+				out[n] = x;
+			n++;
+		}
+	return n;
+}
+
+/* A receive into f->discard of the message of tag, len bytes at most,
+ * queued to be posted. */
+static void queue_late(struct fab *f, struct op *op, struct xfer *x,
+		       int peer, uint64_t tag, bool is_hdr, size_t len)
+{
+	memset(x, 0, sizeof(*x));
+	x->op = op;
+	x->peer = peer;
+	x->drain = x->late = true;
+	x->is_hdr = is_hdr; /* its lane */
+	x->buf = f->discard;
+	x->len = len < f->discard_len ? len : f->discard_len;
+	x->tag = tag;
+	op->late_queued++;
+	shemb__fab_enqueue(f, x);
+}
+
+static struct drain *new_drain(struct op *op, int n)
+{
+	struct drain *d = calloc(1, sizeof(*d) + (size_t)n * sizeof(d->x[0]));
+
+	if (d) {
+		d->n = n;
+		d->next = op->drains;
+		op->drains = d;
+	}
+	return d;
+}
+
+static void mop_peer(struct fab *f, struct op *op, int peer,
+		     const uint32_t *sent, bool finished)
+{
+	int n = unreceived(op, peer, sent, finished, NULL, 0);
+	struct xfer **of;
+	struct drain *d;
+
+	if (!n)
+		return;
+	of = calloc((size_t)n, sizeof(*of));
+	d = of ? new_drain(op, n) : NULL;
+	if (d) { /* else left unreceived, as before */
+		unreceived(op, peer, sent, finished, of, n);
+		for (int k = 0; k < n; k++)
+			queue_late(f, op, &d->x[k], peer, of[k]->tag,
+				   of[k]->is_hdr, of[k]->len);
+	}
+	free(of);
+}
+
+/*
+ * A call this rank found no memory for has no op here, and its peers may
+ * have sent it their first round's messages before they learned of it:
+ * the header (on the urgent lane, first), and the chunks of a piece that
+ * did not wait for this rank's header (of an urgent call on that lane
+ * after it, else on the bulk lane); nothing of later rounds, which wait
+ * for this rank.  Those are received by an op made for them (orphan()).
+ */
+static void mop_unbuilt(struct fab *f, struct op *op, int peer,
+			const uint32_t *sent)
+{
+	uint32_t nu = sent[LANE_URGENT], nb = sent[LANE_BULK];
+	size_t len = f->discard_len;
+	struct drain *d;
+
+	if (nu + nb == 0 || (nu > 1 && nb > 0) || nu + nb > MAX_CHUNKS)
+		return; /* not a call's first round */
+	if (nu > 1)
+		op->lane = LANE_URGENT;
+	d = new_drain(op, (int)(nu + nb));
+	for (uint32_t k = 0; d && k < nu + nb; k++) {
+		bool hdr = k == 0 && nu > 0;
+		uint32_t chunk = nu ? k - 1 : k;
+
+		queue_late(f, op, &d->x[k], peer,
+			   hdr ? shemb__fab_tag(TAG_HDR, op->seq, 0, 0)
+			       : shemb__fab_tag(TAG_DATA, op->seq, 0,
+						(int)chunk),
+			   hdr, len);
+	}
+}
+
+struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq)
+{
+	struct op *op;
+
+	if (f->settles || f->failed)
+		return NULL;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return NULL; /* its peers' messages stay unreceived */
+	op->f = f;
+	op->seq = seq;
+	op->lane = LANE_BULK;
+	op->status = SHEMB_ENOMEM;
+	op->done = op->released = op->aborted = true;
+	op->orphan = true;
+	shemb__fab_mop_begin(f, op);
+	op->next = f->ops;
+	f->ops = op;
+	return op;
+}
+
+/*
+ * The receives of op from peer, posted on the urgent lane, whose message
+ * peer did not send (beyond the first sent of that lane; any, where it
+ * sent none), and never will: its op failed, and it sends nothing more
+ * for it.  Cancelled, which is safe here (no message can race the
+ * cancel), and frees the receive shm would hold for good (it holds
+ * 1024): a rank without memory for a call leaves every peer's header
+ * receive for its own header so.  Not on the bulk lane, whose
+ * completions another thread may be reading (fabric/README.md).
+ */
+static void cancel_unsent(struct fab *f, struct op *op, int peer,
+			  uint32_t sent)
+{
+	uint32_t seen = 0;
+
+	if (sent > 0 && !orderly(op))
+		return;
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++) {
+			struct xfer *x = &op->rounds[r].x[i];
+
+			if (x->peer != peer || !shemb__xfer_takes_message(x) ||
+			    shemb__xfer_lane(x) != LANE_URGENT)
+				continue;
+			if (seen++ >= sent && x->posted)
+				fi_cancel(&f->ep[LANE_URGENT]->fid, &x->fctx);
+		}
+}
+
+void shemb__fab_mop_hear(struct fab *f, struct op *op,
+			 const struct shemb__ctrl *c)
+{
+	int from = (int)c->from;
+	bool finished = (c->flags & CTRL_FINISHED) != 0;
+
+	if (!op->mopping || op->heard >= f->world - 1)
+		return;
+	op->heard++;
+	if (from < 0 || from >= f->world || from == f->rank)
+		return;
+	if (op->orphan && !finished)
+		mop_unbuilt(f, op, from, c->sent);
+	else if (orderly(op))
+		mop_peer(f, op, from, c->sent, finished);
+	if (!finished)
+		cancel_unsent(f, op, from, c->sent[LANE_URGENT]);
+	shemb__fab_maybe_free(f, op); /* posted with the next batch */
+}
+
+/*
+ * An orphan's receive on the urgent lane that did not complete within
+ * the timeout was a wrong guess (a header of a later round, which a
+ * dissemination barrier of 4 ranks or more may send a rank first): the
+ * peer's urgent messages all came before its account (shm delivers a
+ * lane's messages from one peer in order), so the one guessed never
+ * comes, and cancelling it races nothing.
+ */
+static void cancel_guesses(struct fab *f, struct op *op)
+{
+	op->orphan = false; /* once */
+	for (struct drain *d = op->drains; d; d = d->next)
+		for (int k = 0; k < d->n; k++)
+			if (d->x[k].posted &&
+			    shemb__xfer_lane(&d->x[k]) == LANE_URGENT)
+				fi_cancel(&f->ep[LANE_URGENT]->fid,
+					  &d->x[k].fctx);
+}
+
+/* Accounts not come within the timeout are not waited for. */
+void shemb__fab_mop_timeouts(struct fab *f, uint64_t now)
+{
+	uint64_t limit = (uint64_t)f->timeout_ms * 1000000ull;
+
+	for (struct op *op = f->ops, *next; op; op = next) {
+		next = op->next; /* may be freed */
+		if (now - op->mop_ns < limit)
+			continue;
+		if (op->orphan && op->posted > 0)
+			cancel_guesses(f, op);
+		if (op->mopping) {
+			op->mopping = false;
+			shemb__fab_maybe_free(f, op);
+		}
+	}
+}
