@@ -347,6 +347,8 @@ void shemb__fab_free(struct fab *f)
 {
 	shemb__ep_close(f); /* cancels whatever was still posted */
 	shemb__fab_free_ctrl(f);
+	for (int i = 0; i < f->nearly; i++)
+		free(f->early[i].by_peer);
 	while (f->ops) {
 		struct op *op = f->ops;
 

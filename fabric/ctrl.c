@@ -235,7 +235,8 @@ void shemb__fab_tell_all(struct fab *f, struct op *op)
 /* ---- accounts from the other ranks ---- */
 
 /* An account for an op not started here (a peer failed it first): kept
- * until it starts, one record an op, the accounts summed. */
+ * until it starts, one record an op, the accounts summed (and, where ops
+ * do not settle, kept peer by peer for mop.c). */
 void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c)
 {
 	struct early *e = NULL;
@@ -252,11 +253,18 @@ void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c)
 		e->c = *c;
 		e->heard = 0;
 		memset(e->c.sent, 0, sizeof(e->c.sent));
+		/* without it, what the peers sent stays unreceived */
+		e->by_peer = f->settles ? NULL
+					: calloc((size_t)f->world,
+						 sizeof(*e->by_peer));
 	}
 	e->heard++;
 	e->c.flags |= c->flags & CTRL_UNSETTLED;
-	for (int l = 0; l < NLANES; l++)
+	for (int l = 0; l < NLANES; l++) {
 		e->c.sent[l] += c->sent[l];
+		if (e->by_peer && c->from < (uint32_t)f->world)
+			e->by_peer[c->from][l] += c->sent[l];
+	}
 }
 
 /* A peer failed an op that this rank finished (and maybe freed): it sent
@@ -393,6 +401,8 @@ int shemb__fab_early_abort(struct fab *f, struct op *op)
 		for (int l = 0; l < NLANES; l++)
 			op->expect[l] += e->c.sent[l];
 		op->status = e->c.status;
+		free(op->early_sent);
+		op->early_sent = e->by_peer;
 		f->early[i] = f->early[--f->nearly];
 		return op->status;
 	}

@@ -75,6 +75,8 @@ static void keep_spare(struct fab *f, void *p, size_t len)
 
 void shemb__fab_clear_op(struct op *op)
 {
+	free(op->early_sent);
+	op->early_sent = NULL;
 	while (op->drains) {
 		struct drain *d = op->drains;
 

@@ -114,6 +114,8 @@ struct shemb__ctrl {
 struct early {
 	struct shemb__ctrl c;
 	int heard;
+	uint32_t (*by_peer)[NLANES]; /* where ops do not settle: each
+				      * peer's account (mop.c), or NULL */
 };
 
 /* The last calls this rank failed at their start without an op. */
@@ -258,6 +260,8 @@ struct op {
 				      * memory for */
 	uint64_t mop_ns;             /* when it failed */
 	int late_queued;             /* its drains not posted yet */
+	uint32_t (*early_sent)[NLANES]; /* the accounts that came before
+				      * it started, peer by peer */
 	struct xfer sink[NSINKS];
 };
 
@@ -612,6 +616,11 @@ void shemb__fab_mop_timeouts(struct fab *f, uint64_t now);
 /* An op, done, for a call seq that failed here without one, to receive
  * what the peers sent for it; NULL where ops settle or without memory. */
 struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq);
+/* op failed at its start, its rounds never built, where ops do not
+ * settle: kept as an orphan if peers' accounts came for it before it
+ * started (early, peer by peer; freed here), true if so. */
+bool shemb__fab_mop_unstarted(struct fab *f, struct op *op,
+			      uint32_t (*early)[NLANES]);
 /* engine.c, for settle.c: op's transfers waiting to be posted, taken out
  * of the queues; a transfer queued to be posted; op freed if nothing
  * keeps it. */

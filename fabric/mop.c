@@ -170,6 +170,17 @@ static void mop_unbuilt(struct fab *f, struct op *op, int peer,
 	}
 }
 
+/* op, done, in the engine's list as an orphan. */
+static void adopt(struct fab *f, struct op *op)
+{
+	op->lane = LANE_BULK;
+	op->done = op->released = op->aborted = true;
+	op->orphan = true;
+	shemb__fab_mop_begin(f, op);
+	op->next = f->ops;
+	f->ops = op;
+}
+
 struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq)
 {
 	struct op *op;
@@ -181,14 +192,32 @@ struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq)
 		return NULL; /* its peers' messages stay unreceived */
 	op->f = f;
 	op->seq = seq;
-	op->lane = LANE_BULK;
 	op->status = SHEMB_ENOMEM;
-	op->done = op->released = op->aborted = true;
-	op->orphan = true;
-	shemb__fab_mop_begin(f, op);
-	op->next = f->ops;
-	f->ops = op;
+	adopt(f, op);
 	return op;
+}
+
+/*
+ * Peers that failed the call before this rank started it may have sent
+ * it their first round's messages all the same (their headers, sent at
+ * their start): those are received as an orphan's, from the accounts
+ * that came early (op->heard counts them already), and the accounts
+ * still to come are taken as for any orphan.
+ */
+bool shemb__fab_mop_unstarted(struct fab *f, struct op *op,
+			      uint32_t (*early)[NLANES])
+{
+	bool adopted = early && !f->settles && !f->failed;
+
+	if (adopted) {
+		adopt(f, op);
+		for (int p = 0; p < f->world; p++)
+			if (p != f->rank)
+				mop_unbuilt(f, op, p, early[p]);
+		shemb__fab_maybe_free(f, op);
+	}
+	free(early);
+	return adopted;
 }
 
 /*

@@ -246,11 +246,15 @@ void shemb__fab_sink_done(struct fab *f, struct xfer *x, int err)
  * any failed op, and nobody waits for it (its caller got the error). */
 void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status)
 {
+	uint32_t (*early)[NLANES] = op->early_sent;
+
+	op->early_sent = NULL;
 	shemb__fab_clear_op(op);
 	op->status = status;
 	if (!f->settles || op->unsettled) {
 		shemb__fab_tell_all(f, op);
-		shemb__fab_free_op(op);
+		if (!shemb__fab_mop_unstarted(f, op, early))
+			shemb__fab_free_op(op);
 		return;
 	}
 	op->done = op->released = op->aborted = true;

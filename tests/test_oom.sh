@@ -8,7 +8,8 @@
 # transport's retries included, so that the failing rank tells the
 # others by control message, and the call settles over tcp;ofi_rxm
 # (fabric/settle.c), or, over shm, the others receive what was sent for
-# it (fabric/mop.c; before, 3 ranks timed out within some 140 calls), with
+# it (fabric/mop.c; before, 3 ranks timed out within some 140 calls, and
+# 4 ran out of receives), with
 # caller progress after a burst of such calls that outruns the spare ops
 # (oom_rank.c, burst); once
 # more with every control message kept in a record, not injected, as
@@ -29,6 +30,7 @@ one "tcp;ofi_rxm" 2
 one "tcp;ofi_rxm" 3 --caller
 one shm 2 --shortage
 one shm 3 --shortage --caller
+one shm 4 --shortage
 one "tcp;ofi_rxm" 2 --shortage --caller
 one "tcp;ofi_rxm" 3 --shortage
 SHEMB_FABRIC_CTRL_RECORDS=1
