@@ -31,6 +31,10 @@
  *   a header send carrying exactly the piece, a header receive with room
  *   for one; taking the header copies the piece into place, and a header
  *   whose flag or length disagrees fails the op;
+ * - without single copy, a rank's messages to a peer on a lane, in the
+ *   order its rounds build them, are the peer's receives from it on that
+ *   lane in the order the peer's rounds build them (fabric/mop.c counts
+ *   on it);
  * - the aborts that peers sent for an op before it started here are all
  *   taken when it starts (fabric/ctrl.c, shemb__fab_early_abort);
  * - a refusing rank's headers, and what it must take from each peer;
@@ -244,9 +248,58 @@ static size_t largest_chunk(const struct world *wd)
 	return most;
 }
 
+/* The tags of op's messages to (send) or from peer on lane, in the order
+ * its rounds build them; their number. */
+static int tags_in_order(const struct op *op, int peer, int lane, bool send,
+			 uint64_t *tags, int max)
+{
+	int n = 0;
+
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++) {
+			const struct xfer *x = &op->rounds[r].x[i];
+			bool mine = send ? shemb__xfer_sends_message(x)
+					 : shemb__xfer_takes_message(x);
+
+			if (x->peer != peer || !mine ||
+			    shemb__xfer_lane(x) != lane)
+				continue;
+			ck_assert_int_lt(n, max);
+			tags[n++] = x->tag;
+		}
+	return n;
+}
+
+/*
+ * Where a failed op is mopped up (fabric/mop.c), a rank takes the first n
+ * of its receives from a peer on a lane for the n messages the peer says
+ * it sent it: so the peer's messages to it, in the order its rounds build
+ * them (the order it sends them), must be its receives', tag for tag.
+ */
+static void check_message_order(const struct world *wd)
+{
+	enum { MAX_MSGS = 512 };
+	static uint64_t sent[MAX_MSGS], taken[MAX_MSGS];
+
+	for (int a = 0; a < wd->w; a++)
+		for (int p = 0; p < wd->w; p++)
+			for (int l = 0; p != a && l < NLANES; l++) {
+				int ns = tags_in_order(wd->op[a], p, l, true,
+						       sent, MAX_MSGS);
+				int nt = tags_in_order(wd->op[p], a, l, false,
+						       taken, MAX_MSGS);
+
+				ck_assert_int_eq(ns, nt);
+				for (int k = 0; k < ns; k++)
+					ck_assert_uint_eq(sent[k], taken[k]);
+			}
+}
+
 static void check_world(const struct world *wd, int recv_rounds,
 			enum sends how)
 {
+	if (!wd->cma)
+		check_message_order(wd);
 	for (int a = 0; a < wd->w; a++) {
 		const struct op *op = wd->op[a];
 
@@ -260,8 +313,10 @@ static void check_world(const struct world *wd, int recv_rounds,
 /* An abort from a peer for an op this rank has not started waits as a
  * record (fabric/ctrl.c), one an op: when the op starts, it goes, with
  * the first account's status and reason, and the accounts of every rank
- * that failed it summed for its settling (fabric/settle.c).  A record
- * left would stay for good, and past MAX_EARLY later aborts are lost. */
+ * that failed it summed for its settling (fabric/settle.c), and, where
+ * ops do not settle, peer by peer for mopping up (fabric/mop.c).  A
+ * record left would stay for good, and past MAX_EARLY later aborts are
+ * lost. */
 static void note_early(struct fab *f, uint32_t seq, uint32_t from,
 		       int status, uint32_t flags, uint32_t bulk,
 		       uint32_t urgent, const char *why)
@@ -284,6 +339,7 @@ START_TEST(early_aborts_all_taken)
 	static struct fab f;
 	struct op op;
 
+	f.world = 4; /* over shm: f.settles false */
 	memset(&op, 0, sizeof(op));
 	note_early(&f, 9, 1, SHEMB_ENOMEM, 0, 2, 1, "its tier is full");
 	note_early(&f, 10, 2, SHEMB_EIO, CTRL_RELAYED, 0, 0,
@@ -300,6 +356,15 @@ START_TEST(early_aborts_all_taken)
 	ck_assert_uint_eq(op.expect[LANE_BULK], 2 + 5);
 	ck_assert_uint_eq(op.expect[LANE_URGENT], 1 + 7);
 	ck_assert(op.relayed);
+	ck_assert_ptr_nonnull(op.early_sent);
+	for (int p = 0; p < f.world; p++) {
+		uint32_t bulk = p == 1 ? 2 : p == 3 ? 5 : 0;
+		uint32_t urgent = p == 1 ? 1 : p == 3 ? 7 : 0;
+
+		ck_assert_uint_eq(op.early_sent[p][LANE_BULK], bulk);
+		ck_assert_uint_eq(op.early_sent[p][LANE_URGENT], urgent);
+	}
+	free(op.early_sent);
 	ck_assert_int_eq(f.nearly, 1);
 	ck_assert_uint_eq(f.early[0].c.seq, 10);
 	memset(&op, 0, sizeof(op));
@@ -311,6 +376,15 @@ START_TEST(early_aborts_all_taken)
 	ck_assert_str_eq(op.why, "rank 3: its file is short");
 	ck_assert_int_eq(op.heard, 1);
 	ck_assert_int_eq(f.nearly, 0);
+	free(op.early_sent);
+	/* where ops settle, the sums do */
+	f.settles = true;
+	memset(&op, 0, sizeof(op));
+	note_early(&f, 12, 2, SHEMB_EIO, 0, 1, 1, "its file is short");
+	op.seq = 12;
+	ck_assert_int_eq(shemb__fab_early_abort(&f, &op), SHEMB_EIO);
+	ck_assert_ptr_null(op.early_sent);
+	ck_assert_uint_eq(op.expect[LANE_BULK], 1);
 }
 END_TEST
 
