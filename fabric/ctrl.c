@@ -226,7 +226,7 @@ void shemb__fab_tell_all(struct fab *f, struct op *op)
 	for (int p = 0; p < f->world; p++) {
 		if (p == f->rank)
 			continue;
-		shemb__fab_settle_account(op, p, c.sent);
+		shemb__fab_settle_account(op, p, c.sent, &c.round0);
 		tell_one(f, &c, p);
 	}
 	shemb__fab_flush_ctrl(f);
@@ -260,17 +260,22 @@ void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c)
 	}
 	e->heard++;
 	e->c.flags |= c->flags & CTRL_UNSETTLED;
-	for (int l = 0; l < NLANES; l++) {
+	for (int l = 0; l < NLANES; l++)
 		e->c.sent[l] += c->sent[l];
-		if (e->by_peer && c->from < (uint32_t)f->world)
-			e->by_peer[c->from][l] += c->sent[l];
+	if (e->by_peer && c->from < (uint32_t)f->world) {
+		struct peer_account *a = &e->by_peer[c->from];
+
+		for (int l = 0; l < NLANES; l++)
+			a->sent[l] += c->sent[l];
+		a->round0 = c->round0;
 	}
 }
 
 /* A peer failed an op that this rank finished (and maybe freed): it sent
  * the peer everything the peer's op expects from it.  Where ops do not
- * settle, a freed op may have failed here too (mop.c): only an op still
- * here is answered for. */
+ * settle, a freed op may have failed here too, and one that ended as a
+ * refusal did not send everything: only an op still here is answered
+ * for, with its account (mop.c). */
 static bool failed_without_op(const struct fab *f, uint32_t seq)
 {
 	for (unsigned i = 0; i < f->nunsettled && i < UNSETTLED_RING; i++)
@@ -280,17 +285,19 @@ static bool failed_without_op(const struct fab *f, uint32_t seq)
 }
 
 static void answer_finished(struct fab *f, const struct shemb__ctrl *c,
-			    bool op_here)
+			    const struct op *op)
 {
 	struct shemb__ctrl a = { .magic = CTRL_MAGIC, .seq = c->seq,
 				 .from = (uint32_t)f->rank,
 				 .flags = CTRL_FINISHED };
 
-	if (failed_without_op(f, c->seq))
+	if (failed_without_op(f, c->seq) || (c->flags & CTRL_FINISHED) ||
+	    c->from >= (uint32_t)f->world || (!f->settles && !op))
 		return;
-	if ((f->settles || op_here) && !(c->flags & CTRL_FINISHED) &&
-	    c->from < (uint32_t)f->world)
-		tell_one(f, &a, (int)c->from);
+	if (op)
+		shemb__fab_settle_account(op, (int)c->from, a.sent,
+					  &a.round0);
+	tell_one(f, &a, (int)c->from);
 }
 
 void shemb__fab_note_unsettled(struct fab *f, uint32_t seq)
@@ -299,7 +306,8 @@ void shemb__fab_note_unsettled(struct fab *f, uint32_t seq)
 }
 
 /* A peer failed an op, and accounts for what it sent this rank: the op
- * fails here too (and settles), or waits in f->early if not started. */
+ * fails here too (and settles, or is mopped up where ops do not
+ * settle), or waits in f->early if not started. */
 static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 {
 	struct op *op = find_op(f, c->seq);
@@ -311,11 +319,11 @@ static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 		if ((int32_t)(c->seq - f->next_seq) >= 0)
 			shemb__fab_note_early(f, c);
 		else
-			answer_finished(f, c, false);
+			answer_finished(f, c, NULL);
 		return;
 	}
 	if (op->done && !op->aborted) {
-		answer_finished(f, c, true);
+		answer_finished(f, c, op);
 		return;
 	}
 	if (!op->done) {

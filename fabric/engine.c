@@ -442,6 +442,10 @@ static void undefer(struct fab *f, struct op *op)
 
 static void refused(struct fab *f, struct xfer *x, ssize_t rc)
 {
+	if (x->op->done) { /* a failed op's late receive (mop.c) */
+		shemb__fab_maybe_free(f, x->op);
+		return;
+	}
 	shemb__fab_fail_op(f, x->op, SHEMB_EIO, "libfabric refused a %s with "
 			   "rank %d: %s", x->send ? "send" : "receive",
 			   x->peer, rc == -FI_EKEYREJECTED

@@ -106,15 +106,22 @@ struct shemb__ctrl {
 	int32_t status;
 	uint32_t flags;
 	uint32_t sent[NLANES];
-	char why[164];
+	uint32_t round0;             /* the round of the first of them */
+	char why[160];
 };
 
 /* The accounts of an op that peers failed before this rank started it:
  * the first one's status and reason, and the sum of their counts. */
+/* One peer's account of an op. */
+struct peer_account {
+	uint32_t sent[NLANES];
+	uint32_t round0;
+};
+
 struct early {
 	struct shemb__ctrl c;
 	int heard;
-	uint32_t (*by_peer)[NLANES]; /* where ops do not settle: each
+	struct peer_account *by_peer; /* where ops do not settle: each
 				      * peer's account (mop.c), or NULL */
 };
 
@@ -163,8 +170,9 @@ struct xfer {
 	bool drain;                  /* a receive of data sent to a rank
 				      * that refused the call, into
 				      * f->discard (engine.c, drain()) */
-	bool late;                   /* a drain of a failed op over shm,
-				      * not posted yet (mop.c) */
+	bool drain_late;             /* a drain of a failed op over shm
+				      * (mop.c) ... */
+	bool late;                   /* ... not posted yet */
 	size_t off;                  /* pull: the chunk's offset in the
 				      * peer's piece */
 	size_t copied;               /* pull: bytes of it copied so far */
@@ -256,12 +264,15 @@ struct op {
 	/* Where ops do not settle (mop.c): after it failed, op waits for
 	 * the peers' accounts (heard) and receives what they sent it */
 	bool mopping;
-	bool orphan;                 /* made for a call this rank had no
-				      * memory for */
+	bool orphan;                 /* made for a call that failed here at
+				      * its start */
+	bool lane_set;               /* an orphan's lane, from an account */
+	bool late_cancelled;         /* its late receives left on the
+				      * urgent lane, at the timeout */
 	uint64_t mop_ns;             /* when it failed */
 	int late_queued;             /* its drains not posted yet */
-	uint32_t (*early_sent)[NLANES]; /* the accounts that came before
-				      * it started, peer by peer */
+	struct peer_account *early_sent; /* the accounts that came
+				      * before it started, peer by peer */
 	struct xfer sink[NSINKS];
 };
 
@@ -567,9 +578,10 @@ void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c);
 uint64_t shemb__fab_now_ns(void);
 
 /* settle.c: a failed op's messages between the ranks, taken up */
-/* The messages of op this rank sent peer, lane by lane. */
+/* The messages of op this rank sent peer, lane by lane, and the round
+ * of the first (0 if none). */
 void shemb__fab_settle_account(const struct op *op, int peer,
-			       uint32_t sent[NLANES]);
+			       uint32_t sent[NLANES], uint32_t *round0);
 /* Whether op failed and its caller waits until it settles: accounts or
  * transfers outstanding, the engine not failed, the timeout not past. */
 bool shemb__fab_settle_pending(const struct op *op);
@@ -616,11 +628,11 @@ void shemb__fab_mop_timeouts(struct fab *f, uint64_t now);
 /* An op, done, for a call seq that failed here without one, to receive
  * what the peers sent for it; NULL where ops settle or without memory. */
 struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq);
-/* op failed at its start, its rounds never built, where ops do not
- * settle: kept as an orphan if peers' accounts came for it before it
- * started (early, peer by peer; freed here), true if so. */
+/* op failed at its start, its rounds never built (or cleared), where
+ * ops do not settle: kept as an orphan, true if so; early: the accounts
+ * that came before it started, peer by peer, or NULL (freed here). */
 bool shemb__fab_mop_unstarted(struct fab *f, struct op *op,
-			      uint32_t (*early)[NLANES]);
+			      struct peer_account *early);
 /* engine.c, for settle.c: op's transfers waiting to be posted, taken out
  * of the queues; a transfer queued to be posted; op freed if nothing
  * keeps it. */

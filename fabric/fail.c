@@ -124,7 +124,8 @@ static const struct xfer *awaited(const struct op *op)
 }
 
 /* Whom op waits for, and whether the receive it waits on was posted at
- * all (not, where the provider's receives were all taken). */
+ * all (not, where the provider took no more, the engine's own cap on
+ * receives was reached, or the bulk lane stayed read by a thread). */
 static void tell_awaited(const struct fab *f, const struct op *op,
 			 const struct xfer *x, char *buf, size_t len)
 {

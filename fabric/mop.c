@@ -21,7 +21,7 @@
  * sent.  Those that this op never handed to libfabric are received now,
  * each by its exact tag (no mask for shm to mismatch), into f->discard.
  * The op stays allocated until every peer's account came (or the timeout
- * passed, or the engine failed) and those receives were posted; its
+ * passed, or the engine failed) and those receives came back; its
  * caller does not wait for any of it.
  *
  * What a peer never sent is not asked for, and its receives posted here
@@ -52,20 +52,31 @@ void shemb__fab_mop_begin(struct fab *f, struct op *op)
 	op->mop_ns = shemb__fab_now_ns();
 }
 
-/* What of op's messages from peer is taken by its receives in order:
- * with single copy (acks, copies) or after a refusal (drains of their
- * own, engine.c), the order above does not hold, and nothing is asked
- * for. */
-static bool orderly(const struct op *op)
+/* Whether op's receives from peer take its messages in order: not with
+ * single copy (copies, and empty messages after them), nor where this
+ * rank refused the call, nor from a peer that refused it or whose counts
+ * disagreed (its transfers dropped, its data taken by drains of their
+ * own: engine.c). */
+static bool in_order(const struct op *op, int peer)
 {
-	return !op->pull && !op->refusing && !op->refused;
+	if (op->pull || op->refusing)
+		return false;
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++)
+			if (op->rounds[r].x[i].peer == peer &&
+			    op->rounds[r].x[i].dropped)
+				return false;
+	for (const struct drain *d = op->drains; d; d = d->next)
+		if (d->n && d->x[0].peer == peer && !d->x[0].drain_late)
+			return false;
+	return true;
 }
 
 /* The receives of op from peer that took no message yet though peer
  * sent it one: those never handed to libfabric among the first sent[l]
- * of lane l (all, if peer finished op). */
+ * of lane l. */
 static int unreceived(const struct op *op, int peer, const uint32_t *sent,
-		      bool finished, struct xfer **out, int max)
+		      struct xfer **out, int max)
 {
 	uint32_t seen[NLANES] = { 0 };
 	int n = 0;
@@ -78,9 +89,7 @@ static int unreceived(const struct op *op, int peer, const uint32_t *sent,
 			if (x->peer != peer || !shemb__xfer_takes_message(x))
 				continue;
 			l = shemb__xfer_lane(x);
-			if (!finished && seen[l]++ >= sent[l])
-				continue;
-			if (x->handed || x->dropped)
+			if (seen[l]++ >= sent[l] || x->handed)
 				continue;
 			if (out && n < max)
 				out[n] = x;
@@ -97,7 +106,7 @@ static void queue_late(struct fab *f, struct op *op, struct xfer *x,
 	memset(x, 0, sizeof(*x));
 	x->op = op;
 	x->peer = peer;
-	x->drain = x->late = true;
+	x->drain = x->late = x->drain_late = true;
 	x->is_hdr = is_hdr; /* its lane */
 	x->buf = f->discard;
 	x->len = len < f->discard_len ? len : f->discard_len;
@@ -119,9 +128,9 @@ static struct drain *new_drain(struct op *op, int n)
 }
 
 static void mop_peer(struct fab *f, struct op *op, int peer,
-		     const uint32_t *sent, bool finished)
+		     const uint32_t *sent)
 {
-	int n = unreceived(op, peer, sent, finished, NULL, 0);
+	int n = unreceived(op, peer, sent, NULL, 0);
 	struct xfer **of;
 	struct drain *d;
 
@@ -130,7 +139,7 @@ static void mop_peer(struct fab *f, struct op *op, int peer,
 	of = calloc((size_t)n, sizeof(*of));
 	d = of ? new_drain(op, n) : NULL;
 	if (d) { /* else left unreceived, as before */
-		unreceived(op, peer, sent, finished, of, n);
+		unreceived(op, peer, sent, of, n);
 		for (int k = 0; k < n; k++)
 			queue_late(f, op, &d->x[k], peer, of[k]->tag,
 				   of[k]->is_hdr, of[k]->len);
@@ -139,31 +148,50 @@ static void mop_peer(struct fab *f, struct op *op, int peer,
 }
 
 /*
- * A call this rank found no memory for has no op here, and its peers may
- * have sent it their first round's messages before they learned of it:
- * the header (on the urgent lane, first), and the chunks of a piece that
- * did not wait for this rank's header (of an urgent call on that lane
- * after it, else on the bulk lane); nothing of later rounds, which wait
- * for this rank.  Those are received by an op made for them (orphan()).
+ * A call that failed here at its start has no rounds here, and its peers
+ * may have sent this rank messages before they learned of it: a header,
+ * in the first round in which they send to this rank (round0 of their
+ * account: round 0 of a one-round call, a later one of a pairwise
+ * alltoallv or a barrier, which need not wait for this rank to get
+ * there), and, in a one-round call, the chunks of a piece that did not
+ * wait for this rank's header (an urgent call's after the header on the
+ * urgent lane, else on the bulk lane); nothing after, which waits for
+ * this rank.  Those are received by the op kept for them (an orphan).
+ * The call's lane is the first account's with data; one that disagrees
+ * is not followed.
  */
+static bool orphan_lane(struct op *op, uint32_t nu, uint32_t nb)
+{
+	int lane = nu > 1 ? LANE_URGENT : LANE_BULK;
+
+	if (nu <= 1 && nb == 0)
+		return true; /* a header at most */
+	if (op->lane_set)
+		return op->lane == lane;
+	op->lane = lane;
+	op->lane_set = true;
+	return true;
+}
+
 static void mop_unbuilt(struct fab *f, struct op *op, int peer,
-			const uint32_t *sent)
+			const uint32_t *sent, uint32_t round)
 {
 	uint32_t nu = sent[LANE_URGENT], nb = sent[LANE_BULK];
 	size_t len = f->discard_len;
 	struct drain *d;
 
-	if (nu + nb == 0 || (nu > 1 && nb > 0) || nu + nb > MAX_CHUNKS)
-		return; /* not a call's first round */
-	if (nu > 1)
-		op->lane = LANE_URGENT;
+	if (nu + nb == 0 || (nu > 1 && nb > 0) || nu + nb > MAX_CHUNKS ||
+	    round >= MAX_ROUNDS || (nu + nb > 1 && round > 0) ||
+	    !orphan_lane(op, nu, nb))
+		return; /* not what a call sends a rank not in it */
 	d = new_drain(op, (int)(nu + nb));
 	for (uint32_t k = 0; d && k < nu + nb; k++) {
 		bool hdr = k == 0 && nu > 0;
 		uint32_t chunk = nu ? k - 1 : k;
 
 		queue_late(f, op, &d->x[k], peer,
-			   hdr ? shemb__fab_tag(TAG_HDR, op->seq, 0, 0)
+			   hdr ? shemb__fab_tag(TAG_HDR, op->seq, (int)round,
+						0)
 			       : shemb__fab_tag(TAG_DATA, op->seq, 0,
 						(int)chunk),
 			   hdr, len);
@@ -198,22 +226,24 @@ struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq)
 }
 
 /*
- * Peers that failed the call before this rank started it may have sent
- * it their first round's messages all the same (their headers, sent at
- * their start): those are received as an orphan's, from the accounts
- * that came early (op->heard counts them already), and the accounts
- * still to come are taken as for any orphan.
+ * A call that failed at its start here (peers failed it first, or this
+ * rank could not build it): the peers that had started it may have sent
+ * this rank messages all the same (their headers, sent at their start).
+ * The op is kept as an orphan to receive them, from the accounts that
+ * came early (op->heard counts them already, peer by peer in early) and
+ * those still to come.
  */
 bool shemb__fab_mop_unstarted(struct fab *f, struct op *op,
-			      uint32_t (*early)[NLANES])
+			      struct peer_account *early)
 {
-	bool adopted = early && !f->settles && !f->failed;
+	bool adopted = !f->settles && !f->failed;
 
 	if (adopted) {
 		adopt(f, op);
-		for (int p = 0; p < f->world; p++)
+		for (int p = 0; early && p < f->world; p++)
 			if (p != f->rank)
-				mop_unbuilt(f, op, p, early[p]);
+				mop_unbuilt(f, op, p, early[p].sent,
+					    early[p].round0);
 		shemb__fab_maybe_free(f, op);
 	}
 	free(early);
@@ -235,7 +265,7 @@ static void cancel_unsent(struct fab *f, struct op *op, int peer,
 {
 	uint32_t seen = 0;
 
-	if (sent > 0 && !orderly(op))
+	if (sent > 0 && !in_order(op, peer))
 		return;
 	for (int r = 0; r < op->nrounds; r++)
 		for (int i = 0; i < op->rounds[r].nx; i++) {
@@ -249,40 +279,40 @@ static void cancel_unsent(struct fab *f, struct op *op, int peer,
 		}
 }
 
+/* A peer's account of op, or its answer that it finished op (which
+ * carries its account: ctrl.c, answer_finished). */
 void shemb__fab_mop_hear(struct fab *f, struct op *op,
 			 const struct shemb__ctrl *c)
 {
 	int from = (int)c->from;
-	bool finished = (c->flags & CTRL_FINISHED) != 0;
 
 	if (!op->mopping || op->heard >= f->world - 1)
 		return;
 	op->heard++;
 	if (from < 0 || from >= f->world || from == f->rank)
 		return;
-	if (op->orphan && !finished)
-		mop_unbuilt(f, op, from, c->sent);
-	else if (orderly(op))
-		mop_peer(f, op, from, c->sent, finished);
-	if (!finished)
-		cancel_unsent(f, op, from, c->sent[LANE_URGENT]);
+	if (op->orphan)
+		mop_unbuilt(f, op, from, c->sent, c->round0);
+	else if (in_order(op, from))
+		mop_peer(f, op, from, c->sent);
+	cancel_unsent(f, op, from, c->sent[LANE_URGENT]);
 	shemb__fab_maybe_free(f, op); /* posted with the next batch */
 }
 
 /*
- * An orphan's receive on the urgent lane that did not complete within
- * the timeout was a wrong guess (a header of a later round, which a
- * dissemination barrier of 4 ranks or more may send a rank first): the
- * peer's urgent messages all came before its account (shm delivers a
- * lane's messages from one peer in order), so the one guessed never
- * comes, and cancelling it races nothing.
+ * A late receive on the urgent lane that did not complete within the
+ * timeout was a wrong guess (an orphan's, of a round a call sends a rank
+ * first that is not the one its account names): the peer's urgent
+ * messages all came before its account (shm delivers a lane's messages
+ * from one peer in order), so the one guessed never comes, and
+ * cancelling it races nothing.
  */
-static void cancel_guesses(struct fab *f, struct op *op)
+static void cancel_late(struct fab *f, struct op *op)
 {
-	op->orphan = false; /* once */
+	op->late_cancelled = true;
 	for (struct drain *d = op->drains; d; d = d->next)
 		for (int k = 0; k < d->n; k++)
-			if (d->x[k].posted &&
+			if (d->x[k].drain_late && d->x[k].posted &&
 			    shemb__xfer_lane(&d->x[k]) == LANE_URGENT)
 				fi_cancel(&f->ep[LANE_URGENT]->fid,
 					  &d->x[k].fctx);
@@ -295,10 +325,10 @@ void shemb__fab_mop_timeouts(struct fab *f, uint64_t now)
 
 	for (struct op *op = f->ops, *next; op; op = next) {
 		next = op->next; /* may be freed */
-		if (now - op->mop_ns < limit)
+		if (!op->mop_ns || now - op->mop_ns < limit)
 			continue;
-		if (op->orphan && op->posted > 0)
-			cancel_guesses(f, op);
+		if (!op->late_cancelled && op->posted > 0)
+			cancel_late(f, op);
 		if (op->mopping) {
 			op->mopping = false;
 			shemb__fab_maybe_free(f, op);

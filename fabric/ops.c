@@ -129,7 +129,8 @@ int shemb__fab_build_refusal(struct op *op, int status)
  * aborts peers sent for it), and the others are told, so that they fail
  * it too and every rank stays in step.  A spare op settles it; without
  * one (earlier ghosts still settling after the wait for one), the others
- * are only told, and what they send here stays. */
+ * are only told, and what they send here stays (over shm, where nothing
+ * settles, an orphan made from their later accounts takes it: mop.c). */
 static int start_without_memory(struct fab *f, char *why, size_t len)
 {
 	struct op none = { .f = f }, *ghost = NULL;

@@ -93,11 +93,26 @@ static void tally(const struct op *op, int peer, bool sent,
 	each_xfer((struct op *)op, tally_one, &t);
 }
 
+/* The round of op's first message handed over to peer, 0 if none. */
+static uint32_t first_round(const struct op *op, int peer)
+{
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++) {
+			const struct xfer *x = &op->rounds[r].x[i];
+
+			if (x->peer == peer && x->handed &&
+			    shemb__xfer_sends_message(x))
+				return (uint32_t)r;
+		}
+	return 0;
+}
+
 void shemb__fab_settle_account(const struct op *op, int peer,
-			       uint32_t sent[NLANES])
+			       uint32_t sent[NLANES], uint32_t *round0)
 {
 	memset(sent, 0, NLANES * sizeof(sent[0]));
 	tally(op, peer, true, sent);
+	*round0 = first_round(op, peer);
 }
 
 /* Settled, and libfabric gave every transfer back. */
@@ -246,7 +261,7 @@ void shemb__fab_sink_done(struct fab *f, struct xfer *x, int err)
  * any failed op, and nobody waits for it (its caller got the error). */
 void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status)
 {
-	uint32_t (*early)[NLANES] = op->early_sent;
+	struct peer_account *early = op->early_sent;
 
 	op->early_sent = NULL;
 	shemb__fab_clear_op(op);

@@ -361,8 +361,9 @@ START_TEST(early_aborts_all_taken)
 		uint32_t bulk = p == 1 ? 2 : p == 3 ? 5 : 0;
 		uint32_t urgent = p == 1 ? 1 : p == 3 ? 7 : 0;
 
-		ck_assert_uint_eq(op.early_sent[p][LANE_BULK], bulk);
-		ck_assert_uint_eq(op.early_sent[p][LANE_URGENT], urgent);
+		ck_assert_uint_eq(op.early_sent[p].sent[LANE_BULK], bulk);
+		ck_assert_uint_eq(op.early_sent[p].sent[LANE_URGENT],
+				  urgent);
 	}
 	free(op.early_sent);
 	ck_assert_int_eq(f.nearly, 1);
