@@ -460,9 +460,11 @@ unsigned long shemb__fabric_wrong_messages(void *comm)
 	return atomic_load(&((struct fab *)comm)->wrong_messages);
 }
 
-int shemb__fabric_ops_held(void *comm, int ms)
+/* count(f), progressing the transfers for up to ms until it is 0; -1 if
+ * the engine's lock cannot be had. */
+static int count_settled(struct fab *f, int ms,
+			 int (*count)(const struct fab *))
 {
-	struct fab *f = comm;
 	uint64_t until = shemb__fab_now_ns() + (uint64_t)ms * 1000000u;
 	struct timespec nap = { .tv_nsec = 1000000 };
 	int n;
@@ -471,11 +473,35 @@ int shemb__fabric_ops_held(void *comm, int ms)
 		if (shemb__fab_lock(f, NULL, 0))
 			return -1;
 		shemb__fab_progress(f, true);
-		n = count_ops(f);
+		n = count(f);
 		pthread_mutex_unlock(&f->lock);
 		if (n == 0 || shemb__fab_now_ns() >= until)
 			return n;
 		nanosleep(&nap, NULL);
 	}
+}
+
+int shemb__fabric_ops_held(void *comm, int ms)
+{
+	return count_settled(comm, ms, count_ops);
+}
+
+/* Late receives (mop.c) posted or queued: each asks for a message a
+ * peer's account says it sent, which comes at once. */
+static int count_late(const struct fab *f)
+{
+	int n = 0;
+
+	for (const struct op *op = f->ops; op; op = op->next)
+		for (const struct drain *d = op->drains; d; d = d->next)
+			for (int k = 0; k < d->n; k++)
+				n += d->x[k].drain_late &&
+				     (d->x[k].posted || d->x[k].late);
+	return n;
+}
+
+int shemb__fabric_late_receives(void *comm, int ms)
+{
+	return count_settled(comm, ms, count_late);
 }
 

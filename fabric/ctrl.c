@@ -311,12 +311,12 @@ void shemb__fab_note_unsettled(struct fab *f, uint32_t seq)
 static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 {
 	struct op *op = find_op(f, c->seq);
+	bool started = (int32_t)(c->seq - f->next_seq) < 0;
 
-	if (!op && (int32_t)(c->seq - f->next_seq) < 0 &&
-	    failed_without_op(f, c->seq))
+	if (!op && started && failed_without_op(f, c->seq))
 		op = shemb__fab_mop_orphan(f, c->seq); /* NULL if settling */
 	if (!op) {
-		if ((int32_t)(c->seq - f->next_seq) >= 0)
+		if (!started)
 			shemb__fab_note_early(f, c);
 		else
 			answer_finished(f, c, NULL);

@@ -54,5 +54,10 @@ unsigned long shemb__fabric_wrong_messages(void *comm);
  * their transfers had up to ms to complete (tests: a failed collective
  * must leave none behind); -1 if the engine's lock cannot be had. */
 int shemb__fabric_ops_held(void *comm, int ms);
+/* The receives of failed collectives' messages (fabric/mop.c, over shm)
+ * still waiting once their messages had up to ms to come (tests: a
+ * receive asked for a message that was never sent, none); -1 if the
+ * engine's lock cannot be had. */
+int shemb__fabric_late_receives(void *comm, int ms);
 
 #endif

@@ -72,14 +72,14 @@ static bool in_order(const struct op *op, int peer)
 	return true;
 }
 
-/* The receives of op from peer that took no message yet though peer
- * sent it one: those never handed to libfabric among the first sent[l]
- * of lane l. */
-static int unreceived(const struct op *op, int peer, const uint32_t *sent,
-		      struct xfer **out, int max)
+/* fn on each of op's receives from peer that takes a message, in the
+ * order they take the peer's messages, lane by lane, with whether peer
+ * sent that message (it is among the first sent[l] of its lane l). */
+static void each_from(struct op *op, int peer, const uint32_t *sent,
+		      void (*fn)(struct xfer *x, bool was_sent, void *arg),
+		      void *arg)
 {
 	uint32_t seen[NLANES] = { 0 };
-	int n = 0;
 
 	for (int r = 0; r < op->nrounds; r++)
 		for (int i = 0; i < op->rounds[r].nx; i++) {
@@ -89,13 +89,8 @@ static int unreceived(const struct op *op, int peer, const uint32_t *sent,
 			if (x->peer != peer || !shemb__xfer_takes_message(x))
 				continue;
 			l = shemb__xfer_lane(x);
-			if (seen[l]++ >= sent[l] || x->handed)
-				continue;
-			if (out && n < max)
-				out[n] = x;
-			n++;
+			fn(x, seen[l]++ < sent[l], arg);
 		}
-	return n;
 }
 
 /* A receive into f->discard of the message of tag, len bytes at most,
@@ -127,24 +122,40 @@ static struct drain *new_drain(struct op *op, int n)
 	return d;
 }
 
+/* The receives of the messages a peer sent that no receive here was
+ * handed to libfabric for: counted, then queued into d. */
+struct unreceived {
+	struct fab *f;
+	struct drain *d;
+	int n;
+};
+
+static void count_unreceived(struct xfer *x, bool was_sent, void *arg)
+{
+	struct unreceived *u = arg;
+
+	u->n += was_sent && !x->handed;
+}
+
+static void receive_late(struct xfer *x, bool was_sent, void *arg)
+{
+	struct unreceived *u = arg;
+
+	if (was_sent && !x->handed)
+		queue_late(u->f, x->op, &u->d->x[u->n++], x->peer, x->tag,
+			   x->is_hdr, x->len);
+}
+
 static void mop_peer(struct fab *f, struct op *op, int peer,
 		     const uint32_t *sent)
 {
-	int n = unreceived(op, peer, sent, NULL, 0);
-	struct xfer **of;
-	struct drain *d;
+	struct unreceived u = { .f = f };
 
-	if (!n)
-		return;
-	of = calloc((size_t)n, sizeof(*of));
-	d = of ? new_drain(op, n) : NULL;
-	if (d) { /* else left unreceived, as before */
-		unreceived(op, peer, sent, of, n);
-		for (int k = 0; k < n; k++)
-			queue_late(f, op, &d->x[k], peer, of[k]->tag,
-				   of[k]->is_hdr, of[k]->len);
-	}
-	free(of);
+	each_from(op, peer, sent, count_unreceived, &u);
+	if (!u.n || !(u.d = new_drain(op, u.n)))
+		return; /* nothing, or left unreceived as before */
+	u.n = 0;
+	each_from(op, peer, sent, receive_late, &u);
 }
 
 /*
@@ -251,32 +262,21 @@ bool shemb__fab_mop_unstarted(struct fab *f, struct op *op,
 }
 
 /*
- * The receives of op from peer, posted on the urgent lane, whose message
- * peer did not send (beyond the first sent of that lane; any, where it
- * sent none), and never will: its op failed, and it sends nothing more
- * for it.  Cancelled, which is safe here (no message can race the
- * cancel), and frees the receive shm would hold for good (it holds
- * 1024): a rank without memory for a call leaves every peer's header
- * receive for its own header so.  Not on the bulk lane, whose
- * completions another thread may be reading (fabric/README.md).
+ * A receive posted on the urgent lane whose message the peer did not send
+ * (beyond the first it sent of that lane), and never will: its op
+ * failed, and it sends nothing more for it.  Cancelled, which is safe
+ * here (no message can race the cancel), and frees the receive shm would
+ * hold for good (it holds 1024): a rank without memory for a call leaves
+ * every peer's header receive for its own header so.  Not on the bulk
+ * lane, whose completions another thread may be reading
+ * (fabric/README.md).
  */
-static void cancel_unsent(struct fab *f, struct op *op, int peer,
-			  uint32_t sent)
+static void cancel_unsent(struct xfer *x, bool was_sent, void *arg)
 {
-	uint32_t seen = 0;
+	struct fab *f = arg;
 
-	if (sent > 0 && !in_order(op, peer))
-		return;
-	for (int r = 0; r < op->nrounds; r++)
-		for (int i = 0; i < op->rounds[r].nx; i++) {
-			struct xfer *x = &op->rounds[r].x[i];
-
-			if (x->peer != peer || !shemb__xfer_takes_message(x) ||
-			    shemb__xfer_lane(x) != LANE_URGENT)
-				continue;
-			if (seen++ >= sent && x->posted)
-				fi_cancel(&f->ep[LANE_URGENT]->fid, &x->fctx);
-		}
+	if (!was_sent && x->posted && shemb__xfer_lane(x) == LANE_URGENT)
+		fi_cancel(&f->ep[LANE_URGENT]->fid, &x->fctx);
 }
 
 /* A peer's account of op, or its answer that it finished op (which
@@ -291,11 +291,14 @@ void shemb__fab_mop_hear(struct fab *f, struct op *op,
 	op->heard++;
 	if (from < 0 || from >= f->world || from == f->rank)
 		return;
-	if (op->orphan)
+	if (op->orphan) {
 		mop_unbuilt(f, op, from, c->sent, c->round0);
-	else if (in_order(op, from))
+	} else if (in_order(op, from)) {
 		mop_peer(f, op, from, c->sent);
-	cancel_unsent(f, op, from, c->sent[LANE_URGENT]);
+		each_from(op, from, c->sent, cancel_unsent, f);
+	} else if (c->sent[LANE_URGENT] == 0) { /* none sent: order moot */
+		each_from(op, from, c->sent, cancel_unsent, f);
+	}
 	shemb__fab_maybe_free(f, op); /* posted with the next batch */
 }
 

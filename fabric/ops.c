@@ -145,7 +145,7 @@ static int start_without_memory(struct fab *f, char *why, size_t len)
 	if (!ghost) { /* the others do not wait for it to settle */
 		shemb__fab_note_unsettled(f, none.seq);
 		shemb__fab_early_abort(f, &none);
-		free(none.early_sent); /* no memory to receive with */
+		shemb__fab_clear_op(&none); /* no memory to receive with */
 		none.status = SHEMB_ENOMEM;
 		none.relayed = false;
 		none.unsettled = true;

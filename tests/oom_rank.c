@@ -41,6 +41,9 @@
  *     --shortage, only where failed collectives settle (not over shm,
  *     where a collective failed by control message may leave receives
  *     posted: fabric/README.md);
+ *   - at the end, over shm, every receive that took up a failed call's
+ *     message a peer said it sent (fabric/mop.c) got it: none asked for
+ *     a round or chunk the message was not sent in;
  *   - control messages are injected, so that a rank without memory can
  *     tell the others (unless SHEMB_FABRIC_CTRL_RECORDS asks for records);
  *   - with --shortage and --caller, where calls settle, first a burst:
@@ -805,6 +808,7 @@ int main(int argc, char **argv)
 	for (int t = 0; t < NT; t++)
 		CHECK_RC(ctx, shemb_table_destroy(tabs[t]));
 	check_no_wrong_message(ctx);
+	check_no_late_receive(ctx);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	free_kept();
 	return 0;

@@ -60,4 +60,16 @@ static inline void check_no_wrong_message(shemb_ctx *ctx)
 		     "message", n);
 }
 
+/* Every receive that took up a failed collective's message over shm
+ * got its message: each asked for one that a peer's account said was
+ * sent, by the tag of the round and chunk it was sent in. */
+static inline void check_no_late_receive(shemb_ctx *ctx)
+{
+	int n = shemb__fabric_late_receives(ctx->comm, 5000);
+
+	if (n)
+		FAIL("%d receives of failed collectives' messages still "
+		     "wait (-1: the transport's lock was not had)", n);
+}
+
 #endif
