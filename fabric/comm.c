@@ -349,6 +349,7 @@ void shemb__fab_free(struct fab *f)
 	shemb__fab_free_ctrl(f);
 	for (int i = 0; i < f->nearly; i++)
 		free(f->early[i].by_peer);
+	free(f->unsettled_room);
 	while (f->ops) {
 		struct op *op = f->ops;
 
@@ -403,7 +404,8 @@ int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 	rc = connect_ranks(f, cfg, err, errlen);
 	/* what a failed op needs to settle without memory (settle.c) */
 	if (!rc && (shemb__fab_ctrl_spares(f) || shemb__fab_ghost_spares(f) ||
-		    !shemb__fab_discard_room(f))) {
+		    !shemb__fab_discard_room(f) ||
+		    shemb__fab_unsettled_room(f))) {
 		snprintf(err, errlen, "no memory for control messages");
 		rc = SHEMB_ENOMEM;
 	}

@@ -217,10 +217,11 @@ void shemb__fab_tell_all(struct fab *f, struct op *op)
 {
 	struct shemb__ctrl c = { .magic = CTRL_MAGIC, .seq = op->seq,
 				 .from = (uint32_t)f->rank,
-				 .status = op->status,
-				 .flags = (op->relayed ? CTRL_RELAYED : 0) |
-					  (op->unsettled ? CTRL_UNSETTLED : 0) };
+				 .status = op->status };
 
+	c.flags = (op->relayed ? CTRL_RELAYED : 0) |
+		  (op->unsettled ? CTRL_UNSETTLED : 0) |
+		  (op->disagreed ? CTRL_DISAGREED : 0);
 	snprintf(c.why, sizeof(c.why), "%.*s", (int)sizeof(c.why) - 1,
 		 op->why);
 	for (int p = 0; p < f->world; p++) {
@@ -271,19 +272,24 @@ void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c)
 	}
 }
 
+struct unsettled *shemb__fab_unsettled(struct fab *f, uint32_t seq)
+{
+	for (unsigned i = 0; i < f->nunsettled && i < UNSETTLED_RING; i++)
+		if (f->unsettled[i].seq == seq)
+			return &f->unsettled[i];
+	return NULL;
+}
+
+static bool failed_without_op(struct fab *f, uint32_t seq)
+{
+	return shemb__fab_unsettled(f, seq) != NULL;
+}
+
 /* A peer failed an op that this rank finished (and maybe freed): it sent
  * the peer everything the peer's op expects from it.  Where ops do not
  * settle, a freed op may have failed here too, and one that ended as a
  * refusal did not send everything: only an op still here is answered
  * for, with its account (mop.c). */
-static bool failed_without_op(const struct fab *f, uint32_t seq)
-{
-	for (unsigned i = 0; i < f->nunsettled && i < UNSETTLED_RING; i++)
-		if (f->unsettled[i] == seq)
-			return true;
-	return false;
-}
-
 static void answer_finished(struct fab *f, const struct shemb__ctrl *c,
 			    const struct op *op)
 {
@@ -300,9 +306,34 @@ static void answer_finished(struct fab *f, const struct shemb__ctrl *c,
 	tell_one(f, &a, (int)c->from);
 }
 
-void shemb__fab_note_unsettled(struct fab *f, uint32_t seq)
+int shemb__fab_unsettled_room(struct fab *f)
 {
-	f->unsettled[f->nunsettled++ % UNSETTLED_RING] = seq;
+	size_t n = (size_t)f->world;
+
+	f->unsettled_room = calloc(UNSETTLED_RING * n,
+				   sizeof(*f->unsettled_room));
+	if (!f->unsettled_room)
+		return SHEMB_ENOMEM;
+	for (size_t i = 0; i < UNSETTLED_RING; i++)
+		f->unsettled[i].early = f->unsettled_room + i * n;
+	return 0;
+}
+
+/* A slot not taken up in eight calls is reused: what its accounts name
+ * stays unreceived. */
+void shemb__fab_note_unsettled(struct fab *f, struct op *none)
+{
+	struct unsettled *u = &f->unsettled[f->nunsettled++ %
+					    UNSETTLED_RING];
+	size_t n = (size_t)f->world * sizeof(*u->early);
+
+	u->seq = none->seq;
+	u->heard = none->heard;
+	u->kept = !f->settles;
+	if (none->early_sent)
+		memcpy(u->early, none->early_sent, n);
+	else
+		memset(u->early, 0, n);
 }
 
 /* A peer failed an op, and accounts for what it sent this rank: the op
@@ -313,8 +344,13 @@ static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 	struct op *op = find_op(f, c->seq);
 	bool started = (int32_t)(c->seq - f->next_seq) < 0;
 
-	if (!op && started && failed_without_op(f, c->seq))
+	if (!op && started && failed_without_op(f, c->seq)) {
 		op = shemb__fab_mop_orphan(f, c->seq); /* NULL if settling */
+		if (!op) { /* or without memory */
+			shemb__fab_mop_keep(f, c);
+			return;
+		}
+	}
 	if (!op) {
 		if (!started)
 			shemb__fab_note_early(f, c);
@@ -328,6 +364,7 @@ static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 	}
 	if (!op->done) {
 		op->relayed = true;
+		op->disagreed = (c->flags & CTRL_DISAGREED) != 0;
 		if (c->flags & CTRL_RELAYED)
 			shemb__fab_fail_op(f, op, c->status, "%s", c->why);
 		else

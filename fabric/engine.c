@@ -136,7 +136,7 @@ void shemb__fab_gave_back(struct fab *f, struct op *op)
 	if (op->settling)
 		shemb__fab_settle_check(f, op);
 	else
-		shemb__fab_maybe_free(f, op);
+		shemb__fab_mop_gave_back(f, op);
 }
 
 static void finish(struct fab *f, struct op *op, int status)
@@ -534,6 +534,7 @@ static void post_queue(struct fab *f, bool send)
 /* The peers learn it as the op settles (settle.c). */
 static void mismatch(struct fab *f, struct op *op)
 {
+	op->disagreed = true;
 	shemb__fab_fail_op(f, op, SHEMB_EINVAL, NULL);
 }
 
@@ -760,7 +761,9 @@ static int read_cq(struct fab *f, int lane)
 	if (unlocked) {
 		pthread_mutex_lock(&f->lock);
 		f->bulk_reader = false;
-		post_queue(f, false); /* what waited for the read */
+		/* what waited for the read */
+		shemb__fab_mop_cancel_deferred(f);
+		post_queue(f, false);
 	}
 	for (ssize_t i = 0; i < n; i++)
 		on_completion(f, e[i].op_context, e[i].len,

@@ -98,6 +98,8 @@ struct shemb__hdr {
 #define CTRL_UNSETTLED 4u    /* the sender cannot settle the op (no
 			      * memory for it): the receiver does not
 			      * wait for it to */
+#define CTRL_DISAGREED 8u    /* calls of the op disagreed: the peers may
+			      * have built other collectives (mop.c) */
 
 struct shemb__ctrl {
 	uint32_t magic;
@@ -125,8 +127,18 @@ struct early {
 				      * peer's account (mop.c), or NULL */
 };
 
-/* The last calls this rank failed at their start without an op. */
+/* The last calls this rank failed at their start without an op, each
+ * with the accounts that came for it while there was no op to take them
+ * (kept: mop.c takes them up once it has the memory for one).  Their
+ * room is made with the engine: they come during a shortage. */
 #define UNSETTLED_RING 8
+
+struct unsettled {
+	uint32_t seq;
+	int heard;
+	bool kept;
+	struct peer_account *early;  /* world of them */
+};
 
 struct fab;
 struct op;
@@ -173,6 +185,9 @@ struct xfer {
 	bool drain_late;             /* a drain of a failed op over shm
 				      * (mop.c) ... */
 	bool late;                   /* ... not posted yet */
+	bool cancel_later;           /* a receive on the bulk lane to
+				      * cancel once no thread reads that
+				      * lane (mop.c) */
 	size_t off;                  /* pull: the chunk's offset in the
 				      * peer's piece */
 	size_t copied;               /* pull: bytes of it copied so far */
@@ -269,6 +284,13 @@ struct op {
 	bool lane_set;               /* an orphan's lane, from an account */
 	bool late_cancelled;         /* its late receives left on the
 				      * urgent lane, at the timeout */
+	bool disagreed;              /* it failed as calls that disagree
+				      * (another collective, another lane):
+				      * the peers' messages need not follow
+				      * its receives (mop.c) */
+	bool mop_wait;               /* its caller waits until every
+				      * message sent for it came and its
+				      * receives came back */
 	uint64_t mop_ns;             /* when it failed */
 	int late_queued;             /* its drains not posted yet */
 	struct peer_account *early_sent; /* the accounts that came
@@ -343,6 +365,7 @@ struct fab {
 	bool bulk_reader;            /* a thread reads the bulk lane's
 				      * completions (without the lock) */
 	uint64_t bulk_read_ns;       /* ... since then */
+	int bulk_cancels;            /* receives marked cancel_later */
 	atomic_int callers;          /* callers waiting for the lock: the
 				      * thread lets them in (a collective
 				      * started meanwhile must not wait for
@@ -378,9 +401,11 @@ struct fab {
 	int nearly;
 	struct shemb__spares op_spares; /* ops for a start without memory,
 				      * so that it can settle */
-	uint32_t unsettled[UNSETTLED_RING]; /* ops failed here without
-				      * one: not answered as finished */
+	struct unsettled unsettled[UNSETTLED_RING]; /* ops failed here
+				      * without one: not answered as
+				      * finished */
 	unsigned nunsettled;
+	struct peer_account *unsettled_room; /* their early accounts */
 
 	/* The largest scratch buffer of a finished allreduce, kept for the
 	 * next: buffers this large come from the allocator's eagerly purged
@@ -606,9 +631,13 @@ void shemb__fab_settle_unstarted(struct fab *f, struct op *op, int status);
  * are settling, or NULL. */
 int shemb__fab_ghost_spares(struct fab *f);
 struct op *shemb__fab_ghost(struct fab *f);
-/* seq failed here at its start without an op: recorded, so that no
- * account for it is answered as finished (ctrl.c). */
-void shemb__fab_note_unsettled(struct fab *f, uint32_t seq);
+/* none's call failed here at its start without an op: recorded, so
+ * that no account for it is answered as finished (ctrl.c), with the
+ * accounts that came before, taken from none. */
+void shemb__fab_note_unsettled(struct fab *f, struct op *none);
+struct unsettled *shemb__fab_unsettled(struct fab *f, uint32_t seq);
+/* The room of the ring's accounts: 0 or SHEMB_ENOMEM. */
+int shemb__fab_unsettled_room(struct fab *f);
 /* A ghost's memory, a spare again (else freed). */
 void shemb__fab_drop_op(struct op *op);
 /* Stop settling op (a peer cannot, or its accounts did not come within
@@ -625,6 +654,12 @@ void shemb__fab_mop_hear(struct fab *f, struct op *op,
 			 const struct shemb__ctrl *c);
 bool shemb__fab_mop_pending(const struct op *op);
 void shemb__fab_mop_timeouts(struct fab *f, uint64_t now);
+/* Whether op's caller still waits for its mopping up; a transfer of op,
+ * failed, came back; the cancels held back while a thread read the bulk
+ * lane, made (with the lock, no thread reading it). */
+bool shemb__fab_mop_waits(const struct op *op);
+void shemb__fab_mop_gave_back(struct fab *f, struct op *op);
+void shemb__fab_mop_cancel_deferred(struct fab *f);
 /* An op, done, for a call seq that failed here without one, to receive
  * what the peers sent for it; NULL where ops settle or without memory. */
 struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq);
@@ -633,6 +668,11 @@ struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq);
  * that came before it started, peer by peer, or NULL (freed here). */
 bool shemb__fab_mop_unstarted(struct fab *f, struct op *op,
 			      struct peer_account *early);
+/* Orphans for the calls failed here without an op whose accounts were
+ * kept for want of memory, now that there may be some; an account of
+ * such a call kept, no orphan made for it. */
+void shemb__fab_mop_kept(struct fab *f);
+void shemb__fab_mop_keep(struct fab *f, const struct shemb__ctrl *c);
 /* engine.c, for settle.c: op's transfers waiting to be posted, taken out
  * of the queues; a transfer queued to be posted; op freed if nothing
  * keeps it. */

@@ -20,13 +20,13 @@
  * on both sides), so the first n of those receives are the n messages
  * sent.  Those that this op never handed to libfabric are received now,
  * each by its exact tag (no mask for shm to mismatch), into f->discard.
- * The op stays allocated until every peer's account came (or the timeout
- * passed, or the engine failed) and those receives came back; its
- * caller does not wait for any of it.
- *
  * What a peer never sent is not asked for, and its receives posted here
- * on the urgent lane are cancelled (cancel_unsent()).  Under the engine's
- * lock.
+ * are cancelled (cancel_unsent()).  The op stays allocated until every
+ * peer's account came (or the timeout passed, or the engine failed) and
+ * those receives came back, and its caller waits for that (mop_wait)
+ * where the op can then hold nothing: not with single copy, nor where
+ * calls disagreed or this rank refused the call, nor once a peer's
+ * messages could not be taken in order.  Under the engine's lock.
  */
 #include "config.h"
 
@@ -46,10 +46,40 @@ bool shemb__fab_mop_pending(const struct op *op)
 	       op->heard < op->f->world - 1;
 }
 
+/* The caller of op waits for its mopping up where it can end with
+ * nothing of op posted: not with single copy, nor where this rank
+ * refused the call (in_order()). */
 void shemb__fab_mop_begin(struct fab *f, struct op *op)
 {
 	op->mopping = true;
 	op->mop_ns = shemb__fab_now_ns();
+	op->mop_wait = !op->orphan && !op->pull && !op->refusing &&
+		       !op->disagreed;
+}
+
+bool shemb__fab_mop_waits(const struct op *op)
+{
+	return op->mop_wait && !op->f->failed &&
+	       (shemb__fab_mop_pending(op) || op->posted > 0);
+}
+
+/* The caller of op may go: everything sent for op came, or will not. */
+static void end_wait(struct fab *f, struct op *op)
+{
+	op->mop_wait = false;
+	shemb__fab_op_done(f);
+}
+
+static void check_wait(struct fab *f, struct op *op)
+{
+	if (op->mop_wait && !shemb__fab_mop_waits(op))
+		end_wait(f, op);
+}
+
+void shemb__fab_mop_gave_back(struct fab *f, struct op *op)
+{
+	check_wait(f, op);
+	shemb__fab_maybe_free(f, op);
 }
 
 /* Whether op's receives from peer take its messages in order: not with
@@ -220,6 +250,38 @@ static void adopt(struct fab *f, struct op *op)
 	f->ops = op;
 }
 
+/* What peers sent for seq, by the accounts that came before this rank
+ * failed it at its start without memory, kept since (ctrl.c,
+ * shemb__fab_note_unsettled), is asked for by op. */
+static void take_kept(struct fab *f, struct op *op)
+{
+	struct unsettled *u = shemb__fab_unsettled(f, op->seq);
+
+	if (!u || !u->kept)
+		return;
+	op->heard = u->heard;
+	for (int p = 0; p < f->world; p++)
+		if (p != f->rank)
+			mop_unbuilt(f, op, p, u->early[p].sent,
+				    u->early[p].round0);
+	u->kept = false;
+}
+
+void shemb__fab_mop_keep(struct fab *f, const struct shemb__ctrl *c)
+{
+	struct unsettled *u = shemb__fab_unsettled(f, c->seq);
+	struct peer_account *a;
+
+	if (!u || !u->kept || u->heard >= f->world - 1 ||
+	    c->from >= (uint32_t)f->world)
+		return;
+	u->heard++;
+	a = &u->early[c->from];
+	for (int l = 0; l < NLANES; l++)
+		a->sent[l] += c->sent[l];
+	a->round0 = c->round0;
+}
+
 struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq)
 {
 	struct op *op;
@@ -233,7 +295,38 @@ struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq)
 	op->seq = seq;
 	op->status = SHEMB_ENOMEM;
 	adopt(f, op);
+	take_kept(f, op);
 	return op;
+}
+
+static bool have_op(const struct fab *f, uint32_t seq)
+{
+	for (const struct op *op = f->ops; op; op = op->next)
+		if (op->seq == seq)
+			return true;
+	return false;
+}
+
+/*
+ * The accounts that came for a call before this rank failed it at its
+ * start without memory say what the peers sent it; an orphan asks for
+ * that once there is memory for one (at the next start), if no later
+ * account made one already.  Until then, those messages hold back the
+ * peers' later sends to this rank (shm completes them in order).
+ */
+void shemb__fab_mop_kept(struct fab *f)
+{
+	for (int i = 0; i < UNSETTLED_RING; i++) {
+		struct unsettled *u = &f->unsettled[i];
+		struct op *op;
+
+		if (!u->kept || have_op(f, u->seq))
+			continue;
+		op = shemb__fab_mop_orphan(f, u->seq);
+		if (!op)
+			return;
+		shemb__fab_maybe_free(f, op); /* nothing sent, or all came */
+	}
 }
 
 /*
@@ -262,21 +355,59 @@ bool shemb__fab_mop_unstarted(struct fab *f, struct op *op,
 }
 
 /*
- * A receive posted on the urgent lane whose message the peer did not send
- * (beyond the first it sent of that lane), and never will: its op
- * failed, and it sends nothing more for it.  Cancelled, which is safe
- * here (no message can race the cancel), and frees the receive shm would
- * hold for good (it holds 1024): a rank without memory for a call leaves
- * every peer's header receive for its own header so.  Not on the bulk
- * lane, whose completions another thread may be reading
- * (fabric/README.md).
+ * A receive posted whose message the peer did not send (beyond the first
+ * it sent of that lane), and never will: its op failed, and it sends
+ * nothing more for it.  Cancelled, which is safe here (no message can
+ * race the cancel), and frees the receive shm would hold for good (it
+ * holds 1024): a rank without memory for a call leaves every peer's
+ * header receive for its own header so.  On the bulk lane, only while no
+ * thread reads that lane's completions, as its receives are posted
+ * (engine.c, read_cq): a cancel made while another thread read it once
+ * never came back (fabric/README.md).  Else it waits for the read.
  */
+struct unsent {
+	struct fab *f;
+	bool known[NLANES];          /* lanes whose order is known */
+};
+
 static void cancel_unsent(struct xfer *x, bool was_sent, void *arg)
 {
-	struct fab *f = arg;
+	struct unsent *u = arg;
+	struct fab *f = u->f;
+	int lane = shemb__xfer_lane(x);
 
-	if (!was_sent && x->posted && shemb__xfer_lane(x) == LANE_URGENT)
-		fi_cancel(&f->ep[LANE_URGENT]->fid, &x->fctx);
+	if (was_sent || !x->posted || !u->known[lane])
+		return;
+	if (lane == LANE_BULK && f->bulk_reader) {
+		x->cancel_later = true;
+		f->bulk_cancels++;
+		return;
+	}
+	fi_cancel(&f->ep[lane]->fid, &x->fctx);
+}
+
+static void cancel_marked(struct fab *f, struct op *op)
+{
+	for (int r = 0; r < op->nrounds; r++)
+		for (int i = 0; i < op->rounds[r].nx; i++) {
+			struct xfer *x = &op->rounds[r].x[i];
+
+			if (!x->cancel_later)
+				continue;
+			x->cancel_later = false;
+			if (x->posted)
+				fi_cancel(&f->ep[LANE_BULK]->fid, &x->fctx);
+		}
+}
+
+void shemb__fab_mop_cancel_deferred(struct fab *f)
+{
+	if (!f->bulk_cancels || f->bulk_reader)
+		return;
+	for (struct op *op = f->ops; op; op = op->next)
+		if (op->done)
+			cancel_marked(f, op);
+	f->bulk_cancels = 0;
 }
 
 /* A peer's account of op, or its answer that it finished op (which
@@ -285,20 +416,35 @@ void shemb__fab_mop_hear(struct fab *f, struct op *op,
 			 const struct shemb__ctrl *c)
 {
 	int from = (int)c->from;
+	struct unsent u = { .f = f, .known = { true, true } };
 
 	if (!op->mopping || op->heard >= f->world - 1)
 		return;
 	op->heard++;
 	if (from < 0 || from >= f->world || from == f->rank)
 		return;
+	/* calls that disagree: order only guessed, the wait not made,
+	 * the bulk lane's receives left as they are */
+	if (c->flags & CTRL_DISAGREED)
+		op->disagreed = true;
+	if (op->disagreed && op->mop_wait)
+		end_wait(f, op);
+	u.known[LANE_BULK] = !op->disagreed;
 	if (op->orphan) {
 		mop_unbuilt(f, op, from, c->sent, c->round0);
 	} else if (in_order(op, from)) {
 		mop_peer(f, op, from, c->sent);
-		each_from(op, from, c->sent, cancel_unsent, f);
-	} else if (c->sent[LANE_URGENT] == 0) { /* none sent: order moot */
-		each_from(op, from, c->sent, cancel_unsent, f);
+		each_from(op, from, c->sent, cancel_unsent, &u);
+	} else {
+		/* out of order, but a lane it sent nothing on is moot */
+		for (int l = 0; l < NLANES; l++)
+			u.known[l] = u.known[l] && c->sent[l] == 0;
+		each_from(op, from, c->sent, cancel_unsent, &u);
+		if (op->mop_wait &&
+		    (!u.known[LANE_URGENT] || !u.known[LANE_BULK]))
+			end_wait(f, op); /* what is left stays posted */
 	}
+	check_wait(f, op);
 	shemb__fab_maybe_free(f, op); /* posted with the next batch */
 }
 
@@ -332,6 +478,8 @@ void shemb__fab_mop_timeouts(struct fab *f, uint64_t now)
 			continue;
 		if (!op->late_cancelled && op->posted > 0)
 			cancel_late(f, op);
+		if (op->mop_wait)
+			end_wait(f, op); /* it holds what it holds */
 		if (op->mopping) {
 			op->mopping = false;
 			shemb__fab_maybe_free(f, op);

@@ -143,8 +143,9 @@ static int start_without_memory(struct fab *f, char *why, size_t len)
 	/* the others name this rank themselves */
 	snprintf(why, len, "no memory for collective call %u", none.seq);
 	if (!ghost) { /* the others do not wait for it to settle */
-		shemb__fab_note_unsettled(f, none.seq);
 		shemb__fab_early_abort(f, &none);
+		/* kept: an orphan takes them up once there is memory */
+		shemb__fab_note_unsettled(f, &none);
 		shemb__fab_clear_op(&none); /* no memory to receive with */
 		none.status = SHEMB_ENOMEM;
 		none.relayed = false;
@@ -195,6 +196,7 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 		rc = start_without_memory(f, why, len);
 		goto out;
 	}
+	shemb__fab_mop_kept(f);
 	op->f = f;
 	op->kind = c->kind;
 	op->prio = prio_of(c);
@@ -257,10 +259,12 @@ out:
 	return rc;
 }
 
-/* Done, and, failed, settled (or given up): its caller may go. */
+/* Done, and, failed, settled or mopped up (or given up): its caller
+ * may go. */
 static bool op_over(const struct op *op)
 {
-	return op->done && !shemb__fab_settle_pending(op);
+	return op->done && !shemb__fab_settle_pending(op) &&
+	       !shemb__fab_mop_waits(op);
 }
 
 static int op_result(struct op *op, char *why, size_t len)

@@ -9,7 +9,8 @@
 # others by control message, and the call settles over tcp;ofi_rxm
 # (fabric/settle.c), or, over shm, the others receive what was sent for
 # it (fabric/mop.c; before, 3 ranks timed out within some 140 calls, and
-# 4 ran out of receives; 4 without single copy, in pairwise rounds), with
+# 4 ran out of receives; 4 without single copy, in pairwise rounds, and 3
+# without it, where nothing of a failed call may be left held), with
 # caller progress after a burst of such calls that outruns the spare ops
 # (oom_rank.c, burst); once
 # more with every control message kept in a record, not injected, as
@@ -31,8 +32,9 @@ one "tcp;ofi_rxm" 3 --caller
 one shm 2 --shortage
 one shm 3 --shortage --caller
 SHEMB_SINGLE_COPY=0 # pairwise rounds: a peer's first message to a rank
-export SHEMB_SINGLE_COPY # may be in a later round
+export SHEMB_SINGLE_COPY # may be in a later round; and nothing held
 one shm 4 --shortage
+one shm 3 --shortage
 unset SHEMB_SINGLE_COPY
 one "tcp;ofi_rxm" 2 --shortage --caller
 one "tcp;ofi_rxm" 3 --shortage
