@@ -483,6 +483,20 @@ static int count_settled(struct fab *f, int ms,
 	}
 }
 
+static int count_recvs(const struct fab *f)
+{
+	int n = 0;
+
+	for (int l = 0; l < NLANES; l++)
+		n += f->recvs_posted[l];
+	return n;
+}
+
+int shemb__fabric_recvs_posted(void *comm)
+{
+	return count_settled(comm, 0, count_recvs);
+}
+
 int shemb__fabric_ops_held(void *comm, int ms)
 {
 	return count_settled(comm, ms, count_ops);

@@ -378,7 +378,7 @@ static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 		return;
 	}
 	if (c->flags & CTRL_UNSETTLED) /* that rank takes nothing up */
-		shemb__fab_settle_give_up(f, op);
+		shemb__fab_settle_unstarted_peer(f, op, c);
 	else
 		shemb__fab_settle_hear(f, op, c);
 }

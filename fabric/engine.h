@@ -643,6 +643,10 @@ void shemb__fab_drop_op(struct op *op);
 /* Stop settling op (a peer cannot, or its accounts did not come within
  * the timeout): its sinks are cancelled, and it holds what it holds. */
 void shemb__fab_settle_give_up(struct fab *f, struct op *op);
+/* A peer that never started op tells it could not settle (c): op's
+ * receives of what it never sent are cancelled, and op gives up. */
+void shemb__fab_settle_unstarted_peer(struct fab *f, struct op *op,
+				      const struct shemb__ctrl *c);
 /* Accounts not come within the timeout are given up. */
 void shemb__fab_settle_timeouts(struct fab *f, uint64_t now);
 /* mop.c, where ops do not settle: op just failed (not the engine); a

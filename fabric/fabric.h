@@ -54,6 +54,9 @@ unsigned long shemb__fabric_wrong_messages(void *comm);
  * their transfers had up to ms to complete (tests: a failed collective
  * must leave none behind); -1 if the engine's lock cannot be had. */
 int shemb__fabric_ops_held(void *comm, int ms);
+/* Receives of collectives posted now (not the control messages'), for
+ * tests: those of failed calls that nothing will fill stay posted. */
+int shemb__fabric_recvs_posted(void *comm);
 /* The receives of failed collectives' messages (fabric/mop.c, over shm)
  * still waiting once their messages had up to ms to come (tests: a
  * receive asked for a message that was never sent, none); -1 if the

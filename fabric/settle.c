@@ -346,6 +346,36 @@ struct op *shemb__fab_ghost(struct fab *f)
 	return op;
 }
 
+/* The receives of op from a rank that never started it (it found no
+ * memory for it: CTRL_UNSETTLED), on the lanes its account says it sent
+ * nothing on: no message of it comes, and each would take one of the
+ * receives the provider holds for good (a shortage of a few hundred
+ * calls in a row left some 600 of rxm's 1024 posted, and a later call's
+ * header then found no room). */
+struct absent {
+	struct fab *f;
+	const struct shemb__ctrl *c;
+};
+
+static void cancel_absent(struct xfer *x, void *arg)
+{
+	const struct absent *a = arg;
+	int lane = shemb__xfer_lane(x);
+
+	if (x->peer == (int)a->c->from && a->c->sent[lane] == 0)
+		cancel_one(x, a->f);
+}
+
+void shemb__fab_settle_unstarted_peer(struct fab *f, struct op *op,
+				      const struct shemb__ctrl *c)
+{
+	struct absent a = { .f = f, .c = c };
+
+	if (op->done)
+		each_xfer(op, cancel_absent, &a);
+	shemb__fab_settle_give_up(f, op);
+}
+
 void shemb__fab_settle_give_up(struct fab *f, struct op *op)
 {
 	if (!op->settling)

@@ -42,6 +42,7 @@
  *     mopped up (shm, fabric/mop.c) without single copy (an
  *     acknowledgement's receive for a copy that never came stays
  *     posted: fabric/README.md);
+ *   - after each walk, at most FEW_RECEIVES receives are left posted;
  *   - at the end, over shm, every receive that took up a failed call's
  *     message a peer said it sent (fabric/mop.c) got it: none asked for
  *     a round or chunk the message was not sent in;
@@ -698,6 +699,27 @@ static bool clean(void)
 	return !getenv("SHEMB_FABRIC_NO_SPARE_OPS");
 }
 
+/*
+ * After a barrier, few receives of failed calls are left posted, even
+ * where calls neither settle nor are mopped up: each would hold one of
+ * the provider's receives for good.  Over tcp;ofi_rxm without spare ops,
+ * the receives of what a rank without memory never sent stayed posted
+ * (some 600 of rxm's 1024 after the started pair's walk), until a later
+ * call's header found no room.  Seen: 0 to 3.
+ */
+#define FEW_RECEIVES 64
+
+static void check_few_receives(const char *what)
+{
+	int n;
+
+	CHECK_RC(ctx, shemb_barrier(ctx, NULL));
+	n = shemb__fabric_recvs_posted(ctx->comm);
+	if (n > FEW_RECEIVES)
+		FAIL("after %s, %d receives of failed calls are still posted",
+		     what, n);
+}
+
 /* The walk of one kind: steps until the armed rank's call, on every
  * rank in turn, allocates less than what was armed. */
 static void walk(enum kind kind)
@@ -719,6 +741,7 @@ static void walk(enum kind kind)
 		     hits, i);
 	if (clean())
 		check_nothing_held(ctx, "step", i);
+	check_few_receives(kind_name[kind]);
 	if (kind == PAIR)
 		check_relaxed();
 	if (rank == 0)
