@@ -56,7 +56,7 @@ void shemb__fab_post_ctrl_rx(struct fab *f)
 		post_ctrl_rx_one(f, i);
 }
 
-static struct op *find_op(struct fab *f, uint32_t seq)
+struct op *shemb__fab_find_op(struct fab *f, uint32_t seq)
 {
 	for (struct op *op = f->ops; op; op = op->next)
 		if (op->seq == seq)
@@ -341,7 +341,7 @@ void shemb__fab_note_unsettled(struct fab *f, struct op *none)
  * settle), or waits in f->early if not started. */
 static void take_ctrl(struct fab *f, const struct shemb__ctrl *c)
 {
-	struct op *op = find_op(f, c->seq);
+	struct op *op = shemb__fab_find_op(f, c->seq);
 	bool started = (int32_t)(c->seq - f->next_seq) < 0;
 
 	if (!op && started && failed_without_op(f, c->seq)) {

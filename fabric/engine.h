@@ -676,6 +676,8 @@ bool shemb__fab_mop_unstarted(struct fab *f, struct op *op,
  * kept for want of memory, now that there may be some; an account of
  * such a call kept, no orphan made for it. */
 void shemb__fab_mop_kept(struct fab *f);
+/* The op of call seq in the engine's list, or NULL. */
+struct op *shemb__fab_find_op(struct fab *f, uint32_t seq);
 void shemb__fab_mop_keep(struct fab *f, const struct shemb__ctrl *c);
 /* engine.c, for settle.c: op's transfers waiting to be posted, taken out
  * of the queues; a transfer queued to be posted; op freed if nothing

@@ -299,14 +299,6 @@ struct op *shemb__fab_mop_orphan(struct fab *f, uint32_t seq)
 	return op;
 }
 
-static bool have_op(const struct fab *f, uint32_t seq)
-{
-	for (const struct op *op = f->ops; op; op = op->next)
-		if (op->seq == seq)
-			return true;
-	return false;
-}
-
 /*
  * The accounts that came for a call before this rank failed it at its
  * start without memory say what the peers sent it; an orphan asks for
@@ -320,7 +312,7 @@ void shemb__fab_mop_kept(struct fab *f)
 		struct unsettled *u = &f->unsettled[i];
 		struct op *op;
 
-		if (!u->kept || have_op(f, u->seq))
+		if (!u->kept || shemb__fab_find_op(f, u->seq))
 			continue;
 		op = shemb__fab_mop_orphan(f, u->seq);
 		if (!op)
@@ -363,7 +355,9 @@ bool shemb__fab_mop_unstarted(struct fab *f, struct op *op,
  * header receive for its own header so.  On the bulk lane, only while no
  * thread reads that lane's completions, as its receives are posted
  * (engine.c, read_cq): a cancel made while another thread read it once
- * never came back (fabric/README.md).  Else it waits for the read.
+ * never came back (fabric/README.md).  So those are marked, and made
+ * once the peer's receives are walked, or, while a thread reads that
+ * lane, right after its read.
  */
 struct unsent {
 	struct fab *f;
@@ -378,7 +372,7 @@ static void cancel_unsent(struct xfer *x, bool was_sent, void *arg)
 
 	if (was_sent || !x->posted || !u->known[lane])
 		return;
-	if (lane == LANE_BULK && f->bulk_reader) {
+	if (lane == LANE_BULK) { /* shemb__fab_mop_cancel_deferred() */
 		x->cancel_later = true;
 		f->bulk_cancels++;
 		return;
@@ -444,6 +438,7 @@ void shemb__fab_mop_hear(struct fab *f, struct op *op,
 		    (!u.known[LANE_URGENT] || !u.known[LANE_BULK]))
 			end_wait(f, op); /* what is left stays posted */
 	}
+	shemb__fab_mop_cancel_deferred(f);
 	check_wait(f, op);
 	shemb__fab_maybe_free(f, op); /* posted with the next batch */
 }
