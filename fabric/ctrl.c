@@ -227,7 +227,7 @@ void shemb__fab_tell_all(struct fab *f, struct op *op)
 	for (int p = 0; p < f->world; p++) {
 		if (p == f->rank)
 			continue;
-		shemb__fab_settle_account(op, p, c.sent, &c.round0);
+		shemb__fab_settle_account(op, p, &c);
 		tell_one(f, &c, p);
 	}
 	shemb__fab_flush_ctrl(f);
@@ -285,11 +285,29 @@ static bool failed_without_op(struct fab *f, uint32_t seq)
 	return shemb__fab_unsettled(f, seq) != NULL;
 }
 
-/* A peer failed an op that this rank finished (and maybe freed): it sent
+void shemb__fab_note_succeeded(struct fab *f, const struct op *op)
+{
+	if (!f->settles && op->status == 0)
+		f->succeeded[f->nsucceeded++ % SUCCEEDED_RING] = op->seq;
+}
+
+static bool succeeded_and_freed(const struct fab *f, uint32_t seq)
+{
+	for (unsigned i = 0; i < f->nsucceeded && i < SUCCEEDED_RING; i++)
+		if (f->succeeded[i] == seq)
+			return true;
+	return false;
+}
+
+/*
+ * A peer failed an op that this rank finished (and maybe freed): it sent
  * the peer everything the peer's op expects from it.  Where ops do not
  * settle, a freed op may have failed here too, and one that ended as a
- * refusal did not send everything: only an op still here is answered
- * for, with its account (mop.c). */
+ * refusal did not send everything: an op still here is answered for
+ * with its account (mop.c), a freed one only if it succeeded
+ * (CTRL_EVERYTHING), among the last SUCCEEDED_RING.  Before, the peer
+ * waited for the answer until its timeout.
+ */
 static void answer_finished(struct fab *f, const struct shemb__ctrl *c,
 			    const struct op *op)
 {
@@ -298,11 +316,14 @@ static void answer_finished(struct fab *f, const struct shemb__ctrl *c,
 				 .flags = CTRL_FINISHED };
 
 	if (failed_without_op(f, c->seq) || (c->flags & CTRL_FINISHED) ||
-	    c->from >= (uint32_t)f->world || (!f->settles && !op))
+	    c->from >= (uint32_t)f->world)
 		return;
 	if (op)
-		shemb__fab_settle_account(op, (int)c->from, a.sent,
-					  &a.round0);
+		shemb__fab_settle_account(op, (int)c->from, &a);
+	else if (!f->settles && succeeded_and_freed(f, c->seq))
+		a.flags |= CTRL_EVERYTHING;
+	else if (!f->settles)
+		return;
 	tell_one(f, &a, (int)c->from);
 }
 

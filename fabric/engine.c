@@ -125,6 +125,7 @@ void shemb__fab_maybe_free(struct fab *f, struct op *op)
 	if (op->done && op->released && op->posted == 0 &&
 	    !shemb__fab_settle_pending(op) &&
 	    !shemb__fab_mop_pending(op)) {
+		shemb__fab_note_succeeded(f, op);
 		unlink_op(f, op);
 		shemb__fab_free_op(op);
 	}
@@ -245,7 +246,8 @@ static bool on_caller_buffers(const struct op *op, const struct xfer *x)
  * may read a piece from where this rank's header said it is until its
  * empty message came (the ack landed), whether that ack was posted yet
  * or not, unless the op ended as a refusal once its transfers were done
- * (the acks it dropped stand for pieces no peer reads). */
+ * (the acks it dropped stand for pieces no peer reads), or every peer
+ * accounted for the failed op (mop.c). */
 bool shemb__fab_op_holds(const struct op *op)
 {
 	if (!op->done || shemb__fab_settle_pending(op))
@@ -258,7 +260,8 @@ bool shemb__fab_op_holds(const struct op *op)
 
 			if (x->posted && on_caller_buffers(op, x))
 				return true;
-			if (x->ack && !x->landed && op->aborted)
+			if (x->ack && !x->landed && op->aborted &&
+			    !shemb__fab_mop_heard_all(op))
 				return true;
 		}
 	return false;

@@ -100,6 +100,13 @@ struct shemb__hdr {
 			      * wait for it to */
 #define CTRL_DISAGREED 8u    /* calls of the op disagreed: the peers may
 			      * have built other collectives (mop.c) */
+#define CTRL_EVERYTHING 16u  /* with CTRL_FINISHED, no account: the op
+			      * succeeded at the sender and is freed
+			      * (mop.c) */
+
+/* The last ops that succeeded here and were freed, by seq: where ops do
+ * not settle, a peer that failed one of them still gets its answer. */
+#define SUCCEEDED_RING 64
 
 struct shemb__ctrl {
 	uint32_t magic;
@@ -109,6 +116,8 @@ struct shemb__ctrl {
 	uint32_t flags;
 	uint32_t sent[NLANES];
 	uint32_t round0;             /* the round of the first of them */
+	uint32_t acks;               /* of sent[LANE_URGENT], the empty
+				      * messages of single copies made */
 	char why[160];
 };
 
@@ -406,6 +415,8 @@ struct fab {
 				      * finished */
 	unsigned nunsettled;
 	struct peer_account *unsettled_room; /* their early accounts */
+	uint32_t succeeded[SUCCEEDED_RING];
+	unsigned nsucceeded;
 
 	/* The largest scratch buffer of a finished allreduce, kept for the
 	 * next: buffers this large come from the allocator's eagerly purged
@@ -603,10 +614,15 @@ void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c);
 uint64_t shemb__fab_now_ns(void);
 
 /* settle.c: a failed op's messages between the ranks, taken up */
-/* The messages of op this rank sent peer, lane by lane, and the round
- * of the first (0 if none). */
+/* The messages of op this rank sent peer, lane by lane, the round of the
+ * first (0 if none), and how many were single copies' empty messages:
+ * into c's sent, round0 and acks. */
 void shemb__fab_settle_account(const struct op *op, int peer,
-			       uint32_t sent[NLANES], uint32_t *round0);
+			       struct shemb__ctrl *c);
+/* The same for what op expects from peer: every receive of its
+ * messages, posted or not. */
+void shemb__fab_settle_expected(const struct op *op, int peer,
+				struct shemb__ctrl *c);
 /* Whether op failed and its caller waits until it settles: accounts or
  * transfers outstanding, the engine not failed, the timeout not past. */
 bool shemb__fab_settle_pending(const struct op *op);
@@ -635,6 +651,9 @@ struct op *shemb__fab_ghost(struct fab *f);
  * that no account for it is answered as finished (ctrl.c), with the
  * accounts that came before, taken from none. */
 void shemb__fab_note_unsettled(struct fab *f, struct op *none);
+/* op succeeded and is freed: where ops do not settle, its seq is kept,
+ * so that a peer that failed the call is answered (ctrl.c). */
+void shemb__fab_note_succeeded(struct fab *f, const struct op *op);
 struct unsettled *shemb__fab_unsettled(struct fab *f, uint32_t seq);
 /* The room of the ring's accounts: 0 or SHEMB_ENOMEM. */
 int shemb__fab_unsettled_room(struct fab *f);
@@ -658,6 +677,8 @@ void shemb__fab_mop_hear(struct fab *f, struct op *op,
 			 const struct shemb__ctrl *c);
 bool shemb__fab_mop_pending(const struct op *op);
 void shemb__fab_mop_timeouts(struct fab *f, uint64_t now);
+/* Whether every peer accounted for op (no peer reads its pieces). */
+bool shemb__fab_mop_heard_all(const struct op *op);
 /* Whether op's caller still waits for its mopping up; a transfer of op,
  * failed, came back; the cancels held back while a thread read the bulk
  * lane, made (with the lock, no thread reading it). */

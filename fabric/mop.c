@@ -18,15 +18,20 @@
  * rank's receives of them are built (round by round; in a round, the
  * header first, then the chunks in order; coll.c builds the same rounds
  * on both sides), so the first n of those receives are the n messages
- * sent.  Those that this op never handed to libfabric are received now,
- * each by its exact tag (no mask for shm to mismatch), into f->discard.
+ * sent; with single copy, the empty messages that acknowledge copies
+ * are counted apart (each_from()).  Those that this op never handed to
+ * libfabric are received now, each by its exact tag (no mask for shm to
+ * mismatch), into f->discard.
  * What a peer never sent is not asked for, and its receives posted here
  * are cancelled (cancel_unsent()).  The op stays allocated until every
  * peer's account came (or the timeout passed, or the engine failed) and
  * those receives came back, and its caller waits for that (mop_wait)
- * where the op can then hold nothing: not with single copy, nor where
- * calls disagreed or this rank refused the call, nor once a peer's
- * messages could not be taken in order.  Under the engine's lock.
+ * where the op can then hold nothing: not where calls disagreed or this
+ * rank refused the call, nor once a peer's messages could not be taken
+ * in order.  With single copy, a peer that accounted for the op reads
+ * none of this rank's pieces any more (shemb__fab_mop_heard_all()), and
+ * this rank's wait also waits for its own copy under way.  Under the
+ * engine's lock.
  */
 #include "config.h"
 
@@ -47,14 +52,22 @@ bool shemb__fab_mop_pending(const struct op *op)
 }
 
 /* The caller of op waits for its mopping up where it can end with
- * nothing of op posted: not with single copy, nor where this rank
- * refused the call (in_order()). */
+ * nothing of op posted: not where this rank refused the call
+ * (in_order()), nor where the calls disagreed. */
 void shemb__fab_mop_begin(struct fab *f, struct op *op)
 {
 	op->mopping = true;
 	op->mop_ns = shemb__fab_now_ns();
-	op->mop_wait = !op->orphan && !op->pull && !op->refusing &&
-		       !op->disagreed;
+	op->mop_wait = !op->orphan && !op->refusing && !op->disagreed;
+}
+
+/* Every peer accounted for op: one that failed it reads no more of this
+ * rank's pieces (what a copy under way still reads lands in a buffer of
+ * that failed call), one that finished it sent every empty message. */
+bool shemb__fab_mop_heard_all(const struct op *op)
+{
+	return op->mopping && !op->disagreed &&
+	       op->heard >= op->f->world - 1;
 }
 
 bool shemb__fab_mop_waits(const struct op *op)
@@ -82,14 +95,13 @@ void shemb__fab_mop_gave_back(struct fab *f, struct op *op)
 	shemb__fab_maybe_free(f, op);
 }
 
-/* Whether op's receives from peer take its messages in order: not with
- * single copy (copies, and empty messages after them), nor where this
- * rank refused the call, nor from a peer that refused it or whose counts
- * disagreed (its transfers dropped, its data taken by drains of their
- * own: engine.c). */
+/* Whether op's receives from peer take its messages in order: not where
+ * this rank refused the call, nor from a peer that refused it or whose
+ * counts disagreed (its transfers dropped, its data taken by drains of
+ * their own: engine.c). */
 static bool in_order(const struct op *op, int peer)
 {
-	if (op->pull || op->refusing)
+	if (op->refusing)
 		return false;
 	for (int r = 0; r < op->nrounds; r++)
 		for (int i = 0; i < op->rounds[r].nx; i++)
@@ -102,15 +114,24 @@ static bool in_order(const struct op *op, int peer)
 	return true;
 }
 
-/* fn on each of op's receives from peer that takes a message, in the
+/*
+ * fn on each of op's receives from peer that takes a message, in the
  * order they take the peer's messages, lane by lane, with whether peer
- * sent that message (it is among the first sent[l] of its lane l). */
-static void each_from(struct op *op, int peer, const uint32_t *sent,
+ * sent that message (by peer's account c: it is among the first sent[l]
+ * of its lane l).  The empty messages of the single copies of this
+ * rank's pieces (acks) are counted apart: the peer sends them in the
+ * order of its copies, which is the order of the chunks (pull.c), but
+ * one may pass its header when that waited to be posted.
+ */
+static void each_from(struct op *op, int peer, const struct shemb__ctrl *c,
 		      void (*fn)(struct xfer *x, bool was_sent, void *arg),
 		      void *arg)
 {
-	uint32_t seen[NLANES] = { 0 };
+	uint32_t seen[NLANES] = { 0 }, sent[NLANES], acks = 0;
 
+	memcpy(sent, c->sent, sizeof(sent));
+	sent[LANE_URGENT] -= c->acks < sent[LANE_URGENT] ? c->acks
+							 : sent[LANE_URGENT];
 	for (int r = 0; r < op->nrounds; r++)
 		for (int i = 0; i < op->rounds[r].nx; i++) {
 			struct xfer *x = &op->rounds[r].x[i];
@@ -119,22 +140,28 @@ static void each_from(struct op *op, int peer, const uint32_t *sent,
 			if (x->peer != peer || !shemb__xfer_takes_message(x))
 				continue;
 			l = shemb__xfer_lane(x);
-			fn(x, seen[l]++ < sent[l], arg);
+			if (x->ack)
+				fn(x, acks++ < c->acks, arg);
+			else
+				fn(x, seen[l]++ < sent[l], arg);
 		}
 }
 
 /* A receive into f->discard of the message of tag, len bytes at most,
- * queued to be posted. */
+ * queued to be posted; ack: the empty message of a single copy, on the
+ * urgent lane. */
 static void queue_late(struct fab *f, struct op *op, struct xfer *x,
-		       int peer, uint64_t tag, bool is_hdr, size_t len)
+		       int peer, uint64_t tag, bool is_hdr, bool ack,
+		       size_t len)
 {
 	memset(x, 0, sizeof(*x));
 	x->op = op;
 	x->peer = peer;
 	x->drain = x->late = x->drain_late = true;
-	x->is_hdr = is_hdr; /* its lane */
+	x->is_hdr = is_hdr; /* with ack, its lane */
+	x->ack = ack;
 	x->buf = f->discard;
-	x->len = len < f->discard_len ? len : f->discard_len;
+	x->len = ack ? 0 : len < f->discard_len ? len : f->discard_len;
 	x->tag = tag;
 	op->late_queued++;
 	shemb__fab_enqueue(f, x);
@@ -173,19 +200,19 @@ static void receive_late(struct xfer *x, bool was_sent, void *arg)
 
 	if (was_sent && !x->handed)
 		queue_late(u->f, x->op, &u->d->x[u->n++], x->peer, x->tag,
-			   x->is_hdr, x->len);
+			   x->is_hdr, x->ack, x->len);
 }
 
 static void mop_peer(struct fab *f, struct op *op, int peer,
-		     const uint32_t *sent)
+		     const struct shemb__ctrl *c)
 {
 	struct unreceived u = { .f = f };
 
-	each_from(op, peer, sent, count_unreceived, &u);
+	each_from(op, peer, c, count_unreceived, &u);
 	if (!u.n || !(u.d = new_drain(op, u.n)))
 		return; /* nothing, or left unreceived as before */
 	u.n = 0;
-	each_from(op, peer, sent, receive_late, &u);
+	each_from(op, peer, c, receive_late, &u);
 }
 
 /*
@@ -235,7 +262,7 @@ static void mop_unbuilt(struct fab *f, struct op *op, int peer,
 						0)
 			       : shemb__fab_tag(TAG_DATA, op->seq, 0,
 						(int)chunk),
-			   hdr, len);
+			   hdr, false, len);
 	}
 }
 
@@ -411,12 +438,18 @@ void shemb__fab_mop_hear(struct fab *f, struct op *op,
 {
 	int from = (int)c->from;
 	struct unsent u = { .f = f, .known = { true, true } };
+	struct shemb__ctrl all;
 
 	if (!op->mopping || op->heard >= f->world - 1)
 		return;
 	op->heard++;
 	if (from < 0 || from >= f->world || from == f->rank)
 		return;
+	if (c->flags & CTRL_EVERYTHING) { /* it succeeded: all came */
+		all = *c;
+		shemb__fab_settle_expected(op, from, &all);
+		c = &all;
+	}
 	/* calls that disagree: order only guessed, the wait not made,
 	 * the bulk lane's receives left as they are */
 	if (c->flags & CTRL_DISAGREED)
@@ -427,13 +460,13 @@ void shemb__fab_mop_hear(struct fab *f, struct op *op,
 	if (op->orphan) {
 		mop_unbuilt(f, op, from, c->sent, c->round0);
 	} else if (in_order(op, from)) {
-		mop_peer(f, op, from, c->sent);
-		each_from(op, from, c->sent, cancel_unsent, &u);
+		mop_peer(f, op, from, c);
+		each_from(op, from, c, cancel_unsent, &u);
 	} else {
 		/* out of order, but a lane it sent nothing on is moot */
 		for (int l = 0; l < NLANES; l++)
 			u.known[l] = u.known[l] && c->sent[l] == 0;
-		each_from(op, from, c->sent, cancel_unsent, &u);
+		each_from(op, from, c, cancel_unsent, &u);
 		if (op->mop_wait &&
 		    (!u.known[LANE_URGENT] || !u.known[LANE_BULK]))
 			end_wait(f, op); /* what is left stays posted */

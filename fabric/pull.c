@@ -30,6 +30,28 @@ static bool bulk_held(const struct fab *f)
 	return f->urgent_waiters && shemb__fab_now_ns() < f->bulk_hold_until;
 }
 
+/*
+ * The empty message of x goes ahead of the sends queued, some of which
+ * may wait for the peer's own empty messages, but after those queued
+ * before it: they go in the order of the copies, that is of the chunks,
+ * which a peer that failed the call counts on when it learns how many
+ * were sent (mop.c).  The progress loop posts it next (shemb__fab_post).
+ */
+static void queue_empty_message(struct fab *f, struct xfer *x)
+{
+	struct xfer **at = &f->sq_head, *prev = NULL;
+
+	while (*at && (*at)->pulled) {
+		prev = *at;
+		at = &prev->next;
+	}
+	x->pulled = true;
+	x->next = *at;
+	*at = x;
+	if (f->sq_tail == prev)
+		f->sq_tail = x;
+}
+
 /* A chunk copied whole: it has landed, and its local work is done here,
  * by the thread that does the bulk lane's work; its empty message, which
  * completes it, goes on the urgent lane, read by callers that wait for
@@ -38,13 +60,8 @@ static void pulled(struct fab *f, struct op *op, struct xfer *x)
 {
 	op->last_ns = shemb__fab_now_ns();
 	x->landed = true;
-	if (!shemb__fab_on_chunk(f, op, x))
-		return;
-	/* its empty message goes ahead of the sends queued, some of which
-	 * may wait for the peer's own empty messages; the progress loop
-	 * posts it next (shemb__fab_post) */
-	x->pulled = true;
-	shemb__fab_push_front(&f->sq_head, &f->sq_tail, x);
+	if (shemb__fab_on_chunk(f, op, x))
+		queue_empty_message(f, x);
 }
 
 /* Copy len bytes of x from `from` on, slice after slice, until done or

@@ -67,30 +67,34 @@ static void each_xfer(struct op *op, void (*fn)(struct xfer *x, void *arg),
 }
 
 /* Of the transfers with peer, the messages sent (handed to libfabric),
- * else the receives (all of them, handed or not), counted lane by
- * lane. */
+ * else the receives (all of them, handed or not), counted lane by lane;
+ * and of those, the empty messages of single copies (acks). */
 struct tally {
 	int peer;
 	bool sent;
 	uint32_t *n;
+	uint32_t acks;
 };
 
 static void tally_one(struct xfer *x, void *arg)
 {
-	const struct tally *t = arg;
+	struct tally *t = arg;
 	bool counted = t->sent ? shemb__xfer_sends_message(x) && x->handed
 			       : shemb__xfer_takes_message(x);
 
-	if (x->peer == t->peer && !x->dropped && counted)
-		t->n[shemb__xfer_lane(x)]++;
+	if (x->peer != t->peer || x->dropped || !counted)
+		return;
+	t->n[shemb__xfer_lane(x)]++;
+	t->acks += x->pulled || x->ack;
 }
 
-static void tally(const struct op *op, int peer, bool sent,
-		  uint32_t n[NLANES])
+static uint32_t tally(const struct op *op, int peer, bool sent,
+		      uint32_t n[NLANES])
 {
 	struct tally t = { .peer = peer, .sent = sent, .n = n };
 
 	each_xfer((struct op *)op, tally_one, &t);
+	return t.acks;
 }
 
 /* The round of op's first message handed over to peer, 0 if none. */
@@ -108,11 +112,19 @@ static uint32_t first_round(const struct op *op, int peer)
 }
 
 void shemb__fab_settle_account(const struct op *op, int peer,
-			       uint32_t sent[NLANES], uint32_t *round0)
+			       struct shemb__ctrl *c)
 {
-	memset(sent, 0, NLANES * sizeof(sent[0]));
-	tally(op, peer, true, sent);
-	*round0 = first_round(op, peer);
+	memset(c->sent, 0, sizeof(c->sent));
+	c->acks = tally(op, peer, true, c->sent);
+	c->round0 = first_round(op, peer);
+}
+
+void shemb__fab_settle_expected(const struct op *op, int peer,
+				struct shemb__ctrl *c)
+{
+	memset(c->sent, 0, sizeof(c->sent));
+	c->acks = tally(op, peer, false, c->sent);
+	c->round0 = 0;
 }
 
 /* Settled, and libfabric gave every transfer back. */

@@ -39,9 +39,7 @@
  *   - every 8 steps, after a barrier, the transport holds no collective
  *     and the context keeps no buffer for one (lib/held.c); with
  *     --shortage, where failed collectives settle (tcp;ofi_rxm) or are
- *     mopped up (shm, fabric/mop.c) without single copy (an
- *     acknowledgement's receive for a copy that never came stays
- *     posted: fabric/README.md);
+ *     mopped up (shm, fabric/mop.c, with single copy or without);
  *   - after each walk, at most FEW_RECEIVES receives are left posted;
  *   - at the end, over shm, every receive that took up a failed call's
  *     message a peer said it sent (fabric/mop.c) got it: none asked for
@@ -687,15 +685,12 @@ static void check_relaxed(void)
 
 /* Whether failed calls leave nothing behind, as check_nothing_held()
  * asks: where they settle, unless a start without memory has no spare op
- * to settle with; where they are mopped up instead (over shm), unless
- * pieces move by single copy (a peer's copy that never came leaves its
- * acknowledgement's receive posted). */
+ * to settle with; where they are mopped up instead (over shm), with
+ * single copy or without. */
 static bool clean(void)
 {
-	if (!shortage)
+	if (!shortage || !shemb__fabric_settles(ctx->comm))
 		return true;
-	if (!shemb__fabric_settles(ctx->comm))
-		return !shemb__fabric_single_copy(ctx->comm);
 	return !getenv("SHEMB_FABRIC_NO_SPARE_OPS");
 }
 

@@ -9,14 +9,13 @@
 # others by control message, and the call settles over tcp;ofi_rxm
 # (fabric/settle.c), or, over shm, the others receive what was sent for
 # it (fabric/mop.c; before, 3 ranks timed out within some 140 calls, and
-# 4 ran out of receives; 4 without single copy, in pairwise rounds, and 3
-# without it, where nothing of a failed call may be left held), with
-# caller progress after a burst of such calls that outruns the spare ops
-# (oom_rank.c, burst); once
-# more with every control message kept in a record, not injected, as
-# over a provider that injects less than one; and once without spare
-# ops, so that such a start cannot settle its call and the others stop
-# settling it.
+# 4 ran out of receives), and nothing of a failed call is left held: 2,
+# 3 (caller progress) and 4 ranks with single copy, 4 and 3 without it,
+# in pairwise rounds; with caller progress after a burst of such calls
+# that outruns the spare ops (oom_rank.c, burst); once more with every
+# control message kept in a record, not injected, as over a provider that
+# injects less than one; and once without spare ops, so that such a start
+# cannot settle its call and the others stop settling it.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/oom_rank
 
@@ -31,8 +30,9 @@ one "tcp;ofi_rxm" 2
 one "tcp;ofi_rxm" 3 --caller
 one shm 2 --shortage
 one shm 3 --shortage --caller
+one shm 4 --shortage
 SHEMB_SINGLE_COPY=0 # pairwise rounds: a peer's first message to a rank
-export SHEMB_SINGLE_COPY # may be in a later round; and nothing held
+export SHEMB_SINGLE_COPY # may be in a later round
 one shm 4 --shortage
 one shm 3 --shortage
 unset SHEMB_SINGLE_COPY

@@ -3,9 +3,10 @@
 # other ranks send them pieces of every size (tests/refuse_rank.c): every
 # rank fails each with a refusing rank's status and detail, the real
 # alltoallvs in flight beside them are exact, and nothing is left behind
-# to pile up; 2 to 4 ranks over shm, 2 and 3 over tcp;ofi_rxm
-# (loopback), with the progress thread and without; every run bounded in
-# time.
+# to pile up; allreduces that one rank fails once their transfers are
+# done, which the others may have finished; 2 to 4 ranks over shm, 2 and
+# 3 over tcp;ofi_rxm (loopback), with the progress thread and without;
+# every run bounded in time.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/refuse_rank
 
