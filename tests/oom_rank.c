@@ -22,8 +22,9 @@
  * ... until that rank's call allocates fewer than i / world + 1 times.
  * The started pair's allocations are those of the library's thread of
  * started steps (told by its name); the others', the calling thread's.
- * Allocations on other threads (the progress thread, the library's pool)
- * are not failed.  Checked:
+ * With --shortage, the transport's progress thread finds no memory
+ * either while a call starves; the library's pool's allocations are not
+ * failed.  Checked:
  *
  *   - the armed rank's call fails with SHEMB_ENOMEM or succeeds (its
  *     allocations were done before the armed one); any other code fails;
@@ -96,21 +97,38 @@ static atomic_long steps_countdown;
 static atomic_bool steps_failed_one;
 static atomic_bool steps_starving;
 
-static bool on_steps_thread(void)
+static bool on_thread(const char *want)
 {
 	char name[17] = "";
 
-	return !prctl(PR_GET_NAME, name, 0, 0, 0) &&
-	       !strcmp(name, "shemb-steps");
+	return !prctl(PR_GET_NAME, name, 0, 0, 0) && !strcmp(name, want);
 }
+
+static bool on_steps_thread(void)
+{
+	return on_thread("shemb-steps");
+}
+
+/* With --shortage, the transport's progress thread finds no memory
+ * either while a call starves: where it moves the transfers, the
+ * mopping up and settling of failed calls allocates there (their late
+ * receives, an orphan op), as on the calling thread with caller
+ * progress. */
+static atomic_int callers_starving;
+static atomic_long progress_failed;
 
 static bool fail_now(void)
 {
+	if (atomic_load(&callers_starving) && on_thread("shemb-progress")) {
+		atomic_fetch_add(&progress_failed, 1);
+		return true;
+	}
 	if (atomic_load(&steps_starving) && on_steps_thread())
 		return true;
 	if (atomic_load(&steps_countdown) > 0 && on_steps_thread() &&
 	    atomic_fetch_sub(&steps_countdown, 1) == 1) {
 		atomic_store(&steps_starving, shortage);
+		atomic_fetch_add(&callers_starving, shortage);
 		atomic_store(&steps_failed_one, true);
 		return true;
 	}
@@ -120,6 +138,7 @@ static bool fail_now(void)
 		return false;
 	failed_one = true;
 	starving = shortage;
+	atomic_fetch_add(&callers_starving, shortage);
 	return true;
 }
 
@@ -153,7 +172,8 @@ static void arm_steps(long nth)
 static bool disarm_steps(void)
 {
 	atomic_store(&steps_countdown, 0);
-	atomic_store(&steps_starving, false);
+	if (atomic_exchange(&steps_starving, false))
+		atomic_fetch_sub(&callers_starving, 1);
 	return atomic_load(&steps_failed_one);
 }
 
@@ -161,6 +181,8 @@ static bool disarm_steps(void)
 static bool disarm(void)
 {
 	countdown = 0;
+	if (starving)
+		atomic_fetch_sub(&callers_starving, 1);
 	starving = false;
 	return failed_one;
 }
@@ -833,6 +855,9 @@ int main(int argc, char **argv)
 		CHECK_RC(ctx, shemb_table_destroy(tabs[t]));
 	check_no_wrong_message(ctx);
 	check_no_late_receive(ctx);
+	if (shortage)
+		printf("rank %d: %ld allocations failed on the progress "
+		       "thread\n", rank, atomic_load(&progress_failed));
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	free_kept();
 	return 0;
