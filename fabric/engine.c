@@ -189,6 +189,7 @@ void shemb__fab_unqueue(struct fab *f, struct op *op)
 {
 	purge_queue(&f->rq_head, &f->rq_tail, op);
 	purge_queue(&f->sq_head, &f->sq_tail, op);
+	purge_queue(&f->nq_head, &f->nq_tail, op);
 	purge_pulls(f, op);
 	op->defer_head = op->defer_tail = NULL;
 }
@@ -482,10 +483,9 @@ static void unlink_xfer(struct xfer **at, struct xfer **tail,
  * neither, and the two wait for each other for good.  The reader posts
  * them once it is done.
  */
-static void post_queue(struct fab *f, bool send)
+static void post_from(struct fab *f, struct xfer **head, struct xfer **tail,
+		      bool send)
 {
-	struct xfer **head = send ? &f->sq_head : &f->rq_head;
-	struct xfer **tail = send ? &f->sq_tail : &f->rq_tail;
 	int *posted = send ? f->sends_posted : f->recvs_posted;
 	int cap = send ? MAX_SENDS_POSTED : f->max_recvs;
 	bool full[NLANES] = { [LANE_BULK] = !send && f->bulk_reader };
@@ -530,6 +530,19 @@ static void post_queue(struct fab *f, bool send)
 		x->op->posted++;
 		posted[lane]++;
 	}
+}
+
+/* The receives, or the sends: first the empty messages of single
+ * copies, in the order of the copies (pull.c), ahead of the other sends,
+ * some of which may wait for the peers' own empty messages. */
+static void post_queue(struct fab *f, bool send)
+{
+	if (!send) {
+		post_from(f, &f->rq_head, &f->rq_tail, false);
+		return;
+	}
+	post_from(f, &f->nq_head, &f->nq_tail, true);
+	post_from(f, &f->sq_head, &f->sq_tail, true);
 }
 
 /* ---- completions ---- */

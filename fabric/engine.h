@@ -390,6 +390,8 @@ struct fab {
 				      * waiters read it without the lock) */
 	struct xfer *rq_head, *rq_tail; /* receives waiting to be posted */
 	struct xfer *sq_head, *sq_tail; /* sends waiting to be posted */
+	struct xfer *nq_head, *nq_tail; /* the empty messages of single
+					 * copies made, in their order */
 	int sends_posted[NLANES], recvs_posted[NLANES];
 	int max_recvs;               /* receives posted on a lane, at most */
 	bool settles;                /* failed ops settle: fi_cancel() is

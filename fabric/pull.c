@@ -31,25 +31,23 @@ static bool bulk_held(const struct fab *f)
 }
 
 /*
- * The empty message of x goes ahead of the sends queued, some of which
- * may wait for the peer's own empty messages, but after those queued
- * before it: they go in the order of the copies, that is of the chunks,
- * which a peer that failed the call counts on when it learns how many
- * were sent (mop.c).  The progress loop posts it next (shemb__fab_post).
+ * The empty message of x waits in a queue of its own, posted ahead of
+ * the sends (engine.c, post_queue): they go in the order of the copies,
+ * that is of the chunks, which a peer that failed the call counts on
+ * when it learns how many were sent (mop.c).  Queued at the head of the
+ * sends, where they once went, one could pass another that the provider
+ * had refused for the moment, once a send of higher priority came
+ * between them.  The progress loop posts it next (shemb__fab_post).
  */
 static void queue_empty_message(struct fab *f, struct xfer *x)
 {
-	struct xfer **at = &f->sq_head, *prev = NULL;
-
-	while (*at && (*at)->pulled) {
-		prev = *at;
-		at = &prev->next;
-	}
 	x->pulled = true;
-	x->next = *at;
-	*at = x;
-	if (f->sq_tail == prev)
-		f->sq_tail = x;
+	x->next = NULL;
+	if (f->nq_tail)
+		f->nq_tail->next = x;
+	else
+		f->nq_head = x;
+	f->nq_tail = x;
 }
 
 /* A chunk copied whole: it has landed, and its local work is done here,
