@@ -462,6 +462,11 @@ unsigned long shemb__fabric_wrong_messages(void *comm)
 	return atomic_load(&((struct fab *)comm)->wrong_messages);
 }
 
+unsigned long shemb__fabric_late_acks(void *comm)
+{
+	return atomic_load(&((struct fab *)comm)->late_acks);
+}
+
 /* count(f), progressing the transfers for up to ms until it is 0; -1 if
  * the engine's lock cannot be had. */
 static int count_settled(struct fab *f, int ms,

@@ -291,12 +291,7 @@ static bool defer(struct fab *f, struct xfer *x)
 		op->chunks_queued++;
 		return false;
 	}
-	x->next = NULL;
-	if (op->defer_tail)
-		op->defer_tail->next = x;
-	else
-		op->defer_head = x;
-	op->defer_tail = x;
+	shemb__fab_push_back(&op->defer_head, &op->defer_tail, x);
 	return true;
 }
 
@@ -331,6 +326,18 @@ void shemb__fab_push_front(struct xfer **head, struct xfer **tail,
 	*head = x;
 	if (!*tail)
 		*tail = x;
+}
+
+/* x last in a queue, whatever its priority. */
+void shemb__fab_push_back(struct xfer **head, struct xfer **tail,
+			  struct xfer *x)
+{
+	x->next = NULL;
+	if (*tail)
+		(*tail)->next = x;
+	else
+		*head = x;
+	*tail = x;
 }
 
 void shemb__fab_enqueue(struct fab *f, struct xfer *x)
@@ -700,6 +707,9 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		undefer(f, op);
 	if (shemb__xfer_takes_message(x) && err != FI_ECANCELED)
 		op->caught[shemb__xfer_lane(x)]++; /* for settle.c */
+	if (x->ack && x->drain_late && !err)
+		atomic_fetch_add_explicit(&f->late_acks, 1,
+					  memory_order_relaxed);
 	if (op->done) {
 		shemb__fab_gave_back(f, op);
 		return;

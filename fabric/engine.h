@@ -384,6 +384,8 @@ struct fab {
 	struct op *ops;
 	_Atomic unsigned long wrong_messages; /* receives dropped
 					       * (wrong_message) */
+	_Atomic unsigned long late_acks; /* single copies' empty messages
+					  * taken by late receives (mop.c) */
 	int active;                  /* ops not done */
 	int active_bulk;             /* ... of them on the bulk lane */
 	_Atomic uint64_t finished;   /* ops that finished, ever (sleeping
@@ -500,9 +502,11 @@ static inline fi_addr_t *shemb__fab_peer(struct fab *f, int lane, int rank)
 
 /* engine.c */
 uint64_t shemb__fab_tag(uint64_t cls, uint32_t seq, int round, int chunk);
-/* x first in a queue, whatever its priority. */
+/* x first, or last, in a queue, whatever its priority. */
 void shemb__fab_push_front(struct xfer **head, struct xfer **tail,
 			   struct xfer *x);
+void shemb__fab_push_back(struct xfer **head, struct xfer **tail,
+			  struct xfer *x);
 /* The round's work on a data chunk just received; false if it failed
  * the op. */
 bool shemb__fab_on_chunk(struct fab *f, struct op *op, const struct xfer *x);

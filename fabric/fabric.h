@@ -50,6 +50,10 @@ bool shemb__fabric_settles(void *comm);
  * engine dropped (engine.c, wrong_message): a provider's matching gone
  * wrong, or a tag mask left to it (tests: none). */
 unsigned long shemb__fabric_wrong_messages(void *comm);
+/* How many acknowledgements of single copies that a failed call's peer
+ * said it sent were taken by receives posted for them then (mop.c; tests:
+ * that the accounts count them). */
+unsigned long shemb__fabric_late_acks(void *comm);
 /* The collectives the transport still holds, transfers and all, once
  * their transfers had up to ms to complete (tests: a failed collective
  * must leave none behind); -1 if the engine's lock cannot be had. */

@@ -445,14 +445,12 @@ void shemb__fab_mop_hear(struct fab *f, struct op *op,
 	op->heard++;
 	if (from < 0 || from >= f->world || from == f->rank)
 		return;
-	if ((c->flags & CTRL_EVERYTHING) && op->disagreed) {
-		/* it succeeded, but it may have built another collective:
-		 * what it sent is not known here */
-		check_wait(f, op);
-		shemb__fab_maybe_free(f, op);
-		return;
-	}
 	if (c->flags & CTRL_EVERYTHING) { /* it succeeded: all came */
+		if (op->disagreed) { /* but it may have built another call */
+			check_wait(f, op);
+			shemb__fab_maybe_free(f, op);
+			return;
+		}
 		all = *c;
 		shemb__fab_settle_expected(op, from, &all);
 		c = &all;

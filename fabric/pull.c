@@ -42,12 +42,7 @@ static bool bulk_held(const struct fab *f)
 static void queue_empty_message(struct fab *f, struct xfer *x)
 {
 	x->pulled = true;
-	x->next = NULL;
-	if (f->nq_tail)
-		f->nq_tail->next = x;
-	else
-		f->nq_head = x;
-	f->nq_tail = x;
+	shemb__fab_push_back(&f->nq_head, &f->nq_tail, x);
 }
 
 /* A chunk copied whole: it has landed, and its local work is done here,

@@ -111,20 +111,25 @@ static uint32_t first_round(const struct op *op, int peer)
 	return 0;
 }
 
+/* c's counts: of what op sent peer, or of what it expects from it. */
+static void fill_account(const struct op *op, int peer, bool sent,
+			 struct shemb__ctrl *c)
+{
+	memset(c->sent, 0, sizeof(c->sent));
+	c->acks = tally(op, peer, sent, c->sent);
+	c->round0 = sent ? first_round(op, peer) : 0;
+}
+
 void shemb__fab_settle_account(const struct op *op, int peer,
 			       struct shemb__ctrl *c)
 {
-	memset(c->sent, 0, sizeof(c->sent));
-	c->acks = tally(op, peer, true, c->sent);
-	c->round0 = first_round(op, peer);
+	fill_account(op, peer, true, c);
 }
 
 void shemb__fab_settle_expected(const struct op *op, int peer,
 				struct shemb__ctrl *c)
 {
-	memset(c->sent, 0, sizeof(c->sent));
-	c->acks = tally(op, peer, false, c->sent);
-	c->round0 = 0;
+	fill_account(op, peer, false, c);
 }
 
 /* Settled, and libfabric gave every transfer back. */
@@ -383,8 +388,7 @@ void shemb__fab_settle_unstarted_peer(struct fab *f, struct op *op,
 {
 	struct absent a = { .f = f, .c = c };
 
-	if (op->done)
-		each_xfer(op, cancel_absent, &a);
+	each_xfer(op, cancel_absent, &a); /* op failed: done */
 	shemb__fab_settle_give_up(f, op);
 }
 
