@@ -467,6 +467,11 @@ unsigned long shemb__fabric_late_acks(void *comm)
 	return atomic_load(&((struct fab *)comm)->late_acks);
 }
 
+unsigned long shemb__fabric_test_refusals(void *comm)
+{
+	return atomic_load(&((struct fab *)comm)->test_refusals);
+}
+
 /* count(f), progressing the transfers for up to ms until it is 0; -1 if
  * the engine's lock cannot be had. */
 static int count_settled(struct fab *f, int ms,

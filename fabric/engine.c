@@ -476,6 +476,24 @@ static void unlink_xfer(struct xfer **at, struct xfer **tail,
 	x->late = false;
 }
 
+/* SHEMB_FABRIC_EAGAIN's refusals (ep.c), drawn by xorshift. */
+static bool refused_for_test(struct fab *f)
+{
+	uint64_t x = f->refuse_state;
+
+	if (!f->refuse_one_in)
+		return false;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	f->refuse_state = x;
+	if (x % f->refuse_one_in)
+		return false;
+	atomic_fetch_add_explicit(&f->test_refusals, 1,
+				  memory_order_relaxed);
+	return true;
+}
+
 /*
  * Post from one queue, in its order, while the provider and our caps
  * allow, lane by lane.  The bound on data sends is per op (defer()): an
@@ -513,7 +531,7 @@ static void post_from(struct fab *f, struct xfer **head, struct xfer **tail,
 		if (posted[lane] >= cap)
 			full[lane] = true;
 		if (!full[lane])
-			rc = post_one(f, x);
+			rc = refused_for_test(f) ? -FI_EAGAIN : post_one(f, x);
 		if (rc == -FI_EAGAIN) {
 			full[lane] = true; /* the provider's queue */
 			prev = x;

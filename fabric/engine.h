@@ -410,6 +410,11 @@ struct fab {
 	struct shemb__spares ctrl_spares; /* for a rank without memory */
 	bool ctrl_records;            /* never injected (a test's switch) */
 	bool no_ghosts;               /* no spare ops (a test's switch) */
+	unsigned refuse_one_in;       /* about one post in this many is
+				       * refused as by a full queue
+				       * (FI_EAGAIN); a test's switch */
+	uint64_t refuse_state;        /* its generator */
+	_Atomic unsigned long test_refusals; /* posts it refused */
 	struct early early[MAX_EARLY]; /* aborts of ops not started */
 	int nearly;
 	struct shemb__spares op_spares; /* ops for a start without memory,

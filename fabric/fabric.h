@@ -54,6 +54,9 @@ unsigned long shemb__fabric_wrong_messages(void *comm);
  * said it sent were taken by receives posted for them then (mop.c; tests:
  * that the accounts count them). */
 unsigned long shemb__fabric_late_acks(void *comm);
+/* How many posts of transfers SHEMB_FABRIC_EAGAIN refused (engine.c;
+ * tests: that the refusals happened). */
+unsigned long shemb__fabric_test_refusals(void *comm);
 /* The collectives the transport still holds, transfers and all, once
  * their transfers had up to ms to complete (tests: a failed collective
  * must leave none behind); -1 if the engine's lock cannot be had. */

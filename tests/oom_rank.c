@@ -59,7 +59,9 @@
  *     settle its call: the others stop settling it rather than wait for
  *     it until their timeout (shemb-run's bounds the job);
  *   - each kind's walk failed at least one allocation and ended with a
- *     call that reached none; some of the pairs' lookups ran relaxed.
+ *     call that reached none; some of the pairs' lookups ran relaxed;
+ *   - with SHEMB_FABRIC_EAGAIN set, the transport refused some posts as
+ *     a full queue would, and posted them again.
  * Nothing here judges time; shemb-run's --timeout bounds the job.
  */
 #include "config.h"
@@ -914,6 +916,7 @@ int main(int argc, char **argv)
 	check_no_late_receive(ctx);
 	check_late_acks();
 	check_progress_starved(attr.progress != SHEMB_PROGRESS_CALLER);
+	check_test_refusals(ctx);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	free_kept();
 	return 0;

@@ -60,6 +60,20 @@ static inline void check_no_wrong_message(shemb_ctx *ctx)
 		     "message", n);
 }
 
+/* With SHEMB_FABRIC_EAGAIN set, the transport refused some of this
+ * rank's posts as a full queue would, and posted them again: the calls
+ * checked before ran through those paths. */
+static inline void check_test_refusals(shemb_ctx *ctx)
+{
+	unsigned long n = shemb__fabric_test_refusals(ctx->comm);
+
+	if (!getenv("SHEMB_FABRIC_EAGAIN"))
+		return;
+	if (!n)
+		FAIL("SHEMB_FABRIC_EAGAIN is set, and no post was refused");
+	printf("rank %d: posts refused as by a full queue: %lu\n", rank, n);
+}
+
 /* Every receive that took up a failed collective's message over shm
  * got its message: each asked for one that a peer's account said was
  * sent, by the tag of the round and chunk it was sent in. */

@@ -55,7 +55,9 @@
  *     wait returns;
  *   - after N calls (defaults to 4000: with one receive or message left
  *     behind per refusal, shm, which holds 1024 receives an endpoint,
- *     would refuse new ones long before), a last real alltoallv, exact.
+ *     would refuse new ones long before), a last real alltoallv, exact;
+ *   - with SHEMB_FABRIC_EAGAIN set (test_refuse.sh), that the transport
+ *     did refuse some posts as a full queue would, and post them again.
  */
 #include "config.h"
 
@@ -560,6 +562,7 @@ int main(int argc, char **argv)
 	CHECK_RC(ctx, shemb__coll_run(ctx, &last.c));
 	check_call(&last, calls);
 	check_no_wrong_message(ctx);
+	check_test_refusals(ctx);
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	return 0;
 }

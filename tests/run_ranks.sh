@@ -21,6 +21,7 @@ job() {
 ranks_job() {
 	limit=$1 p=$2 n=$3
 	shift 3
-	job "$p n=$n $*" -n "$n" --provider "$p" --timeout "$limit" "$rank" \
-		"$@"
+	e=${SHEMB_FABRIC_EAGAIN:+ (EAGAIN 1/$SHEMB_FABRIC_EAGAIN)}
+	job "$p n=$n $*$e" -n "$n" --provider "$p" --timeout "$limit" \
+		"$rank" "$@"
 }
