@@ -346,8 +346,12 @@ struct fab {
 
 	pthread_mutex_t lock;
 	pthread_cond_t nap;          /* the progress thread's sleep, cut short
-				      * only to stop it: finishing ops must
-				      * not wake it */
+				      * to stop it, and where it stood back
+				      * for waiters, when it has work
+				      * (progress.c); finishing ops must not
+				      * wake it */
+	bool thread_stands_back;     /* it sleeps while waiters move the
+				      * transfers */
 	pthread_t thread;
 	bool have_thread;
 	atomic_bool stop;
@@ -587,6 +591,12 @@ int shemb__fab_start_thread(struct fab *f);
  * lock); the first one holds the bulk lane back (progress.c). */
 void shemb__fab_urgent_wait_begin(struct fab *f);
 void shemb__fab_urgent_wait_end(struct fab *f);
+/* A caller that moved the transfers on both lanes stops (with the
+ * lock): the last one wakes the thread if collectives are in flight. */
+void shemb__fab_waiter_leaves(struct fab *f);
+/* A collective started that no caller waits for yet (with the lock):
+ * the thread, if it stood back for callers that left, moves it. */
+void shemb__fab_unwatched_start(struct fab *f);
 /* false: the thread did not end (see shemb__fab_join) */
 bool shemb__fab_stop_thread(struct fab *f);
 void shemb__fab_free_op(struct op *op);

@@ -243,10 +243,14 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	/* Post the first transfers now, from the caller: the data starts
 	 * moving at once without waking the progress thread, which would
 	 * only compete for the CPU with a caller about to wait (it looks
-	 * for work every millisecond anyway).  Completions are left to the
-	 * waits and the thread: reading them here could keep the caller
-	 * moving the other collectives in flight for as long as they run. */
+	 * for work every millisecond anyway, unless it stood back for
+	 * waiters that left: then a call nobody waits for yet wakes it).
+	 * Completions are left to the waits and the thread: reading them
+	 * here could keep the caller moving the other collectives in
+	 * flight for as long as they run. */
 	shemb__fab_post(f);
+	if (!c->waited_at_once)
+		shemb__fab_unwatched_start(f);
 	*out = (struct shemb__op *)op;
 	shemb__fab_take_reserve(f);
 out:
@@ -334,8 +338,9 @@ static int progress_while_moving(struct fab *f, struct op *op, char *why,
 		if (rc) /* wedged: its counts no longer matter */
 			return rc;
 	}
-	f->waiters_progressing -= bulk;
-	if (!bulk)
+	if (bulk)
+		shemb__fab_waiter_leaves(f);
+	else
 		shemb__fab_urgent_wait_end(f);
 	return 0;
 }

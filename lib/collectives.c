@@ -322,6 +322,7 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		     struct shemb__staging *stage, shemb_request **req)
 {
 	shemb_request *r = new_request(ctx, ops, comm, stage);
+	struct shemb__coll mine = *c;
 	char why[256] = "";
 	int rc;
 
@@ -329,7 +330,8 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 		return refuse_without_request(ctx, ops, comm, c);
 	r->sendbuf = c->sendbuf;
 	r->recvbuf = c->recvbuf;
-	rc = ops->start(comm, c, &r->op, why, sizeof(why));
+	mine.waited_at_once = !req;
+	rc = ops->start(comm, &mine, &r->op, why, sizeof(why));
 	if (rc) {
 		/* a start that fails leaves nothing posted */
 		shemb__stage_free(ctx, stage);

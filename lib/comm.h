@@ -52,6 +52,9 @@ struct shemb__coll {
 	 * with this status once its transfers are done, as a local step
 	 * that fails there would; the other ranks may have finished it */
 	int fail_late;
+	/* the caller waits for it as soon as it started (no request of the
+	 * application): the transport need not wake a thread to move it */
+	bool waited_at_once;
 };
 
 struct shemb_comm_ops {
