@@ -61,7 +61,9 @@
  *   - each kind's walk failed at least one allocation and ended with a
  *     call that reached none; some of the pairs' lookups ran relaxed;
  *   - with SHEMB_FABRIC_EAGAIN set, the transport refused some posts as
- *     a full queue would, and posted them again.
+ *     a full queue would, and posted them again;
+ *   - the pool's workers ("shemb-worker"), whose tasks cannot report a
+ *     failure, ran tasks and allocated nothing (worker_allocs).
  * Nothing here judges time; shemb-run's --timeout bounds the job.
  */
 #include "config.h"
@@ -77,6 +79,7 @@
 
 #include <shemb.h>
 
+#include "cpu/threadpool.h"
 #include "lib/dist.h"
 #include "lib/internal.h"
 
@@ -123,8 +126,46 @@ static bool on_steps_thread(void)
 static atomic_int callers_starving;
 static atomic_long progress_failed;
 
+/*
+ * The library's pool threads ("shemb-worker") run the tasks of parallel
+ * loops (cpu/threadpool.h), which return nothing: a task has no way to
+ * report a failed allocation, so none may allocate, and no shortage can
+ * reach them.  Checked instead of injected: every allocation on such a
+ * thread is counted (the walks must make none), and so are the tasks the
+ * workers ran (shemb__pool_run wrapped at link time), so that the check
+ * is not met by workers that never ran.
+ */
+static atomic_long worker_allocs, worker_tasks;
+
+struct counted_job {
+	shemb__task_fn fn;
+	void *arg;
+};
+
+void __real_shemb__pool_run(struct shemb__pool *pool, int64_t ntasks,
+			    shemb__task_fn fn, void *arg);
+
+static void counted_task(void *arg, int64_t task)
+{
+	const struct counted_job *j = arg;
+
+	if (on_thread("shemb-worker"))
+		atomic_fetch_add(&worker_tasks, 1);
+	j->fn(j->arg, task);
+}
+
+void __wrap_shemb__pool_run(struct shemb__pool *pool, int64_t ntasks,
+			    shemb__task_fn fn, void *arg)
+{
+	struct counted_job j = { fn, arg };
+
+	__real_shemb__pool_run(pool, ntasks, counted_task, &j);
+}
+
 static bool fail_now(void)
 {
+	if (on_thread("shemb-worker"))
+		atomic_fetch_add(&worker_allocs, 1);
 	if (atomic_load(&callers_starving) && on_thread("shemb-progress")) {
 		atomic_fetch_add(&progress_failed, 1);
 		return true;
@@ -866,6 +907,22 @@ static void check_late_acks(void)
 		     "accounts do not count them");
 }
 
+/* The pool's workers ran tasks of the walks' calls, and allocated
+ * nothing (see worker_allocs). */
+static void check_workers_allocate_nothing(void)
+{
+	long tasks = atomic_load(&worker_tasks);
+	long allocs = atomic_load(&worker_allocs);
+
+	if (allocs)
+		FAIL("%ld allocations on the pool's workers, whose tasks "
+		     "cannot report a failure", allocs);
+	if (shemb__pool_nthreads(ctx->pool) > 1 && !tasks)
+		FAIL("the pool's workers ran no task: nothing was checked");
+	printf("rank %d: tasks the pool's workers ran: %ld, allocations "
+	       "there: 0\n", rank, tasks);
+}
+
 /*
  * Over shm, the progress thread allocates where it mops failed calls up
  * (fabric/mop.c): with 3 ranks or more, some of those allocations failed
@@ -917,6 +974,7 @@ int main(int argc, char **argv)
 	check_late_acks();
 	check_progress_starved(attr.progress != SHEMB_PROGRESS_CALLER);
 	check_test_refusals(ctx);
+	check_workers_allocate_nothing();
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	free_kept();
 	return 0;
