@@ -82,6 +82,24 @@ static int rank, world;
 
 static shemb_ctx *ctx;
 
+/* The library's internal calls take the context's traffic priority
+ * (that of its own step running), not c->prio: each call here sets it
+ * to its own, so that the calls above SHEMB_PRIO_DENSE take the urgent
+ * lane. */
+static int coll_start(const struct shemb__coll *c, shemb_request **req)
+{
+	int was = shemb__traffic_prio(ctx, c->prio);
+	int rc = shemb__coll_start(ctx, c, req);
+
+	shemb__traffic_prio(ctx, was);
+	return rc;
+}
+
+static int coll_run(const struct shemb__coll *c)
+{
+	return coll_start(c, NULL);
+}
+
 /* The bytes rank `from` sends rank `to` in call k. */
 static size_t piece_len(int k, int from, int to)
 {
@@ -217,8 +235,8 @@ static int start(int k, struct call *a, bool started, shemb_request **req)
 					     .refuse = status_of(k),
 					     .why = why };
 	}
-	return started ? shemb__coll_start(ctx, &a->c, req)
-		       : shemb__coll_run(ctx, &a->c);
+	return started ? coll_start(&a->c, req)
+		       : coll_run(&a->c);
 }
 
 /* The result of refused call k on this rank: the refusing rank's status
@@ -398,7 +416,7 @@ static void told_call(int k)
 		c.refuse = t.status;
 		c.why = why;
 	}
-	rc = shemb__coll_run(ctx, &c);
+	rc = coll_run(&c);
 	if (t.how == LATE)
 		check_late(k, &t, rc, v);
 	else
@@ -419,7 +437,7 @@ static void sandwich(int k)
 			rc[i] = start(k, &a[i], true, &req[i]);
 		else {
 			make_call(&a[i], k - 1 + i, prio_of(k + i));
-			rc[i] = shemb__coll_start(ctx, &a[i].c, &req[i]);
+			rc[i] = coll_start(&a[i].c, &req[i]);
 		}
 		if (rc[i] && i != 1) /* a refusal may fail at its start */
 			FAIL("starting call %d of three: %d (%s): %s", i, rc[i],
@@ -451,9 +469,9 @@ static void disagreeing_call(int k)
 
 	make_call(&a, k, prio_of(k));
 	if (k % 4 >= 2)
-		rc = shemb__coll_start(ctx, &a.c, &req);
+		rc = coll_start(&a.c, &req);
 	else
-		rc = shemb__coll_run(ctx, &a.c);
+		rc = coll_run(&a.c);
 	rc = finish(req, rc);
 	if (rank == da(k) || rank == db(k)) {
 		if (rc != SHEMB_EINVAL ||
@@ -506,7 +524,7 @@ static void self_mismatch_call(int k)
 		cnt[v]++;
 	else if (rank == v)
 		a.rc[v]++;
-	rc = shemb__coll_run(ctx, &a.c);
+	rc = coll_run(&a.c);
 	snprintf(want, sizeof(want), "rank %d: ", v);
 	if (rc != SHEMB_EINVAL ||
 	    !strstr(shemb_ctx_last_error(ctx), "itself") ||
@@ -559,7 +577,7 @@ int main(int argc, char **argv)
 		printf("calls failed late elsewhere: %d of %d finished here\n",
 		       late_finished, late_others);
 	make_call(&last, calls, SHEMB_PRIO_DENSE);
-	CHECK_RC(ctx, shemb__coll_run(ctx, &last.c));
+	CHECK_RC(ctx, coll_run(&last.c));
 	check_call(&last, calls);
 	check_no_wrong_message(ctx);
 	check_test_refusals(ctx);
