@@ -1400,6 +1400,27 @@ static int parse_args(int argc, char **argv)
 	return steps;
 }
 
+/* Whether the launcher made this process the last of several ranks,
+ * before the context says so (its attrs depend on it): shemb-run's
+ * variables, or mpirun's, PMI's or Slurm's, in the library's order. */
+static bool launched_last(void)
+{
+	static const char *const vars[][2] = {
+		{ "SHEMB_RANK", "SHEMB_WORLD_SIZE" },
+		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+		{ "PMI_RANK", "PMI_SIZE" },
+		{ "SLURM_PROCID", "SLURM_NTASKS" },
+	};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *r = getenv(vars[i][0]), *n = getenv(vars[i][1]);
+
+		if (n)
+			return r && atoi(n) > 1 && atoi(r) == atoi(n) - 1;
+	}
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	struct shemb_ctx_attr a;
@@ -1409,18 +1430,14 @@ int main(int argc, char **argv)
 	a.nthreads = 1;
 	a.deterministic = deterministic > 0;
 	if (deterministic < 0) /* see disagree_on_determinism */
-		a.deterministic = getenv("SHEMB_RANK") &&
-				  atoi(getenv("SHEMB_RANK")) ==
-					  atoi(getenv("SHEMB_WORLD_SIZE")) - 1;
+		a.deterministic = launched_last();
 	a.timeout_ms = 60000;
 	if (caller_progress)
 		a.progress = SHEMB_PROGRESS_CALLER;
 	if (gpu)
 		a.device = SHEMB_DEVICE_CUDA;
 	/* the last rank's budget is small: see check_planner */
-	if (getenv("SHEMB_RANK") && getenv("SHEMB_WORLD_SIZE") &&
-	    atoi(getenv("SHEMB_WORLD_SIZE")) > 1 &&
-	    atoi(getenv("SHEMB_RANK")) == atoi(getenv("SHEMB_WORLD_SIZE")) - 1)
+	if (launched_last())
 		a.host_mem_bytes = 3u << 20;
 	CHECK_RC(NULL, shemb_ctx_create(&a, &ctx));
 	shemb_ctx_get_attr(ctx, &a);
