@@ -4,6 +4,7 @@
 # run bounded in time; also the caller-progress mode, small chunks and
 # collectives of random priorities, rounds that use both lanes at once,
 # collectives waited for in different orders or started after a wait,
+# posts refused as by a full queue (SHEMB_FABRIC_EAGAIN),
 # bulk data by single copy and through libfabric, a rank that stops
 # answering, a provider call that never returns, and
 # collectives on device buffers of the emulated device.
@@ -63,6 +64,13 @@ for p in shm "tcp;ofi_rxm"; do
 	# the path of providers that want registered buffers (verbs, efa)
 	SHEMB_FABRIC_REGISTER=1 one "$p" 3 concurrent
 	SHEMB_FABRIC_REGISTER=1 one "$p" 2 alltoallv-big
+	# about one post in three refused as by a full queue, and posted
+	# again: chunks held back by priority and by chunks_in_flight too
+	SHEMB_FABRIC_EAGAIN=3
+	export SHEMB_FABRIC_EAGAIN
+	one "$p" 4 staggered --chunk 131072 --in-flight 4
+	one "$p" 3 priorities --chunk 262144 --in-flight 4
+	unset SHEMB_FABRIC_EAGAIN
 done
 # pairwise rounds of alltoallv over shm with more ranks than the loops
 # above: an odd count (no round pairs a rank with one peer both ways) and
