@@ -142,7 +142,7 @@ static void ask_inject(struct fab *f, const char *provider, const char *node)
 /* SHEMB_FABRIC_EAGAIN=N: about one post of a transfer in N is refused
  * (engine.c), as the provider refuses one while its queue is full, so
  * that tests reach the paths that post it again. */
-static unsigned test_refusals(uint64_t *state)
+static unsigned refusals_asked(uint64_t *state)
 {
 	const char *s = getenv("SHEMB_FABRIC_EAGAIN");
 	unsigned long n = s ? strtoul(s, NULL, 10) : 0;
@@ -169,7 +169,7 @@ static int getinfo(struct fab *f, const char *provider, const char *node,
 		      getenv("SHEMB_FABRIC_REGISTER");
 	f->ctrl_records = getenv("SHEMB_FABRIC_CTRL_RECORDS") != NULL;
 	f->no_ghosts = getenv("SHEMB_FABRIC_NO_SPARE_OPS") != NULL;
-	f->refuse_one_in = test_refusals(&f->refuse_state);
+	f->refuse_one_in = refusals_asked(&f->refuse_state);
 	f->inject_size = f->info->tx_attr->inject_size;
 	snprintf(f->provider, sizeof(f->provider), "%s",
 		 f->info->fabric_attr->prov_name);

@@ -62,8 +62,9 @@
  *     call that reached none; some of the pairs' lookups ran relaxed;
  *   - with SHEMB_FABRIC_EAGAIN set, the transport refused some posts as
  *     a full queue would, and posted them again;
- *   - the pool's workers ("shemb-worker"), whose tasks cannot report a
- *     failure, ran tasks and allocated nothing (worker_allocs).
+ *   - the pool's tasks of the walked calls, which cannot report a
+ *     failure, allocated nothing, and its workers ("shemb-worker") ran
+ *     some of them (task_allocs).
  * Nothing here judges time; shemb-run's --timeout bounds the job.
  */
 #include "config.h"
@@ -127,15 +128,21 @@ static atomic_int callers_starving;
 static atomic_long progress_failed;
 
 /*
- * The library's pool threads ("shemb-worker") run the tasks of parallel
- * loops (cpu/threadpool.h), which return nothing: a task has no way to
- * report a failed allocation, so none may allocate, and no shortage can
- * reach them.  Checked instead of injected: every allocation on such a
- * thread is counted (the walks must make none), and so are the tasks the
- * workers ran (shemb__pool_run wrapped at link time), so that the check
- * is not met by workers that never ran.
+ * The tasks of the library's parallel loops (cpu/threadpool.h) run on
+ * its pool threads ("shemb-worker") and on the calling thread.  A job
+ * whose tasks allocate reports their failure through its status (a
+ * table's initialization, init_block, at make_tables); the tasks of the
+ * calls walked here (lookups, backwards, the exchanges' plans) have
+ * none, so they must not allocate, and no shortage can reach the
+ * workers in these calls.  Checked instead of injected: every task runs
+ * inside a wrapper (shemb__pool_run wrapped at link time) that marks its
+ * thread as in a task; once the walks begin, every allocation so marked
+ * is counted (they must make none), and so are the tasks the workers
+ * ran, so that the check is not met by workers that never ran.
  */
-static atomic_long worker_allocs, worker_tasks;
+static atomic_long task_allocs, worker_tasks;
+static atomic_bool walking;
+static _Thread_local bool in_pool_task;
 
 struct counted_job {
 	shemb__task_fn fn;
@@ -148,10 +155,13 @@ void __real_shemb__pool_run(struct shemb__pool *pool, int64_t ntasks,
 static void counted_task(void *arg, int64_t task)
 {
 	const struct counted_job *j = arg;
+	bool outer = in_pool_task;
 
-	if (on_thread("shemb-worker"))
+	if (atomic_load(&walking) && on_thread("shemb-worker"))
 		atomic_fetch_add(&worker_tasks, 1);
+	in_pool_task = true;
 	j->fn(j->arg, task);
+	in_pool_task = outer;
 }
 
 void __wrap_shemb__pool_run(struct shemb__pool *pool, int64_t ntasks,
@@ -164,8 +174,8 @@ void __wrap_shemb__pool_run(struct shemb__pool *pool, int64_t ntasks,
 
 static bool fail_now(void)
 {
-	if (on_thread("shemb-worker"))
-		atomic_fetch_add(&worker_allocs, 1);
+	if (in_pool_task && atomic_load(&walking))
+		atomic_fetch_add(&task_allocs, 1);
 	if (atomic_load(&callers_starving) && on_thread("shemb-progress")) {
 		atomic_fetch_add(&progress_failed, 1);
 		return true;
@@ -907,20 +917,20 @@ static void check_late_acks(void)
 		     "accounts do not count them");
 }
 
-/* The pool's workers ran tasks of the walks' calls, and allocated
- * nothing (see worker_allocs). */
-static void check_workers_allocate_nothing(void)
+/* The pool's workers ran tasks of the walks' calls, and no task
+ * allocated (see task_allocs). */
+static void check_tasks_allocate_nothing(void)
 {
 	long tasks = atomic_load(&worker_tasks);
-	long allocs = atomic_load(&worker_allocs);
+	long allocs = atomic_load(&task_allocs);
 
 	if (allocs)
-		FAIL("%ld allocations on the pool's workers, whose tasks "
-		     "cannot report a failure", allocs);
+		FAIL("%ld allocations in the pool's tasks of the walked "
+		     "calls, which cannot report a failure", allocs);
 	if (shemb__pool_nthreads(ctx->pool) > 1 && !tasks)
 		FAIL("the pool's workers ran no task: nothing was checked");
-	printf("rank %d: tasks the pool's workers ran: %ld, allocations "
-	       "there: 0\n", rank, tasks);
+	printf("rank %d: tasks the pool's workers ran: %ld; allocations "
+	       "in tasks: 0\n", rank, tasks);
 }
 
 /*
@@ -960,6 +970,7 @@ int main(int argc, char **argv)
 	ctx = open_rank_ctx(&attr, &world, MAX_RANKS);
 	check_injected();
 	make_tables();
+	atomic_store(&walking, true);
 	/* where calls settle: over shm, the others learn of rank 0's
 	 * failures before they start most of the burst */
 	if (shortage && shemb__fabric_settles(ctx->comm) && clean() &&
@@ -974,7 +985,7 @@ int main(int argc, char **argv)
 	check_late_acks();
 	check_progress_starved(attr.progress != SHEMB_PROGRESS_CALLER);
 	check_test_refusals(ctx);
-	check_workers_allocate_nothing();
+	check_tasks_allocate_nothing();
 	CHECK_RC(ctx, shemb_ctx_destroy(ctx));
 	free_kept();
 	return 0;
