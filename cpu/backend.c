@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +111,7 @@ struct init_task {
 	struct cpu *be;
 	struct shemb__store *s;
 	const struct shemb__init_spec *spec;
-	int rc;
+	atomic_int rc;	/* set by any task that fails, read after the join */
 };
 
 static void init_block(void *arg, int64_t task)
@@ -126,7 +127,8 @@ static void init_block(void *arg, int64_t task)
 				    (size_t)s->dim * sizeof(float) };
 
 	if (!vals) {
-		t->rc = SHEMB_ENOMEM;
+		atomic_store_explicit(&t->rc, SHEMB_ENOMEM,
+				      memory_order_relaxed);
 		return;
 	}
 	t->be->k->init_rows(t->spec, t->spec->row_base + r0, nr, s->dim,
@@ -145,7 +147,7 @@ static int init_rows(void *p, struct shemb__store *s,
 
 	shemb__pool_run(be->pool, ceil_div(s->rows, INIT_BLOCK_ROWS),
 			init_block, &t);
-	return t.rc;
+	return atomic_load_explicit(&t.rc, memory_order_relaxed);
 }
 
 /* ---- lookup ---- */
