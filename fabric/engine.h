@@ -352,6 +352,7 @@ struct fab {
 				      * wake it */
 	bool thread_stands_back;     /* it sleeps while waiters move the
 				      * transfers */
+	uint64_t stand_back_ns;      /* for at most this long */
 	pthread_t thread;
 	bool have_thread;
 	atomic_bool stop;

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "shemb.h"
@@ -132,7 +133,7 @@ static void stand_back_wait(struct fab *f)
 		return;
 	}
 	f->thread_stands_back = true;
-	idle_wait(f, STAND_BACK_NS);
+	idle_wait(f, f->stand_back_ns);
 	f->thread_stands_back = false;
 }
 
@@ -166,8 +167,20 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+/* SHEMB_FABRIC_STAND_BACK_MS=N: the bound of STAND_BACK_NS, for tests
+ * that make it longer than they wait, so that only the wakes can end a
+ * collective that no caller waits for. */
+static uint64_t stand_back_asked(void)
+{
+	const char *s = getenv("SHEMB_FABRIC_STAND_BACK_MS");
+	unsigned long ms = s ? strtoul(s, NULL, 10) : 0;
+
+	return ms >= 1 && ms <= 3600000 ? ms * 1000000ull : STAND_BACK_NS;
+}
+
 int shemb__fab_start_thread(struct fab *f)
 {
+	f->stand_back_ns = stand_back_asked();
 	if (shemb__thread_start(&f->thread, progress_main, f,
 				"shemb-progress", f->slice_us))
 		return SHEMB_ENOMEM;

@@ -71,6 +71,14 @@ static shemb_ctx *ctx;
 
 #define CHECK(call) CHECK_RC(ctx, call)
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* ---- --device: the scenarios' buffers mirrored in device memory ---- */
 
 static bool on_device;
@@ -788,6 +796,72 @@ static void run_hold(void)
 	free(red);
 }
 
+/*
+ * unwatched: collectives that no caller waits for, only polled with
+ * shemb_test (which moves nothing while the context has a progress
+ * thread).  One starts right after a blocking call, while the progress
+ * thread may still sleep where it stood back for that call's caller; one
+ * is in flight when the caller of a blocking call of higher priority
+ * leaves.  Only the thread's wakes (fabric/progress.c) end them before
+ * its sleep's bound, which test_coll.sh makes longer than the polls here
+ * (SHEMB_FABRIC_STAND_BACK_MS).
+ */
+#define UNWATCHED_POLL_MS 20000u
+
+static void poll_alone(shemb_request *req, const char *what, int it)
+{
+	uint64_t t0 = now_ms();
+	int done = 0;
+
+	for (;;) {
+		CHECK(shemb_test(req, &done));
+		if (done)
+			break;
+		if (now_ms() - t0 > UNWATCHED_POLL_MS)
+			FAIL("unwatched round %d: %s is not done after %u ms "
+			     "that nobody waited for it", it, what,
+			     UNWATCHED_POLL_MS);
+		usleep(200);
+	}
+	shemb_request_free(req);
+}
+
+static void start_a2a(struct a2a *a, int prio, shemb_request **req)
+{
+	CHECK(shemb_alltoallv_prio(ctx, a->sb, a->sc, a->sd, a->rb, a->rc,
+				   a->rd, prio, req));
+}
+
+static void run_unwatched(void)
+{
+	const size_t big = (size_t)16 << 20;
+
+	for (int it = 0; it < 10; it++) {
+		uint64_t seed = 600 + 4 * (uint64_t)it;
+		struct a2a a, b;
+		shemb_request *r;
+
+		/* long enough a wait for the thread to stand back */
+		a2a_prepare(&a, seed, big);
+		start_a2a(&a, SHEMB_PRIO_DENSE, NULL);
+		a2a_check(&a, seed);
+		a2a_prepare(&b, seed + 1, 0);
+		start_a2a(&b, SHEMB_PRIO_DENSE, &r);
+		poll_alone(r, "an alltoallv started after a blocking one", it);
+		a2a_check(&b, seed + 1);
+
+		/* the blocking call goes first, and its caller moves the
+		 * big one too until its own is done */
+		a2a_prepare(&a, seed + 2, big);
+		a2a_prepare(&b, seed + 3, 0);
+		start_a2a(&a, SHEMB_PRIO_DENSE - 1, &r);
+		start_a2a(&b, SHEMB_PRIO_DENSE, NULL);
+		a2a_check(&b, seed + 3);
+		poll_alone(r, "an alltoallv in flight when a waiter left", it);
+		a2a_check(&a, seed + 2);
+	}
+}
+
 /* A table of rows x dim, and in b nbags bags of len ids each (into the
  * arrays given), the ids a mix of seed, position and rank. */
 static shemb_table *step_table(int64_t rows, int dim, int nbags, int len,
@@ -828,14 +902,6 @@ static shemb_table *step_table(int64_t rows, int dim, int nbags, int len,
  * for good and the job runs out of time.  How long the failed call took
  * is printed, not judged.
  */
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* One round: a small alltoallv (urgent lane), or on odd rounds a bulk
  * allreduce (the bulk lane, whose completions are read without the
  * engine's lock). */
@@ -1553,6 +1619,8 @@ int main(int argc, char **argv)
 		run_slice();
 	else if (!strcmp(s, "hold"))
 		run_hold();
+	else if (!strcmp(s, "unwatched"))
+		run_unwatched();
 	else if (!strcmp(s, "lanes"))
 		run_lanes(argc > 2 ? atoi(argv[2]) : 400);
 	else if (!strcmp(s, "mismatch-count"))

@@ -4,6 +4,7 @@
 # run bounded in time; also the caller-progress mode, small chunks and
 # collectives of random priorities, rounds that use both lanes at once,
 # collectives waited for in different orders or started after a wait,
+# collectives only polled while the progress thread may sleep,
 # posts refused as by a full queue (SHEMB_FABRIC_EAGAIN),
 # bulk data by single copy and through libfabric, a rank that stops
 # answering, a provider call that never returns, and
@@ -38,6 +39,12 @@ for p in shm "tcp;ofi_rxm"; do
 	# an urgent wait on rank 0 while the others need its bulk lane: a
 	# hang would last until the timeout
 	one "$p" 3 hold --timeout 10000
+	# collectives nobody waits for, after and under blocking ones: the
+	# progress thread, which sleeps while a caller moves the transfers,
+	# must be woken for them, since it now sleeps longer than they are
+	# polled
+	SHEMB_FABRIC_STAND_BACK_MS=600000 one "$p" 3 unwatched
+	SHEMB_FABRIC_STAND_BACK_MS=600000 one "$p" 4 unwatched --chunk 131072
 	# a rank that makes no call: the other times out, naming it (with
 	# more ranks, the first to time out would leave, and the others
 	# could see that instead)
