@@ -472,6 +472,13 @@ unsigned long shemb__fabric_test_refusals(void *comm)
 	return atomic_load(&((struct fab *)comm)->test_refusals);
 }
 
+unsigned long shemb__fabric_lane_calls(void *comm, bool urgent)
+{
+	struct fab *f = comm;
+
+	return atomic_load(&f->lane_calls[urgent ? LANE_URGENT : LANE_BULK]);
+}
+
 /* count(f), progressing the transfers for up to ms until it is 0; -1 if
  * the engine's lock cannot be had. */
 static int count_settled(struct fab *f, int ms,

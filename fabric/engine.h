@@ -420,6 +420,8 @@ struct fab {
 				       * (FI_EAGAIN); a test's switch */
 	uint64_t refuse_state;        /* its generator */
 	_Atomic unsigned long test_refusals; /* posts it refused */
+	_Atomic unsigned long lane_calls[NLANES]; /* calls started on each
+						   * lane (tests) */
 	struct early early[MAX_EARLY]; /* aborts of ops not started */
 	int nearly;
 	struct shemb__spares op_spares; /* ops for a start without memory,

@@ -57,6 +57,9 @@ unsigned long shemb__fabric_late_acks(void *comm);
 /* How many posts of transfers SHEMB_FABRIC_EAGAIN refused (engine.c;
  * tests: that the refusals happened). */
 unsigned long shemb__fabric_test_refusals(void *comm);
+/* How many calls started on the urgent lane, or on the bulk lane (tests:
+ * that a call's priority picks its lane). */
+unsigned long shemb__fabric_lane_calls(void *comm, bool urgent);
 /* The collectives the transport still holds, transfers and all, once
  * their transfers had up to ms to complete (tests: a failed collective
  * must leave none behind); -1 if the engine's lock cannot be had. */

@@ -201,6 +201,8 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 	op->kind = c->kind;
 	op->prio = prio_of(c);
 	op->lane = op->prio > SHEMB_PRIO_DENSE ? LANE_URGENT : LANE_BULK;
+	atomic_fetch_add_explicit(&f->lane_calls[op->lane], 1,
+				  memory_order_relaxed);
 	op->seq = f->next_seq++;
 	/* taken on every path: a record left would stay for good */
 	early = shemb__fab_early_abort(f, op);

@@ -57,7 +57,9 @@
  *     behind per refusal, shm, which holds 1024 receives an endpoint,
  *     would refuse new ones long before), a last real alltoallv, exact;
  *   - with SHEMB_FABRIC_EAGAIN set (test_refuse.sh), that the transport
- *     did refuse some posts as a full queue would, and post them again.
+ *     did refuse some posts as a full queue would, and post them again;
+ *   - that each call started on the lane of its priority, and no other
+ *     call started with it.
  */
 #include "config.h"
 
@@ -88,10 +90,20 @@ static shemb_ctx *ctx;
  * lane. */
 static int coll_start(const struct shemb__coll *c, shemb_request **req)
 {
+	bool urgent = c->kind == SHEMB__BARRIER || c->prio > SHEMB_PRIO_DENSE;
+	unsigned long on = shemb__fabric_lane_calls(ctx->comm, urgent);
+	unsigned long off = shemb__fabric_lane_calls(ctx->comm, !urgent);
 	int was = shemb__traffic_prio(ctx, c->prio);
 	int rc = shemb__coll_start(ctx, c, req);
 
 	shemb__traffic_prio(ctx, was);
+	/* the call took its own lane (a barrier goes first, on the urgent
+	 * one), and nothing else started */
+	if (shemb__fabric_lane_calls(ctx->comm, urgent) != on + 1 ||
+	    shemb__fabric_lane_calls(ctx->comm, !urgent) != off)
+		FAIL("a call of priority %d (kind %d) did not start on the "
+		     "%s lane alone", c->prio, (int)c->kind,
+		     urgent ? "urgent" : "bulk");
 	return rc;
 }
 
