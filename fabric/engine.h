@@ -636,6 +636,8 @@ void shemb__fab_tell_all(struct fab *f, struct op *op);
  * starts (shemb__fab_early_abort takes it) */
 void shemb__fab_note_early(struct fab *f, const struct shemb__ctrl *c);
 uint64_t shemb__fab_now_ns(void);
+/* The same clock, coarser and cheaper: for timeouts of milliseconds. */
+uint64_t shemb__fab_coarse_ns(void);
 
 /* settle.c: a failed op's messages between the ranks, taken up */
 /* The messages of op this rank sent peer, lane by lane, the round of the

@@ -313,7 +313,7 @@ static int fab_test(void *comm, struct shemb__op *h, int *done, char *why,
 static int progress_while_moving(struct fab *f, struct op *op, char *why,
 				 size_t len)
 {
-	uint64_t last = shemb__fab_now_ns();
+	uint64_t last = shemb__fab_coarse_ns();
 	/* with a progress thread, a waiter of the urgent lane leaves the
 	 * bulk lane (and its long reads) to the thread */
 	bool bulk = !f->have_thread || op->lane == LANE_BULK;
@@ -323,16 +323,13 @@ static int progress_while_moving(struct fab *f, struct op *op, char *why,
 	if (!bulk)
 		shemb__fab_urgent_wait_begin(f);
 	while (!op_over(op)) {
-		uint64_t now;
-
 		/* a failed op settles on both lanes */
 		if (shemb__fab_progress(f, bulk || op->done) > 0) {
-			last = shemb__fab_now_ns();
+			last = shemb__fab_coarse_ns();
 			if (!shemb__fab_callers_waiting(f))
 				continue;
 		}
-		now = shemb__fab_now_ns();
-		if (f->have_thread && now - last > IDLE_NS)
+		if (f->have_thread && shemb__fab_coarse_ns() - last > IDLE_NS)
 			break;
 		pthread_mutex_unlock(&f->lock);
 		sched_yield();

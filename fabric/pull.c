@@ -51,7 +51,7 @@ static void queue_empty_message(struct fab *f, struct xfer *x)
  * urgent collectives too. */
 static void pulled(struct fab *f, struct op *op, struct xfer *x)
 {
-	op->last_ns = shemb__fab_now_ns();
+	op->last_ns = shemb__fab_coarse_ns();
 	x->landed = true;
 	if (shemb__fab_on_chunk(f, op, x))
 		queue_empty_message(f, x);
@@ -111,7 +111,7 @@ int shemb__fab_run_pull(struct fab *f)
 	f->puller = false;
 	if (!err && !op->done && x->copied + n < x->len) {
 		x->copied += n;
-		op->last_ns = shemb__fab_now_ns();
+		op->last_ns = shemb__fab_coarse_ns();
 		shemb__fab_push_front(&f->pq_head, &f->pq_tail, x); /* the rest next */
 		return 1;
 	}

@@ -141,12 +141,18 @@ END_TEST
 
 START_TEST(alltoallv_bad_arguments)
 {
-	char buf[64];
+	char buf[64] = { 0 };
 	size_t c = 8, d = 0, big = SIZE_MAX - 4;
 
 	refused(shemb_alltoallv(ctx, buf, NULL, &d, buf + 32, &c, &d, NULL));
 	refused(shemb_alltoallv(ctx, buf, &c, &d, buf + 32, &c, NULL, NULL));
 	refused(shemb_alltoallv(ctx, NULL, &c, &d, buf + 32, &c, &d, NULL));
+	ck_assert_ptr_nonnull(strstr(shemb_ctx_last_error(ctx),
+				     "alltoallv send: 8 bytes at offset 0 "
+				     "for rank 0"));
+	refused(shemb_alltoallv(ctx, buf, &c, &d, NULL, &c, &d, NULL));
+	ck_assert_ptr_nonnull(strstr(shemb_ctx_last_error(ctx),
+				     "alltoallv receive: 8 bytes"));
 	refused(shemb_alltoallv(ctx, buf, &c, &big, buf + 32, &c, &d, NULL));
 	/* overlapping send and receive regions */
 	refused(shemb_alltoallv(ctx, buf, &c, &d, buf + 4, &c, &d, NULL));
@@ -162,7 +168,7 @@ END_TEST
 
 START_TEST(allreduce_bad_arguments)
 {
-	float v[4];
+	float v[4] = { 0 };
 
 	refused(shemb_allreduce(ctx, v, v, 4, 99, SHEMB_REDUCE_SUM, NULL));
 	refused(shemb_allreduce(ctx, v, v, 4, SHEMB_F32, 5, NULL));
@@ -177,7 +183,7 @@ END_TEST
 
 START_TEST(allgatherv_bad_arguments)
 {
-	char buf[16];
+	char buf[16] = { 0 };
 	size_t c = 4, d = 0;
 
 	refused(shemb_allgatherv(ctx, buf, 4, buf + 8, NULL, &d, NULL));
