@@ -121,8 +121,7 @@ static int share_nccl_id(shemb_ctx *ctx, struct nccl_hello *h, char *why,
 {
 	int n = ctx->attr.world_size;
 	struct nccl_hello *all = calloc((size_t)n, sizeof(*all));
-	int rc = all ? shemb__allgather_bytes(ctx, h, sizeof(*h), all)
-		     : SHEMB_ENOMEM;
+	int rc = shemb__allgather_bytes(ctx, h, sizeof(*h), all);
 
 	if (rc) {
 		snprintf(why, len, "sharing the NCCL id failed");

@@ -610,8 +610,7 @@ static int same_generation(shemb_ctx *ctx, uint64_t gen)
 	if (!shemb__distributed(ctx))
 		return 0;
 	all = calloc((size_t)world, 8);
-	rc = all ? shemb__allgather_word(ctx, gen, all)
-		 : shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	rc = shemb__allgather_word(ctx, gen, all);
 	for (int r = 0; !rc && r < world; r++)
 		if (all[r] != gen)
 			rc = shemb__fail(ctx, SHEMB_EIO, "checkpoint: the "

@@ -522,16 +522,15 @@ static int agree_generation(shemb_table *t, int status, uint64_t avoid,
 	if (!shemb__distributed(ctx))
 		return status;
 	all = calloc(3 * (size_t)world, 8);
-	if (!all)
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	/* without memory, the first refused: every rank stops there */
 	rc = shemb__allgather_word(ctx, mine, all);
 	if (!rc)
 		rc = shemb__allgather_word(ctx, status ? 0 : table_word(t),
 					   all + world);
 	if (!rc)
 		rc = shemb__allgather_word(ctx, *prev, all + 2 * world);
-	*gen = all[0];
-	*prev = all[2 * world];
+	*gen = all ? all[0] : 0; /* as the others' after a failure */
+	*prev = all ? all[2 * world] : 0;
 	/* a rank that failed sends 0, and says why in save_parts */
 	for (int r = 0; !rc && !status && r < world; r++)
 		if (all[world + r] && all[world + r] != table_word(t))
@@ -554,8 +553,6 @@ static int gather_written(shemb_ctx *ctx, const struct written *mine,
 		free(w);
 		return 0;
 	}
-	if (!w)
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	rc = shemb__allgather_word(ctx, mine->nrecords, w);
 	if (!rc)
 		rc = shemb__allgather_word(ctx, mine->bytes, w + world);
@@ -615,8 +612,7 @@ static int incremental(shemb_table *t, unsigned flags, uint64_t prev,
 	if (!shemb__distributed(t->ctx))
 		return 0;
 	all = calloc((size_t)world, 8);
-	rc = all ? shemb__allgather_word(t->ctx, *yes, all)
-		 : shemb__fail(t->ctx, SHEMB_ENOMEM, "no memory");
+	rc = shemb__allgather_word(t->ctx, *yes, all);
 	for (int r = 0; !rc && r < world; r++)
 		*yes &= all[r] != 0;
 	free(all);

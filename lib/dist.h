@@ -182,10 +182,14 @@ int shemb__dist_agree_offers(shemb_ctx *ctx, int kind, uint64_t sig,
 			     int status, struct shemb__xchg *x,
 			     unsigned *offers);
 
-/* Every rank's 8 bytes, rank r's at all[r]. */
+/* Every rank's 8 bytes, rank r's at all[r].  all may be NULL, where the
+ * caller found no memory for it: the rank then takes part all the same,
+ * refusing the call, which fails on every rank with SHEMB_ENOMEM (a rank
+ * that left out a collective would leave the ranks out of step). */
 int shemb__allgather_word(shemb_ctx *ctx, uint64_t mine, uint64_t *all);
-/* Every rank's len bytes, rank r's at all + r * len; the collective
- * moves copies of its own (held.c), so mine and all may be anywhere. */
+/* Every rank's len bytes, rank r's at all + r * len (all NULL: as
+ * above); the collective moves copies of its own (held.c), so mine and
+ * all may be anywhere. */
 int shemb__allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
 			   void *all);
 

@@ -148,7 +148,7 @@ int shemb__allgather_bytes(shemb_ctx *ctx, const void *mine, size_t len,
 	struct shemb__coll c = { .kind = SHEMB__ALLGATHERV, .sendcount = len,
 				 .recvcounts = cnt, .rdispls = dsp };
 
-	if (!cnt || !dsp || !buf) {
+	if (!cnt || !dsp || !buf || !all) {
 		rc = refuse_gather(ctx);
 		goto out;
 	}
@@ -190,8 +190,7 @@ int shemb__dist_all_ok(shemb_ctx *ctx, int status, const char *what)
 	if (status)
 		snprintf(mine.why, sizeof(mine.why), "%s",
 			 shemb_ctx_last_error(ctx));
-	rc = all ? shemb__allgather_bytes(ctx, &mine, sizeof(mine), all)
-		 : refuse_gather(ctx);
+	rc = shemb__allgather_bytes(ctx, &mine, sizeof(mine), all);
 	if (!rc && status)
 		rc = status; /* this rank's own detail stays */
 	for (int r = 0; !rc && r < world; r++) {

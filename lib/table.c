@@ -225,12 +225,34 @@ static uint64_t fingerprint(const shemb_table *t)
 	return h;
 }
 
+/* A failed rank's word in same_on_every_rank(): even, where every
+ * fingerprint is odd. */
+static uint64_t failed_word(int status)
+{
+	return (uint64_t)(uint32_t)-status << 1;
+}
+
+/* Rank r's failure from its word: SHEMB_EINVAL, its attributes refused,
+ * or the code it failed with before (no memory for the table). */
+static int fail_of_rank(shemb_ctx *ctx, const char *name, int r,
+			uint64_t word)
+{
+	int s = -(int)(uint32_t)(word >> 1);
+
+	if (s == SHEMB_EINVAL || s >= 0)
+		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': rank %d "
+				   "refused its attributes", name, r);
+	return shemb__fail(ctx, s, "rank %d failed to create table '%s' "
+			   "(%s)", r, name, shemb_strerror(s));
+}
+
 /*
  * Creating a table with more than one rank is collective: every rank must
  * create the same tables with the same attributes in the same order (the
  * shard plans and the steps rely on it).  Ranks compare fingerprints of
- * the attributes first; a rank whose own checks failed (status) sends 0,
- * so that every rank fails, not only the one that saw the problem.
+ * the attributes first; a rank whose own checks or allocations failed
+ * (status) sends its code instead, so that every rank fails, not only
+ * the one that saw the problem, and with that code.
  */
 static int same_on_every_rank(shemb_ctx *ctx, const shemb_table *t,
 			      const char *name, int status)
@@ -238,15 +260,13 @@ static int same_on_every_rank(shemb_ctx *ctx, const shemb_table *t,
 	int world = ctx->attr.world_size, rc;
 	uint64_t *all = calloc((size_t)world, 8);
 
-	if (!all)
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
-	rc = shemb__allgather_word(ctx, status ? 0 : fingerprint(t) | 1, all);
+	rc = shemb__allgather_word(ctx, status ? failed_word(status)
+					       : fingerprint(t) | 1, all);
 	if (!rc && status)
 		rc = status; /* this rank's own detail stays */
 	for (int r = 0; !rc && r < world; r++)
-		if (all[r] == 0)
-			rc = shemb__fail(ctx, SHEMB_EINVAL, "table '%s': rank "
-					 "%d refused its attributes", name, r);
+		if (!(all[r] & 1))
+			rc = fail_of_rank(ctx, name, r, all[r]);
 	for (int r = 1; !rc && r < world; r++)
 		if (all[r] != all[0])
 			rc = shemb__fail(ctx, SHEMB_EINVAL, "table '%s': rank "
@@ -266,8 +286,6 @@ static int learn_budgets(shemb_ctx *ctx)
 	if (ctx->rank_budget)
 		return 0;
 	all = calloc((size_t)ctx->attr.world_size, 8);
-	if (!all)
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	rc = shemb__allgather_word(ctx, ctx->host_budget, all);
 	if (rc)
 		free(all);

@@ -65,6 +65,24 @@
  *   - the pool's tasks of the walked calls, which cannot report a
  *     failure, allocated nothing, and its workers ("shemb-worker") ran
  *     some of them (task_allocs).
+ *
+ * Before those walks, one of a table's creation (collective: on every
+ * rank or on none), whose armed allocation counts those of the calling
+ * thread and of the pool's tasks of the rows' initialization, wherever
+ * they run (create_step()).  Checked:
+ *
+ *   - the armed rank fails with SHEMB_ENOMEM or succeeds, the others
+ *     alike, naming it (before, a rank that failed before the exchange
+ *     of fingerprints was said to have refused its attributes,
+ *     SHEMB_EINVAL, and one without memory for an exchange left it out,
+ *     which put the ranks' collectives out of step);
+ *   - the table exists on every rank or on none, *table is NULL where it
+ *     failed, and the host budget in use is back to what it was;
+ *   - a table created, armed or not, reads back its initial value, one
+ *     of its own, in rows of every rank's part (a task's failure lost
+ *     would leave rows of the table freed before it);
+ *   - some armed allocations were the tasks'.
+ *
  * Nothing here judges time; shemb-run's --timeout bounds the job.
  */
 #include "config.h"
@@ -144,6 +162,36 @@ static atomic_long task_allocs, worker_tasks;
 static atomic_bool walking;
 static _Thread_local bool in_pool_task;
 
+/*
+ * A table's creation is walked before the other calls, and there the
+ * pool's tasks do allocate (init_block): its armed allocation counts
+ * those of the calling thread and of every task, on whichever thread it
+ * runs, so that the tasks' failures are injected too.
+ */
+static _Thread_local bool is_caller;
+static atomic_long create_countdown;
+static atomic_bool create_failed_one, create_starving;
+static atomic_long create_task_failures; /* armed ones, in a task */
+
+static bool fail_creation(void)
+{
+	if (!is_caller && !in_pool_task)
+		return false;
+	if (atomic_load(&create_starving))
+		return true;
+	if (atomic_load(&create_countdown) <= 0 ||
+	    atomic_fetch_sub(&create_countdown, 1) != 1)
+		return false;
+	atomic_store(&create_failed_one, true);
+	if (in_pool_task)
+		atomic_fetch_add(&create_task_failures, 1);
+	if (shortage) {
+		atomic_store(&create_starving, true);
+		atomic_fetch_add(&callers_starving, 1);
+	}
+	return true;
+}
+
 struct counted_job {
 	shemb__task_fn fn;
 	void *arg;
@@ -181,6 +229,8 @@ static bool fail_now(void)
 		return true;
 	}
 	if (atomic_load(&steps_starving) && on_steps_thread())
+		return true;
+	if (fail_creation())
 		return true;
 	if (atomic_load(&steps_countdown) > 0 && on_steps_thread() &&
 	    atomic_fetch_sub(&steps_countdown, 1) == 1) {
@@ -234,6 +284,20 @@ static bool disarm_steps(void)
 	return atomic_load(&steps_failed_one);
 }
 
+static void arm_creation(long nth)
+{
+	atomic_store(&create_failed_one, false);
+	atomic_store(&create_countdown, nth);
+}
+
+static bool disarm_creation(void)
+{
+	atomic_store(&create_countdown, 0);
+	if (atomic_exchange(&create_starving, false))
+		atomic_fetch_sub(&callers_starving, 1);
+	return atomic_load(&create_failed_one);
+}
+
 /* Disarmed; whether an allocation failed since arm(). */
 static bool disarm(void)
 {
@@ -246,9 +310,10 @@ static bool disarm(void)
 
 /* ---- the calls ---- */
 
-enum kind { BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP, BACKWARD, PAIR,
-	    NKINDS };
-static const char *const kind_name[] = { "bulk alltoallv",
+enum kind { CREATE, BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP, BACKWARD,
+	    PAIR, NKINDS };
+static const char *const kind_name[] = { "table creation",
+					 "bulk alltoallv",
 					 "urgent alltoallv", "allgatherv",
 					 "ring allreduce", "gather of words",
 					 "lookup", "backward",
@@ -712,6 +777,94 @@ static void armed_pair(int i, int armed, bool *hit)
 /* Step i: rank i % world fails its (i / world + 1)-th allocation.
  * Returns whether the armed rank's call reached it, which every rank
  * learns from a gathered word. */
+/* ---- a table's creation: on every rank or on none ---- */
+
+#define CREATE_ROWS 20000 /* some blocks of initialization a rank */
+
+/* Each table of the walk starts from a value of its own, so that one
+ * whose initialization was skipped, in rows that the allocator gave
+ * back from the table before, does not pass for initialized. */
+static float init_value(int i, bool real)
+{
+	return (float)(2 * i + real) + 0.5f;
+}
+
+static void create_attr(struct shemb_table_attr *a, float value)
+{
+	shemb_table_attr_init(a);
+	a->rows = CREATE_ROWS;
+	a->dim = DIM;
+	a->init = SHEMB_INIT_CONSTANT;
+	a->init_value = value;
+}
+
+/* Rows of every rank's shard read back as initialized. */
+static void check_created(shemb_table *t, const char *what, int i,
+			  float value)
+{
+	enum { N = 64 };
+	int64_t ids[N];
+	float out[N * DIM];
+
+	for (int j = 0; j < N; j++)
+		ids[j] = (int64_t)j * (CREATE_ROWS / N) + (j + rank) % 7;
+	CHECK_RC(ctx, shemb_table_read_rows(t, N, ids, out, SHEMB_F32));
+	for (int k = 0; k < N * DIM; k++)
+		if (out[k] != value)
+			FAIL("%s, step %d: row %lld holds %g, not %g", what, i,
+			     (long long)ids[k / DIM], out[k], value);
+}
+
+static void check_budget(uint64_t used, const char *what, int i)
+{
+	uint64_t now = atomic_load(&ctx->host_used);
+
+	if (now != used)
+		FAIL("table creation, step %d: %s, %llu bytes of the host "
+		     "budget in use, not %llu", i, what,
+		     (unsigned long long)now, (unsigned long long)used);
+}
+
+/* Step i of the creations' walk: whether the armed rank's allocation was
+ * reached. */
+static bool create_step(int i)
+{
+	int armed = i % world, rc;
+	uint64_t used = atomic_load(&ctx->host_used), all[MAX_RANKS];
+	shemb_table *t = tabs[0]; /* not NULL: a failure must clear it */
+	struct shemb_table_attr a;
+	bool hit = false;
+
+	create_attr(&a, init_value(i, false));
+	if (rank == armed)
+		arm_creation(i / world + 1);
+	rc = shemb_table_create(ctx, &a, &t);
+	if (rank == armed)
+		hit = disarm_creation();
+	check_status(CREATE, i, armed, rc, hit);
+	CHECK_RC(ctx, shemb__allgather_word(ctx, rc == 0, all));
+	for (int r = 0; r < world; r++)
+		if ((all[r] != 0) != (rc == 0))
+			FAIL("table creation, step %d (rank %d armed): "
+			     "created here %s, on rank %d %s", i, armed,
+			     rc ? "not" : "", r, all[r] ? "" : "not");
+	if (rc && t)
+		FAIL("table creation, step %d: failed, *table not NULL", i);
+	if (rc)
+		check_budget(used, "after the failed creation", i);
+	if (!rc) {
+		check_created(t, "armed creation", i, a.init_value);
+		CHECK_RC(ctx, shemb_table_destroy(t));
+		check_budget(used, "after the table was destroyed", i);
+	}
+	create_attr(&a, init_value(i, true));
+	CHECK_RC(ctx, shemb_table_create(ctx, &a, &t));
+	check_created(t, "real creation", i, a.init_value);
+	CHECK_RC(ctx, shemb_table_destroy(t));
+	CHECK_RC(ctx, shemb__allgather_word(ctx, hit, all));
+	return all[armed] != 0;
+}
+
 static bool step(enum kind kind, int i)
 {
 	int armed = i % world, rc;
@@ -720,6 +873,8 @@ static bool step(enum kind kind, int i)
 	struct call a;
 	uint64_t all[MAX_RANKS];
 
+	if (kind == CREATE)
+		return create_step(i);
 	if (kind == BACKWARD || kind == PAIR) {
 		if (kind == BACKWARD)
 			armed_backward(i, armed, &hit);
@@ -919,6 +1074,19 @@ static void check_late_acks(void)
 
 /* The pool's workers ran tasks of the walks' calls, and no task
  * allocated (see task_allocs). */
+/* The creations' walk failed allocations of the initialization's tasks
+ * too, not only the calling thread's. */
+static void check_task_failures(void)
+{
+	int64_t n = sum_over_ranks(atomic_load(&create_task_failures));
+
+	if (!n)
+		FAIL("no armed allocation of a table's creation was a task's");
+	if (rank == 0)
+		printf("table creation: %lld armed allocations in tasks\n",
+		       (long long)n);
+}
+
 static void check_tasks_allocate_nothing(void)
 {
 	long tasks = atomic_load(&worker_tasks);
@@ -967,16 +1135,19 @@ int main(int argc, char **argv)
 		else
 			FAIL("unknown argument %s", argv[i]);
 	}
+	is_caller = true;
 	ctx = open_rank_ctx(&attr, &world, MAX_RANKS);
 	check_injected();
 	make_tables();
+	walk(CREATE);
+	check_task_failures();
 	atomic_store(&walking, true);
 	/* where calls settle: over shm, the others learn of rank 0's
 	 * failures before they start most of the burst */
 	if (shortage && shemb__fabric_settles(ctx->comm) && clean() &&
 	    attr.progress == SHEMB_PROGRESS_CALLER)
 		burst();
-	for (int kind = 0; kind < NKINDS; kind++)
+	for (int kind = CREATE + 1; kind < NKINDS; kind++)
 		walk((enum kind)kind);
 	for (int t = 0; t < NT; t++)
 		CHECK_RC(ctx, shemb_table_destroy(tabs[t]));
