@@ -66,10 +66,11 @@
  *     failure, allocated nothing, and its workers ("shemb-worker") ran
  *     some of them (task_allocs).
  *
- * Before those walks, one of a table's creation (collective: on every
- * rank or on none), whose armed allocation counts those of the calling
- * thread and of the pool's tasks of the rows' initialization, wherever
- * they run (create_step()).  Checked:
+ * Before those walks, those of a table's creation (collective: on every
+ * rank or on none), of a checkpoint's save and of its load, whose armed
+ * allocation counts those of the calling thread and of the pool's tasks
+ * (the rows' initialization), wherever they run (fail_creation()).
+ * Checked:
  *
  *   - the armed rank fails with SHEMB_ENOMEM or succeeds, the others
  *     alike, naming it (before, a rank that failed before the exchange
@@ -81,12 +82,20 @@
  *   - a table created, armed or not, reads back its initial value, one
  *     of its own, in rows of every rank's part (a task's failure lost
  *     would leave rows of the table freed before it);
- *   - some armed allocations were the tasks'.
+ *   - some armed allocations were the tasks';
+ *   - a save succeeds or fails on every rank alike, and the checkpoint
+ *     in place then loads as the table was written (the old one or the
+ *     new one, whole); a load, as a creation, on every rank or none,
+ *     with the budget back (before, a rank without memory for the
+ *     generation's, the written parts' or the load's exchange left it
+ *     out: the others' call failed with SHEMB_EINVAL or SHEMB_EIO).
  *
  * Nothing here judges time; shemb-run's --timeout bounds the job.
  */
+#define _GNU_SOURCE
 #include "config.h"
 
+#include <ftw.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -310,9 +319,13 @@ static bool disarm(void)
 
 /* ---- the calls ---- */
 
-enum kind { CREATE, BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP, BACKWARD,
-	    PAIR, NKINDS };
+/* The kinds before BULK are walked before the others, with the armed
+ * allocation counting the pool's tasks' too (fail_creation()). */
+enum kind { CREATE, SAVE, LOAD, BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP,
+	    BACKWARD, PAIR, NKINDS };
 static const char *const kind_name[] = { "table creation",
+					 "checkpoint save",
+					 "checkpoint load",
 					 "bulk alltoallv",
 					 "urgent alltoallv", "allgatherv",
 					 "ring allreduce", "gather of words",
@@ -815,14 +828,38 @@ static void check_created(shemb_table *t, const char *what, int i,
 			     (long long)ids[k / DIM], out[k], value);
 }
 
-static void check_budget(uint64_t used, const char *what, int i)
+static void check_budget(enum kind kind, uint64_t used, const char *what,
+			 int i)
 {
 	uint64_t now = atomic_load(&ctx->host_used);
 
 	if (now != used)
-		FAIL("table creation, step %d: %s, %llu bytes of the host "
-		     "budget in use, not %llu", i, what,
+		FAIL("%s, step %d: %s, %llu bytes of the host budget in use, "
+		     "not %llu", kind_name[kind], i, what,
 		     (unsigned long long)now, (unsigned long long)used);
+}
+
+/* The call of step i succeeded on every rank or failed on every rank. */
+static void agree_outcome(enum kind kind, int i, int armed, int rc)
+{
+	uint64_t all[MAX_RANKS];
+
+	CHECK_RC(ctx, shemb__allgather_word(ctx, rc == 0, all));
+	for (int r = 0; r < world; r++)
+		if ((all[r] != 0) != (rc == 0))
+			FAIL("%s, step %d (rank %d armed): %s here, %s on "
+			     "rank %d", kind_name[kind], i, armed,
+			     rc ? "failed" : "succeeded",
+			     all[r] ? "succeeded" : "failed", r);
+}
+
+/* Whether the armed rank's allocation was reached, for all. */
+static bool reached(int armed, bool hit)
+{
+	uint64_t all[MAX_RANKS];
+
+	CHECK_RC(ctx, shemb__allgather_word(ctx, hit, all));
+	return all[armed] != 0;
 }
 
 /* Step i of the creations' walk: whether the armed rank's allocation was
@@ -830,7 +867,7 @@ static void check_budget(uint64_t used, const char *what, int i)
 static bool create_step(int i)
 {
 	int armed = i % world, rc;
-	uint64_t used = atomic_load(&ctx->host_used), all[MAX_RANKS];
+	uint64_t used = atomic_load(&ctx->host_used);
 	shemb_table *t = tabs[0]; /* not NULL: a failure must clear it */
 	struct shemb_table_attr a;
 	bool hit = false;
@@ -842,27 +879,132 @@ static bool create_step(int i)
 	if (rank == armed)
 		hit = disarm_creation();
 	check_status(CREATE, i, armed, rc, hit);
-	CHECK_RC(ctx, shemb__allgather_word(ctx, rc == 0, all));
-	for (int r = 0; r < world; r++)
-		if ((all[r] != 0) != (rc == 0))
-			FAIL("table creation, step %d (rank %d armed): "
-			     "created here %s, on rank %d %s", i, armed,
-			     rc ? "not" : "", r, all[r] ? "" : "not");
+	agree_outcome(CREATE, i, armed, rc);
 	if (rc && t)
 		FAIL("table creation, step %d: failed, *table not NULL", i);
 	if (rc)
-		check_budget(used, "after the failed creation", i);
+		check_budget(CREATE, used, "after the failed creation", i);
 	if (!rc) {
 		check_created(t, "armed creation", i, a.init_value);
 		CHECK_RC(ctx, shemb_table_destroy(t));
-		check_budget(used, "after the table was destroyed", i);
+		check_budget(CREATE, used, "after the table was destroyed", i);
 	}
 	create_attr(&a, init_value(i, true));
 	CHECK_RC(ctx, shemb_table_create(ctx, &a, &t));
 	check_created(t, "real creation", i, a.init_value);
 	CHECK_RC(ctx, shemb_table_destroy(t));
-	CHECK_RC(ctx, shemb__allgather_word(ctx, hit, all));
-	return all[armed] != 0;
+	return reached(armed, hit);
+}
+
+/* ---- checkpoints of the first table: every rank or none ---- */
+
+static char ckpt_dir[64]; /* rank 0's, for every rank */
+
+static void make_ckpt_dir(void)
+{
+	char mine[sizeof(ckpt_dir)] = "", all[MAX_RANKS][sizeof(ckpt_dir)];
+
+	if (rank == 0) {
+		snprintf(mine, sizeof(mine), "/tmp/oom_rank.XXXXXX");
+		if (!mkdtemp(mine))
+			FAIL("mkdtemp failed");
+	}
+	CHECK_RC(ctx, shemb__allgather_bytes(ctx, mine, sizeof(mine), all));
+	memcpy(ckpt_dir, all[0], sizeof(ckpt_dir));
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+			struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void remove_ckpt_dir(void)
+{
+	CHECK_RC(ctx, shemb_barrier(ctx, NULL));
+	if (rank == 0 && nftw(ckpt_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS))
+		FAIL("cannot remove %s", ckpt_dir);
+}
+
+/* Rows of every rank's part of table t, loaded from the first table's
+ * checkpoint, read back as that table's were written. */
+static void check_as_written(shemb_table *t, const char *what, int i)
+{
+	enum { N = 64 };
+	int64_t ids[N];
+	float out[N * DIM];
+
+	for (int j = 0; j < N; j++)
+		ids[j] = (int64_t)j * (ROWS / N) + (j + rank) % 7;
+	CHECK_RC(ctx, shemb_table_read_rows(t, N, ids, out, SHEMB_F32));
+	for (int k = 0; k < N * DIM; k++)
+		if (out[k] != ref[0][ids[k / DIM]][k % DIM])
+			FAIL("%s, step %d: row %lld holds %g, not %g", what, i,
+			     (long long)ids[k / DIM], out[k],
+			     ref[0][ids[k / DIM]][k % DIM]);
+}
+
+/* The checkpoint in place loads as the table was written: a save that
+ * failed left the one before it, or its own, whole. */
+static void check_checkpoint(const char *what, int i)
+{
+	shemb_table *t;
+
+	CHECK_RC(ctx, shemb_table_load(ctx, ckpt_dir, NULL, &t));
+	check_as_written(t, what, i);
+	CHECK_RC(ctx, shemb_table_destroy(t));
+}
+
+static unsigned save_flags(int i)
+{
+	return (i / world) % 2 ? SHEMB_SAVE_INCREMENTAL : 0;
+}
+
+static bool save_step(int i)
+{
+	int armed = i % world, rc;
+	bool hit = false;
+
+	if (rank == armed)
+		arm_creation(i / world + 1);
+	rc = shemb_table_save(tabs[0], ckpt_dir, save_flags(i));
+	if (rank == armed)
+		hit = disarm_creation();
+	check_status(SAVE, i, armed, rc, hit);
+	agree_outcome(SAVE, i, armed, rc);
+	check_checkpoint("after the armed save", i);
+	CHECK_RC(ctx, shemb_table_save(tabs[0], ckpt_dir, save_flags(i)));
+	check_checkpoint("after a real save", i);
+	return reached(armed, hit);
+}
+
+static bool load_step(int i)
+{
+	int armed = i % world, rc;
+	uint64_t used = atomic_load(&ctx->host_used);
+	shemb_table *t = tabs[0]; /* not NULL: a failure must clear it */
+	bool hit = false;
+
+	if (rank == armed)
+		arm_creation(i / world + 1);
+	rc = shemb_table_load(ctx, ckpt_dir, NULL, &t);
+	if (rank == armed)
+		hit = disarm_creation();
+	check_status(LOAD, i, armed, rc, hit);
+	agree_outcome(LOAD, i, armed, rc);
+	if (rc && t)
+		FAIL("checkpoint load, step %d: failed, *table not NULL", i);
+	if (!rc) {
+		check_as_written(t, "armed load", i);
+		CHECK_RC(ctx, shemb_table_destroy(t));
+	}
+	check_budget(LOAD, used, rc ? "after the failed load"
+				    : "after the table was destroyed", i);
+	check_checkpoint("a real load", i);
+	return reached(armed, hit);
 }
 
 static bool step(enum kind kind, int i)
@@ -875,6 +1017,10 @@ static bool step(enum kind kind, int i)
 
 	if (kind == CREATE)
 		return create_step(i);
+	if (kind == SAVE)
+		return save_step(i);
+	if (kind == LOAD)
+		return load_step(i);
 	if (kind == BACKWARD || kind == PAIR) {
 		if (kind == BACKWARD)
 			armed_backward(i, armed, &hit);
@@ -1141,13 +1287,18 @@ int main(int argc, char **argv)
 	make_tables();
 	walk(CREATE);
 	check_task_failures();
+	make_ckpt_dir();
+	CHECK_RC(ctx, shemb_table_save(tabs[0], ckpt_dir, 0));
+	walk(SAVE);
+	walk(LOAD);
+	remove_ckpt_dir();
 	atomic_store(&walking, true);
 	/* where calls settle: over shm, the others learn of rank 0's
 	 * failures before they start most of the burst */
 	if (shortage && shemb__fabric_settles(ctx->comm) && clean() &&
 	    attr.progress == SHEMB_PROGRESS_CALLER)
 		burst();
-	for (int kind = CREATE + 1; kind < NKINDS; kind++)
+	for (int kind = BULK; kind < NKINDS; kind++)
 		walk((enum kind)kind);
 	for (int t = 0; t < NT; t++)
 		CHECK_RC(ctx, shemb_table_destroy(tabs[t]));

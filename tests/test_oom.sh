@@ -1,7 +1,9 @@
 #!/bin/sh
-# Collectives in which one rank's allocations fail, one at a time, at
-# every point the call allocates on the calling thread (tests/oom_rank.c;
-# the pool's tasks in these calls, which cannot fail, allocate nothing):
+# Table creations, checkpoint saves and loads, and collectives, in which
+# one rank's allocations fail, one at a time, at every point the call
+# allocates on the calling thread (tests/oom_rank.c; in the creations,
+# saves and loads, the pool's tasks' too; in the other calls the tasks,
+# which cannot fail, allocate nothing):
 # the failing rank gets SHEMB_ENOMEM, the others succeed or fail naming
 # it, and every rank stays in step.  2 and 3 ranks over shm and over
 # tcp;ofi_rxm, with the progress thread and with caller progress.  Then
