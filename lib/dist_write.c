@@ -68,24 +68,32 @@ static void pack(const shemb_table *t, int64_t n, const int64_t *ids,
 	}
 }
 
+/* Room for the local ids of the most any peer may send (its message's
+ * words), taken before the exchange: a rank without it refuses the
+ * exchange instead of storing some peers' rows and not the others'. */
+static int64_t *local_ids_room(const struct shemb__xchg *x)
+{
+	size_t most = 0;
+
+	for (int p = 0; p < x->world; p++)
+		most = x->rcount[p] / 8 > most ? x->rcount[p] / 8 : most;
+	return malloc((most + 1) * sizeof(int64_t));
+}
+
 /* Each peer's rows, in rank order, into this rank's store. */
 static int store_all(shemb_table *t, const struct shemb__xchg *x,
-		     const float *reset)
+		     const float *reset, int64_t *local)
 {
 	for (int p = 0; p < x->world; p++) {
 		const int64_t *m = (const int64_t *)(x->rbuf + x->rdispl[p]);
 		int64_t n = m[0];
-		int64_t *local = malloc((size_t)(n + 1) * sizeof(int64_t));
 		int rc;
 
-		if (!local)
-			return SHEMB_ENOMEM;
 		for (int64_t i = 0; i < n; i++)
 			local[i] = shemb__shard_local(&t->shard, m[1 + i]);
 		rc = shemb__tier_write(t, n, local, m + 1 + n, t->attr.dtype,
 				       reset);
 		shemb__ckpt_touch(t, n, local);
-		free(local);
 		if (rc)
 			return rc;
 	}
@@ -122,11 +130,13 @@ int shemb__dist_write(shemb_table *t, int64_t n, const int64_t *ids,
 {
 	shemb_ctx *ctx = t->ctx;
 	struct shemb__xchg x = { 0 };
+	int64_t *local = NULL;
 	char *rows = NULL;
 	int rc;
 
-	if (shemb__xchg_init(&x, ctx->attr.world_size))
-		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	/* without its counts, this rank still meets the others, failed */
+	if (shemb__xchg_init(&x, ctx->attr.world_size) && !status)
+		status = shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
 	if (!status && n > 0) {
 		rows = stored_form(t, n, in, dtype);
 		if (!rows)
@@ -140,16 +150,19 @@ int shemb__dist_write(shemb_table *t, int64_t n, const int64_t *ids,
 	rc = shemb__dist_agree(ctx, SHEMB__DIST_WRITE,
 			       status ? 0 : write_signature(t, flags), status,
 			       &x);
-	if (!rc && shemb__xchg_alloc(&x))
-		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory");
+	/* the others, committed to the rows' exchange, learn it there */
+	if (!rc && (shemb__xchg_alloc(&x) || !(local = local_ids_room(&x))))
+		rc = shemb__xchg_refuse(ctx, SHEMB_ENOMEM,
+					"no memory for the rows' exchange");
 	if (!rc) {
 		pack(t, n, ids, rows, &x);
 		rc = shemb__xchg_run(ctx, &x);
 	}
-	if (!rc && (rc = store_all(t, &x, reset)))
+	if (!rc && (rc = store_all(t, &x, reset, local)))
 		shemb__fail(ctx, rc, "write_rows (table '%s') failed in the "
 			    "backend", t->name);
 	pthread_rwlock_unlock(&t->rows_lock);
+	free(local);
 	free(rows);
 	shemb__xchg_free(ctx, &x);
 	return rc;

@@ -67,9 +67,10 @@
  *     some of them (task_allocs).
  *
  * Before those walks, those of a table's creation (collective: on every
- * rank or on none), of a checkpoint's save and of its load, whose armed
- * allocation counts those of the calling thread and of the pool's tasks
- * (the rows' initialization), wherever they run (fail_creation()).
+ * rank or on none), of a checkpoint's save and of its load, and of row
+ * writes and reads, whose armed allocation counts those of the calling
+ * thread and of the pool's tasks (the rows' initialization), wherever
+ * they run (fail_creation()).
  * Checked:
  *
  *   - the armed rank fails with SHEMB_ENOMEM or succeeds, the others
@@ -88,7 +89,12 @@
  *     new one, whole); a load, as a creation, on every rank or none,
  *     with the budget back (before, a rank without memory for the
  *     generation's, the written parts' or the load's exchange left it
- *     out: the others' call failed with SHEMB_EINVAL or SHEMB_EIO).
+ *     out: the others' call failed with SHEMB_EINVAL or SHEMB_EIO);
+ *   - a row write, likewise on every rank or none, a failed one leaving
+ *     every row of the table as it was (before, a rank without memory
+ *     for its counts or buffers left the exchange out, and one without
+ *     memory while storing kept some peers' rows only); a row read
+ *     returns the rows as written, or fails naming the armed rank.
  *
  * Nothing here judges time; shemb-run's --timeout bounds the job.
  */
@@ -321,11 +327,12 @@ static bool disarm(void)
 
 /* The kinds before BULK are walked before the others, with the armed
  * allocation counting the pool's tasks' too (fail_creation()). */
-enum kind { CREATE, SAVE, LOAD, BULK, URGENT, GATHER, REDUCE, WORD, LOOKUP,
-	    BACKWARD, PAIR, NKINDS };
+enum kind { CREATE, SAVE, LOAD, WRITE, READ, BULK, URGENT, GATHER, REDUCE,
+	    WORD, LOOKUP, BACKWARD, PAIR, NKINDS };
 static const char *const kind_name[] = { "table creation",
 					 "checkpoint save",
 					 "checkpoint load",
+					 "row write", "row read",
 					 "bulk alltoallv",
 					 "urgent alltoallv", "allgatherv",
 					 "ring allreduce", "gather of words",
@@ -1007,6 +1014,109 @@ static bool load_step(int i)
 	return reached(armed, hit);
 }
 
+/* ---- rows written and read across the ranks ---- */
+
+#define WRITTEN 16 /* rows each rank writes in a step */
+
+/* The rows of table 0 as the reference has them, all read back. */
+static void check_table0(const char *what, int i)
+{
+	static int64_t ids[ROWS];
+	static float out[ROWS * DIM];
+
+	for (int64_t id = 0; id < ROWS; id++)
+		ids[id] = id;
+	CHECK_RC(ctx, shemb_table_read_rows(tabs[0], ROWS, ids, out,
+					    SHEMB_F32));
+	for (int k = 0; k < ROWS * DIM; k++)
+		if (out[k] != ref[0][k / DIM][k % DIM])
+			FAIL("%s, step %d: row %d holds %g, not %g", what, i,
+			     k / DIM, out[k], ref[0][k / DIM][k % DIM]);
+}
+
+/* Rank r's rows of write k (r' ids are r modulo the world: no two ranks
+ * write one row), and their values, new small integers. */
+static int64_t written_id(int k, int r, int j)
+{
+	return ((int64_t)(k * WRITTEN + j) * world + r) % ROWS;
+}
+
+static float written_value(int k, int64_t id, int c)
+{
+	return (float)((id * 7 + c + 3 * k) % 53);
+}
+
+static int write_rows_of(int k)
+{
+	int64_t ids[WRITTEN];
+	float v[WRITTEN * DIM];
+
+	for (int j = 0; j < WRITTEN; j++) {
+		ids[j] = written_id(k, rank, j);
+		for (int c = 0; c < DIM; c++)
+			v[j * DIM + c] = written_value(k, ids[j], c);
+	}
+	return shemb_table_write_rows(tabs[0], WRITTEN, ids, v, SHEMB_F32, 0);
+}
+
+static void apply_write(int k)
+{
+	for (int r = 0; r < world; r++)
+		for (int j = 0; j < WRITTEN; j++)
+			for (int c = 0; c < DIM; c++)
+				ref[0][written_id(k, r, j)][c] =
+					written_value(k, written_id(k, r, j),
+						      c);
+}
+
+/* A write succeeds on every rank or fails on every rank, and then leaves
+ * every row as it was. */
+static bool write_step(int i)
+{
+	int armed = i % world, rc;
+	bool hit = false;
+
+	if (rank == armed)
+		arm_creation(i / world + 1);
+	rc = write_rows_of(2 * i);
+	if (rank == armed)
+		hit = disarm_creation();
+	check_status(WRITE, i, armed, rc, hit);
+	agree_outcome(WRITE, i, armed, rc);
+	if (!rc)
+		apply_write(2 * i);
+	check_table0(rc ? "after the failed write" : "after the armed write",
+		     i);
+	CHECK_RC(ctx, write_rows_of(2 * i + 1));
+	apply_write(2 * i + 1);
+	check_table0("after a real write", i);
+	return reached(armed, hit);
+}
+
+static bool read_step(int i)
+{
+	int armed = i % world, rc;
+	int64_t ids[WRITTEN];
+	float out[WRITTEN * DIM];
+	bool hit = false;
+
+	for (int j = 0; j < WRITTEN; j++)
+		ids[j] = written_id(i, (rank + 1) % world, j);
+	if (rank == armed)
+		arm_creation(i / world + 1);
+	rc = shemb_table_read_rows(tabs[0], WRITTEN, ids, out, SHEMB_F32);
+	if (rank == armed)
+		hit = disarm_creation();
+	check_status(READ, i, armed, rc, hit);
+	for (int k = 0; !rc && k < WRITTEN * DIM; k++)
+		if (out[k] != ref[0][ids[k / DIM]][k % DIM])
+			FAIL("armed read, step %d: row %lld holds %g, not %g",
+			     i, (long long)ids[k / DIM], out[k],
+			     ref[0][ids[k / DIM]][k % DIM]);
+	check_table0("after the armed read", i);
+	return reached(armed, hit);
+}
+
 static bool step(enum kind kind, int i)
 {
 	int armed = i % world, rc;
@@ -1021,6 +1131,10 @@ static bool step(enum kind kind, int i)
 		return save_step(i);
 	if (kind == LOAD)
 		return load_step(i);
+	if (kind == WRITE)
+		return write_step(i);
+	if (kind == READ)
+		return read_step(i);
 	if (kind == BACKWARD || kind == PAIR) {
 		if (kind == BACKWARD)
 			armed_backward(i, armed, &hit);
@@ -1292,6 +1406,8 @@ int main(int argc, char **argv)
 	walk(SAVE);
 	walk(LOAD);
 	remove_ckpt_dir();
+	walk(WRITE);
+	walk(READ);
 	atomic_store(&walking, true);
 	/* where calls settle: over shm, the others learn of rank 0's
 	 * failures before they start most of the burst */
