@@ -70,7 +70,7 @@
  * rank or on none), of a checkpoint's save and of its load, and of row
  * writes and reads, whose armed allocation counts those of the calling
  * thread and of the pool's tasks (the rows' initialization), wherever
- * they run (fail_creation()).
+ * they run (wide_arm).
  * Checked:
  *
  *   - the armed rank fails with SHEMB_ENOMEM or succeeds, the others
@@ -135,10 +135,14 @@ static _Thread_local long countdown; /* 0: disarmed */
 static _Thread_local bool failed_one;
 static _Thread_local bool starving; /* failing every allocation */
 static bool shortage; /* --shortage: from the armed one on, all fail */
-/* the same for the library's thread of started steps */
-static atomic_long steps_countdown;
-static atomic_bool steps_failed_one;
-static atomic_bool steps_starving;
+/* The same where other threads allocate: the n-th allocation of the
+ * threads where() answers for fails. */
+struct armed {
+	bool (*where)(void);
+	atomic_long countdown;
+	atomic_bool failed_one, starving;
+	atomic_long task_failures; /* failed ones made in a pool task */
+};
 
 static bool on_thread(const char *want)
 {
@@ -151,6 +155,9 @@ static bool on_steps_thread(void)
 {
 	return on_thread("shemb-steps");
 }
+
+/* the library's thread of started steps */
+static struct armed steps_arm = { .where = on_steps_thread };
 
 /* With --shortage, the transport's progress thread finds no memory
  * either while a call starves: where it moves the transfers, the
@@ -184,27 +191,49 @@ static _Thread_local bool in_pool_task;
  * runs, so that the tasks' failures are injected too.
  */
 static _Thread_local bool is_caller;
-static atomic_long create_countdown;
-static atomic_bool create_failed_one, create_starving;
-static atomic_long create_task_failures; /* armed ones, in a task */
 
-static bool fail_creation(void)
+static bool caller_or_task(void)
 {
-	if (!is_caller && !in_pool_task)
+	return is_caller || in_pool_task;
+}
+
+static struct armed wide_arm = { .where = caller_or_task };
+
+/* Whether this allocation fails by a's arming; the thread is asked only
+ * while a is armed. */
+static bool armed_fails(struct armed *a)
+{
+	bool hungry = atomic_load(&a->starving);
+
+	if ((!hungry && atomic_load(&a->countdown) <= 0) || !a->where())
 		return false;
-	if (atomic_load(&create_starving))
+	if (hungry)
 		return true;
-	if (atomic_load(&create_countdown) <= 0 ||
-	    atomic_fetch_sub(&create_countdown, 1) != 1)
+	if (atomic_fetch_sub(&a->countdown, 1) != 1)
 		return false;
-	atomic_store(&create_failed_one, true);
+	atomic_store(&a->failed_one, true);
 	if (in_pool_task)
-		atomic_fetch_add(&create_task_failures, 1);
+		atomic_fetch_add(&a->task_failures, 1);
 	if (shortage) {
-		atomic_store(&create_starving, true);
+		atomic_store(&a->starving, true);
 		atomic_fetch_add(&callers_starving, 1);
 	}
 	return true;
+}
+
+static void arm_shared(struct armed *a, long nth)
+{
+	atomic_store(&a->failed_one, false);
+	atomic_store(&a->countdown, nth);
+}
+
+/* Disarmed; whether an allocation failed since arm_shared(). */
+static bool disarm_shared(struct armed *a)
+{
+	atomic_store(&a->countdown, 0);
+	if (atomic_exchange(&a->starving, false))
+		atomic_fetch_sub(&callers_starving, 1);
+	return atomic_load(&a->failed_one);
 }
 
 struct counted_job {
@@ -243,17 +272,8 @@ static bool fail_now(void)
 		atomic_fetch_add(&progress_failed, 1);
 		return true;
 	}
-	if (atomic_load(&steps_starving) && on_steps_thread())
+	if (armed_fails(&steps_arm) || armed_fails(&wide_arm))
 		return true;
-	if (fail_creation())
-		return true;
-	if (atomic_load(&steps_countdown) > 0 && on_steps_thread() &&
-	    atomic_fetch_sub(&steps_countdown, 1) == 1) {
-		atomic_store(&steps_starving, shortage);
-		atomic_fetch_add(&callers_starving, shortage);
-		atomic_store(&steps_failed_one, true);
-		return true;
-	}
 	if (starving)
 		return true;
 	if (countdown <= 0 || --countdown > 0)
@@ -285,34 +305,6 @@ static void arm(long nth)
 	countdown = nth;
 }
 
-static void arm_steps(long nth)
-{
-	atomic_store(&steps_failed_one, false);
-	atomic_store(&steps_countdown, nth);
-}
-
-static bool disarm_steps(void)
-{
-	atomic_store(&steps_countdown, 0);
-	if (atomic_exchange(&steps_starving, false))
-		atomic_fetch_sub(&callers_starving, 1);
-	return atomic_load(&steps_failed_one);
-}
-
-static void arm_creation(long nth)
-{
-	atomic_store(&create_failed_one, false);
-	atomic_store(&create_countdown, nth);
-}
-
-static bool disarm_creation(void)
-{
-	atomic_store(&create_countdown, 0);
-	if (atomic_exchange(&create_starving, false))
-		atomic_fetch_sub(&callers_starving, 1);
-	return atomic_load(&create_failed_one);
-}
-
 /* Disarmed; whether an allocation failed since arm(). */
 static bool disarm(void)
 {
@@ -326,7 +318,7 @@ static bool disarm(void)
 /* ---- the calls ---- */
 
 /* The kinds before BULK are walked before the others, with the armed
- * allocation counting the pool's tasks' too (fail_creation()). */
+ * allocation counting the pool's tasks' too (wide_arm). */
 enum kind { CREATE, SAVE, LOAD, WRITE, READ, BULK, URGENT, GATHER, REDUCE,
 	    WORD, LOOKUP, BACKWARD, PAIR, NKINDS };
 static const char *const kind_name[] = { "table creation",
@@ -771,7 +763,7 @@ static void armed_pair(int i, int armed, bool *hit)
 	plan_backward(i, &l, g);
 	make_lookup(&next, i + MAX_STEPS);
 	if (rank == armed)
-		arm_steps(i / world + 1);
+		arm_shared(&steps_arm, i / world + 1);
 	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l.b,
 					   (const float *const[]){ g[0],
 								   g[1] },
@@ -783,7 +775,7 @@ static void armed_pair(int i, int armed, bool *hit)
 	brc = shemb_wait(breq);
 	lrc = shemb_wait(lreq);
 	if (rank == armed)
-		*hit = disarm_steps();
+		*hit = disarm_shared(&steps_arm);
 	check_status(PAIR, i, armed, brc, *hit);
 	check_status(PAIR, i, armed, lrc, *hit);
 	shemb_request_free(breq);
@@ -818,21 +810,31 @@ static void create_attr(struct shemb_table_attr *a, float value)
 	a->init_value = value;
 }
 
-/* Rows of every rank's shard read back as initialized. */
-static void check_created(shemb_table *t, const char *what, int i,
-			  float value)
+/* Rows spread over every rank's part of table t, of rows rows, read back
+ * as they must be: as in want (rows x DIM), or, want NULL, all value. */
+static void check_sampled(shemb_table *t, int64_t rows, const float *want,
+			  float value, const char *what, int i)
 {
 	enum { N = 64 };
 	int64_t ids[N];
 	float out[N * DIM];
 
 	for (int j = 0; j < N; j++)
-		ids[j] = (int64_t)j * (CREATE_ROWS / N) + (j + rank) % 7;
+		ids[j] = (int64_t)j * (rows / N) + (j + rank) % 7;
 	CHECK_RC(ctx, shemb_table_read_rows(t, N, ids, out, SHEMB_F32));
-	for (int k = 0; k < N * DIM; k++)
-		if (out[k] != value)
+	for (int k = 0; k < N * DIM; k++) {
+		float v = want ? want[ids[k / DIM] * DIM + k % DIM] : value;
+
+		if (out[k] != v)
 			FAIL("%s, step %d: row %lld holds %g, not %g", what, i,
-			     (long long)ids[k / DIM], out[k], value);
+			     (long long)ids[k / DIM], out[k], v);
+	}
+}
+
+static void check_created(shemb_table *t, const char *what, int i,
+			  float value)
+{
+	check_sampled(t, CREATE_ROWS, NULL, value, what, i);
 }
 
 static void check_budget(enum kind kind, uint64_t used, const char *what,
@@ -860,6 +862,13 @@ static void agree_outcome(enum kind kind, int i, int armed, int rc)
 			     all[r] ? "succeeded" : "failed", r);
 }
 
+/* check_status(), and the same outcome on every rank. */
+static void check_alike(enum kind kind, int i, int armed, int rc, bool hit)
+{
+	check_status(kind, i, armed, rc, hit);
+	agree_outcome(kind, i, armed, rc);
+}
+
 /* Whether the armed rank's allocation was reached, for all. */
 static bool reached(int armed, bool hit)
 {
@@ -881,12 +890,11 @@ static bool create_step(int i)
 
 	create_attr(&a, init_value(i, false));
 	if (rank == armed)
-		arm_creation(i / world + 1);
+		arm_shared(&wide_arm, i / world + 1);
 	rc = shemb_table_create(ctx, &a, &t);
 	if (rank == armed)
-		hit = disarm_creation();
-	check_status(CREATE, i, armed, rc, hit);
-	agree_outcome(CREATE, i, armed, rc);
+		hit = disarm_shared(&wide_arm);
+	check_alike(CREATE, i, armed, rc, hit);
 	if (rc && t)
 		FAIL("table creation, step %d: failed, *table not NULL", i);
 	if (rc)
@@ -940,18 +948,7 @@ static void remove_ckpt_dir(void)
  * checkpoint, read back as that table's were written. */
 static void check_as_written(shemb_table *t, const char *what, int i)
 {
-	enum { N = 64 };
-	int64_t ids[N];
-	float out[N * DIM];
-
-	for (int j = 0; j < N; j++)
-		ids[j] = (int64_t)j * (ROWS / N) + (j + rank) % 7;
-	CHECK_RC(ctx, shemb_table_read_rows(t, N, ids, out, SHEMB_F32));
-	for (int k = 0; k < N * DIM; k++)
-		if (out[k] != ref[0][ids[k / DIM]][k % DIM])
-			FAIL("%s, step %d: row %lld holds %g, not %g", what, i,
-			     (long long)ids[k / DIM], out[k],
-			     ref[0][ids[k / DIM]][k % DIM]);
+	check_sampled(t, ROWS, &ref[0][0][0], 0, what, i);
 }
 
 /* The checkpoint in place loads as the table was written: a save that
@@ -976,12 +973,11 @@ static bool save_step(int i)
 	bool hit = false;
 
 	if (rank == armed)
-		arm_creation(i / world + 1);
+		arm_shared(&wide_arm, i / world + 1);
 	rc = shemb_table_save(tabs[0], ckpt_dir, save_flags(i));
 	if (rank == armed)
-		hit = disarm_creation();
-	check_status(SAVE, i, armed, rc, hit);
-	agree_outcome(SAVE, i, armed, rc);
+		hit = disarm_shared(&wide_arm);
+	check_alike(SAVE, i, armed, rc, hit);
 	check_checkpoint("after the armed save", i);
 	CHECK_RC(ctx, shemb_table_save(tabs[0], ckpt_dir, save_flags(i)));
 	check_checkpoint("after a real save", i);
@@ -996,12 +992,11 @@ static bool load_step(int i)
 	bool hit = false;
 
 	if (rank == armed)
-		arm_creation(i / world + 1);
+		arm_shared(&wide_arm, i / world + 1);
 	rc = shemb_table_load(ctx, ckpt_dir, NULL, &t);
 	if (rank == armed)
-		hit = disarm_creation();
-	check_status(LOAD, i, armed, rc, hit);
-	agree_outcome(LOAD, i, armed, rc);
+		hit = disarm_shared(&wide_arm);
+	check_alike(LOAD, i, armed, rc, hit);
 	if (rc && t)
 		FAIL("checkpoint load, step %d: failed, *table not NULL", i);
 	if (!rc) {
@@ -1077,12 +1072,11 @@ static bool write_step(int i)
 	bool hit = false;
 
 	if (rank == armed)
-		arm_creation(i / world + 1);
+		arm_shared(&wide_arm, i / world + 1);
 	rc = write_rows_of(2 * i);
 	if (rank == armed)
-		hit = disarm_creation();
-	check_status(WRITE, i, armed, rc, hit);
-	agree_outcome(WRITE, i, armed, rc);
+		hit = disarm_shared(&wide_arm);
+	check_alike(WRITE, i, armed, rc, hit);
 	if (!rc)
 		apply_write(2 * i);
 	check_table0(rc ? "after the failed write" : "after the armed write",
@@ -1103,10 +1097,10 @@ static bool read_step(int i)
 	for (int j = 0; j < WRITTEN; j++)
 		ids[j] = written_id(i, (rank + 1) % world, j);
 	if (rank == armed)
-		arm_creation(i / world + 1);
+		arm_shared(&wide_arm, i / world + 1);
 	rc = shemb_table_read_rows(tabs[0], WRITTEN, ids, out, SHEMB_F32);
 	if (rank == armed)
-		hit = disarm_creation();
+		hit = disarm_shared(&wide_arm);
 	check_status(READ, i, armed, rc, hit);
 	for (int k = 0; !rc && k < WRITTEN * DIM; k++)
 		if (out[k] != ref[0][ids[k / DIM]][k % DIM])
@@ -1338,7 +1332,7 @@ static void check_late_acks(void)
  * too, not only the calling thread's. */
 static void check_task_failures(void)
 {
-	int64_t n = sum_over_ranks(atomic_load(&create_task_failures));
+	int64_t n = sum_over_ranks(atomic_load(&wide_arm.task_failures));
 
 	if (!n)
 		FAIL("no armed allocation of a table's creation was a task's");
