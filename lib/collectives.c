@@ -295,25 +295,25 @@ static shemb_request *new_request(shemb_ctx *ctx,
 	return r;
 }
 
-/* No memory for c's request: c is refused all the same (lib/comm.h), so
+/* This rank cannot take part in c (no memory for its request or for
+ * its buffers' host copies): c is refused all the same (lib/comm.h), so
  * that the other ranks, committed to it, fail it too and every rank
- * stays in step; waited for here.  SHEMB_ENOMEM. */
-static int refuse_without_request(shemb_ctx *ctx,
-				  const struct shemb_comm_ops *ops, void *comm,
-				  const struct shemb__coll *c)
+ * stays in step; waited for here.  SHEMB_ENOMEM, with the detail why. */
+static int refuse_without_memory(shemb_ctx *ctx,
+				 const struct shemb_comm_ops *ops, void *comm,
+				 const struct shemb__coll *c, const char *why)
 {
-	static const char no_request[] = "no memory for a request";
 	struct shemb__coll mine = *c;
 	struct shemb__op *op = NULL;
-	char why[256];
+	char err[256];
 
 	mine.refuse = SHEMB_ENOMEM;
-	mine.why = no_request;
-	if (!ops->start(comm, &mine, &op, why, sizeof(why))) {
-		ops->wait(comm, op, why, sizeof(why));
+	mine.why = why;
+	if (!ops->start(comm, &mine, &op, err, sizeof(err))) {
+		ops->wait(comm, op, err, sizeof(err));
 		ops->release(comm, op);
 	}
-	return shemb__fail(ctx, SHEMB_ENOMEM, "%s", no_request);
+	return shemb__fail(ctx, SHEMB_ENOMEM, "%s", why);
 }
 
 /* Start c on a communicator; with req NULL, wait for it too. */
@@ -327,7 +327,8 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 	int rc;
 
 	if (!r)
-		return refuse_without_request(ctx, ops, comm, c);
+		return refuse_without_memory(ctx, ops, comm, c,
+					     "no memory for a request");
 	r->sendbuf = c->sendbuf;
 	r->recvbuf = c->recvbuf;
 	mine.waited_at_once = !req;
@@ -442,7 +443,15 @@ static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
 		return SHEMB_EINVAL;
 	if (mem == SHEMB_MEM_DEVICE && !ctx->dev_comm_ops) {
 		int rc = shemb__stage_begin(ctx, c, &stage, &host);
+		char why[256];
 
+		/* behind started steps, the refusal would come out of
+		 * its turn: the call fails here alone (see BUGS) */
+		if (rc && !shemb__stepq_busy(ctx)) {
+			snprintf(why, sizeof(why), "%s",
+				 shemb_ctx_last_error(ctx));
+			return refuse_without_memory(ctx, ops, comm, c, why);
+		}
 		if (rc)
 			return rc;
 		c = &host;

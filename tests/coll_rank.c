@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -794,6 +795,105 @@ static void run_hold(void)
 		}
 	}
 	free(red);
+}
+
+/*
+ * stage-refused (--device, the emulated device): a rank whose device
+ * buffers' host copies find no memory refuses its alltoallv, so that the
+ * other ranks, committed to it, fail it at once with SHEMB_ENOMEM naming
+ * that rank, and every rank goes on in step (before, that rank returned
+ * without the collective: the others' next call met another one).  The
+ * refusing rank's piece for itself is STAGE_BIG bytes while its address
+ * space is held to a little above what it uses (RLIMIT_AS), so that only
+ * the host copies fail there.  Not under a sanitizer, whose allocator
+ * aborts instead of failing.
+ */
+#define STAGE_BIG ((size_t)256 << 20)
+
+static bool sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+	return true;
+#else
+	return false;
+#endif
+#else
+	return false;
+#endif
+}
+
+/* The address space this process has mapped, from /proc/self/status. */
+static size_t mapped_bytes(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[128];
+	unsigned long kb = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (!kb)
+		FAIL("no VmSize in /proc/self/status");
+	return (size_t)kb << 10;
+}
+
+/* Rank `refuser` sends itself STAGE_BIG bytes, every other pair 64. */
+static int refused_alltoallv(int refuser, char *dev)
+{
+	size_t sc[64], sd[64], at = 0;
+
+	for (int j = 0; j < world; j++) {
+		sc[j] = j == rank && rank == refuser ? STAGE_BIG : 64;
+		sd[j] = at;
+		at += sc[j];
+	}
+	return shemb_alltoallv(ctx, dev, sc, sd, dev + at, sc, sd, NULL);
+}
+
+static void stage_refused_one(int it)
+{
+	int refuser = it % world, rc;
+	size_t n = 2 * (STAGE_BIG + 64 * (size_t)world);
+	char *dev = devmem_alloc(rank == refuser ? n : 2 * 64 * (size_t)world);
+	struct rlimit was, held;
+	char who[32];
+
+	if (rank == refuser) {
+		if (getrlimit(RLIMIT_AS, &was))
+			FAIL("getrlimit failed");
+		held = was;
+		held.rlim_cur = mapped_bytes() + ((size_t)64 << 20);
+		if (setrlimit(RLIMIT_AS, &held))
+			FAIL("setrlimit failed");
+	}
+	rc = refused_alltoallv(refuser, dev);
+	if (rank == refuser && setrlimit(RLIMIT_AS, &was))
+		FAIL("setrlimit failed");
+	snprintf(who, sizeof(who), "rank %d", refuser);
+	if (rc != SHEMB_ENOMEM ||
+	    (rank != refuser && !strstr(shemb_ctx_last_error(ctx), who)))
+		FAIL("round %d (rank %d refusing): %d (%s): %s", it, refuser,
+		     rc, shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	devmem.free(dev);
+	run_alltoallv(1, 0); /* in step: a real one, exact */
+}
+
+static void run_stage_refused(void)
+{
+	if (!on_device)
+		FAIL("stage-refused runs with --device");
+	if (sanitized()) {
+		printf("rank %d: stage-refused skipped under a sanitizer\n",
+		       rank);
+		return;
+	}
+	for (int it = 0; it < 2 * world; it++)
+		stage_refused_one(it);
 }
 
 /*
@@ -1621,6 +1721,8 @@ int main(int argc, char **argv)
 		run_hold();
 	else if (!strcmp(s, "unwatched"))
 		run_unwatched();
+	else if (!strcmp(s, "stage-refused"))
+		run_stage_refused();
 	else if (!strcmp(s, "lanes"))
 		run_lanes(argc > 2 ? atoi(argv[2]) : 400);
 	else if (!strcmp(s, "mismatch-count"))

@@ -8,7 +8,8 @@
 # posts refused as by a full queue (SHEMB_FABRIC_EAGAIN),
 # bulk data by single copy and through libfabric, a rank that stops
 # answering, a provider call that never returns, and
-# collectives on device buffers of the emulated device.
+# collectives on device buffers of the emulated device, one rank finding
+# no memory for their host copies.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/coll_rank
 
@@ -163,6 +164,10 @@ if [ -f "$emu" ]; then
 	one shm 3 allgatherv --device
 	one "tcp;ofi_rxm" 2 allreduce --device
 	one "tcp;ofi_rxm" 3 priorities --device --chunk 100000
+	# a rank without memory for its device buffers' host copies
+	# refuses the call: the others fail it at once, naming it
+	one shm 3 stage-refused --device --timeout 5000
+	one "tcp;ofi_rxm" 2 stage-refused --device --timeout 5000
 fi
 # more ranks than half of what one shm address vector holds (256): each
 # lane has a vector of its own
