@@ -304,7 +304,8 @@ static int fab_test(void *comm, struct shemb__op *h, int *done, char *why,
  * a waiter would only spin anyway, and handing each completion over from
  * the progress thread costs a wake-up, which dominates collectives of a
  * megabyte.  After IDLE_NS without a completion (several chunk times on
- * tcp) it sleeps, and the progress thread takes over again.
+ * tcp; by the coarse clock, so 10 ms to a tick more) it sleeps, and the
+ * progress thread takes over again.
  */
 #define IDLE_NS 10000000ull
 

@@ -188,8 +188,9 @@ int shemb__fab_start_thread(struct fab *f)
 	return 0;
 }
 
-/* Without the engine's lock, which a stuck thread may hold: the thread
- * sees stop within a millisecond of sleep anyway. */
+/* Without the engine's lock, which a stuck thread may hold: the
+ * broadcast cuts its sleep short (a nap of a millisecond, or the longer
+ * one where it stood back), and it sees stop at its next look. */
 bool shemb__fab_stop_thread(struct fab *f)
 {
 	bool ended;

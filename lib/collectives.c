@@ -309,6 +309,7 @@ static int refuse_without_memory(shemb_ctx *ctx,
 
 	mine.refuse = SHEMB_ENOMEM;
 	mine.why = why;
+	mine.waited_at_once = true; /* no need to wake the progress thread */
 	if (!ops->start(comm, &mine, &op, err, sizeof(err))) {
 		ops->wait(comm, op, err, sizeof(err));
 		ops->release(comm, op);

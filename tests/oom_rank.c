@@ -102,6 +102,7 @@
 #include "config.h"
 
 #include <ftw.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -142,6 +143,7 @@ struct armed {
 	atomic_long countdown;
 	atomic_bool failed_one, starving;
 	atomic_long task_failures; /* failed ones made in a pool task */
+	atomic_int inside; /* threads in armed_fails() past its first look */
 };
 
 static bool on_thread(const char *want)
@@ -199,26 +201,36 @@ static bool caller_or_task(void)
 
 static struct armed wide_arm = { .where = caller_or_task };
 
-/* Whether this allocation fails by a's arming; the thread is asked only
- * while a is armed. */
+static bool is_armed(struct armed *a)
+{
+	return atomic_load(&a->starving) || atomic_load(&a->countdown) > 0;
+}
+
+/* Whether this allocation fails by a's arming (the thread is asked only
+ * while a is armed).  Counted in `inside`, so that disarm_shared() waits
+ * for a thread that took the armed allocation and has yet to say so. */
 static bool armed_fails(struct armed *a)
 {
-	bool hungry = atomic_load(&a->starving);
+	bool fails = false;
 
-	if ((!hungry && atomic_load(&a->countdown) <= 0) || !a->where())
+	if (!is_armed(a) || !a->where())
 		return false;
-	if (hungry)
-		return true;
-	if (atomic_fetch_sub(&a->countdown, 1) != 1)
-		return false;
-	atomic_store(&a->failed_one, true);
-	if (in_pool_task)
-		atomic_fetch_add(&a->task_failures, 1);
-	if (shortage) {
-		atomic_store(&a->starving, true);
-		atomic_fetch_add(&callers_starving, 1);
+	atomic_fetch_add(&a->inside, 1);
+	if (atomic_load(&a->starving)) {
+		fails = true;
+	} else if (atomic_load(&a->countdown) > 0 &&
+		   atomic_fetch_sub(&a->countdown, 1) == 1) {
+		atomic_store(&a->failed_one, true);
+		if (in_pool_task)
+			atomic_fetch_add(&a->task_failures, 1);
+		if (shortage) {
+			atomic_store(&a->starving, true);
+			atomic_fetch_add(&callers_starving, 1);
+		}
+		fails = true;
 	}
-	return true;
+	atomic_fetch_sub(&a->inside, 1);
+	return fails;
 }
 
 static void arm_shared(struct armed *a, long nth)
@@ -231,6 +243,8 @@ static void arm_shared(struct armed *a, long nth)
 static bool disarm_shared(struct armed *a)
 {
 	atomic_store(&a->countdown, 0);
+	while (atomic_load(&a->inside))
+		sched_yield();
 	if (atomic_exchange(&a->starving, false))
 		atomic_fetch_sub(&callers_starving, 1);
 	return atomic_load(&a->failed_one);
@@ -810,31 +824,22 @@ static void create_attr(struct shemb_table_attr *a, float value)
 	a->init_value = value;
 }
 
-/* Rows spread over every rank's part of table t, of rows rows, read back
- * as they must be: as in want (rows x DIM), or, want NULL, all value. */
-static void check_sampled(shemb_table *t, int64_t rows, const float *want,
-			  float value, const char *what, int i)
+/* Rows of every rank's part of created table t read back as
+ * initialized: all value. */
+static void check_created(shemb_table *t, const char *what, int i,
+			  float value)
 {
 	enum { N = 64 };
 	int64_t ids[N];
 	float out[N * DIM];
 
 	for (int j = 0; j < N; j++)
-		ids[j] = (int64_t)j * (rows / N) + (j + rank) % 7;
+		ids[j] = (int64_t)j * (CREATE_ROWS / N) + (j + rank) % 7;
 	CHECK_RC(ctx, shemb_table_read_rows(t, N, ids, out, SHEMB_F32));
-	for (int k = 0; k < N * DIM; k++) {
-		float v = want ? want[ids[k / DIM] * DIM + k % DIM] : value;
-
-		if (out[k] != v)
+	for (int k = 0; k < N * DIM; k++)
+		if (out[k] != value)
 			FAIL("%s, step %d: row %lld holds %g, not %g", what, i,
-			     (long long)ids[k / DIM], out[k], v);
-	}
-}
-
-static void check_created(shemb_table *t, const char *what, int i,
-			  float value)
-{
-	check_sampled(t, CREATE_ROWS, NULL, value, what, i);
+			     (long long)ids[k / DIM], out[k], value);
 }
 
 static void check_budget(enum kind kind, uint64_t used, const char *what,
@@ -911,122 +916,34 @@ static bool create_step(int i)
 	return reached(armed, hit);
 }
 
-/* ---- checkpoints of the first table: every rank or none ---- */
-
-static char ckpt_dir[64]; /* rank 0's, for every rank */
-
-static void make_ckpt_dir(void)
-{
-	char mine[sizeof(ckpt_dir)] = "", all[MAX_RANKS][sizeof(ckpt_dir)];
-
-	if (rank == 0) {
-		snprintf(mine, sizeof(mine), "/tmp/oom_rank.XXXXXX");
-		if (!mkdtemp(mine))
-			FAIL("mkdtemp failed");
-	}
-	CHECK_RC(ctx, shemb__allgather_bytes(ctx, mine, sizeof(mine), all));
-	memcpy(ckpt_dir, all[0], sizeof(ckpt_dir));
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void remove_ckpt_dir(void)
-{
-	CHECK_RC(ctx, shemb_barrier(ctx, NULL));
-	if (rank == 0 && nftw(ckpt_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS))
-		FAIL("cannot remove %s", ckpt_dir);
-}
-
-/* Rows of every rank's part of table t, loaded from the first table's
- * checkpoint, read back as that table's were written. */
-static void check_as_written(shemb_table *t, const char *what, int i)
-{
-	check_sampled(t, ROWS, &ref[0][0][0], 0, what, i);
-}
-
-/* The checkpoint in place loads as the table was written: a save that
- * failed left the one before it, or its own, whole. */
-static void check_checkpoint(const char *what, int i)
-{
-	shemb_table *t;
-
-	CHECK_RC(ctx, shemb_table_load(ctx, ckpt_dir, NULL, &t));
-	check_as_written(t, what, i);
-	CHECK_RC(ctx, shemb_table_destroy(t));
-}
-
-static unsigned save_flags(int i)
-{
-	return (i / world) % 2 ? SHEMB_SAVE_INCREMENTAL : 0;
-}
-
-static bool save_step(int i)
-{
-	int armed = i % world, rc;
-	bool hit = false;
-
-	if (rank == armed)
-		arm_shared(&wide_arm, i / world + 1);
-	rc = shemb_table_save(tabs[0], ckpt_dir, save_flags(i));
-	if (rank == armed)
-		hit = disarm_shared(&wide_arm);
-	check_alike(SAVE, i, armed, rc, hit);
-	check_checkpoint("after the armed save", i);
-	CHECK_RC(ctx, shemb_table_save(tabs[0], ckpt_dir, save_flags(i)));
-	check_checkpoint("after a real save", i);
-	return reached(armed, hit);
-}
-
-static bool load_step(int i)
-{
-	int armed = i % world, rc;
-	uint64_t used = atomic_load(&ctx->host_used);
-	shemb_table *t = tabs[0]; /* not NULL: a failure must clear it */
-	bool hit = false;
-
-	if (rank == armed)
-		arm_shared(&wide_arm, i / world + 1);
-	rc = shemb_table_load(ctx, ckpt_dir, NULL, &t);
-	if (rank == armed)
-		hit = disarm_shared(&wide_arm);
-	check_alike(LOAD, i, armed, rc, hit);
-	if (rc && t)
-		FAIL("checkpoint load, step %d: failed, *table not NULL", i);
-	if (!rc) {
-		check_as_written(t, "armed load", i);
-		CHECK_RC(ctx, shemb_table_destroy(t));
-	}
-	check_budget(LOAD, used, rc ? "after the failed load"
-				    : "after the table was destroyed", i);
-	check_checkpoint("a real load", i);
-	return reached(armed, hit);
-}
-
 /* ---- rows written and read across the ranks ---- */
 
 #define WRITTEN 16 /* rows each rank writes in a step */
 
 /* The rows of table 0 as the reference has them, all read back. */
-static void check_table0(const char *what, int i)
+/* Whether every row of t (ROWS of them) reads back as in want; *bad,
+ * the first value that does not.  Collective, as the read is. */
+static bool table_is(shemb_table *t, const float *want, int *bad)
 {
 	static int64_t ids[ROWS];
 	static float out[ROWS * DIM];
 
 	for (int64_t id = 0; id < ROWS; id++)
 		ids[id] = id;
-	CHECK_RC(ctx, shemb_table_read_rows(tabs[0], ROWS, ids, out,
-					    SHEMB_F32));
-	for (int k = 0; k < ROWS * DIM; k++)
-		if (out[k] != ref[0][k / DIM][k % DIM])
-			FAIL("%s, step %d: row %d holds %g, not %g", what, i,
-			     k / DIM, out[k], ref[0][k / DIM][k % DIM]);
+	CHECK_RC(ctx, shemb_table_read_rows(t, ROWS, ids, out, SHEMB_F32));
+	for (*bad = 0; *bad < ROWS * DIM; (*bad)++)
+		if (out[*bad] != want[*bad])
+			return false;
+	return true;
+}
+
+static void check_table0(const char *what, int i)
+{
+	int k;
+
+	if (!table_is(tabs[0], &ref[0][0][0], &k))
+		FAIL("%s, step %d: row %d value %d is not %g", what, i,
+		     k / DIM, k % DIM, ref[0][k / DIM][k % DIM]);
 }
 
 /* Rank r's rows of write k (r' ids are r modulo the world: no two ranks
@@ -1062,6 +979,126 @@ static void apply_write(int k)
 				ref[0][written_id(k, r, j)][c] =
 					written_value(k, written_id(k, r, j),
 						      c);
+}
+
+/* ---- checkpoints of the first table: every rank or none ---- */
+
+static char ckpt_dir[64]; /* rank 0's, for every rank */
+
+static void make_ckpt_dir(void)
+{
+	char mine[sizeof(ckpt_dir)] = "", all[MAX_RANKS][sizeof(ckpt_dir)];
+
+	if (rank == 0) {
+		snprintf(mine, sizeof(mine), "/tmp/oom_rank.XXXXXX");
+		if (!mkdtemp(mine))
+			FAIL("mkdtemp failed");
+	}
+	CHECK_RC(ctx, shemb__allgather_bytes(ctx, mine, sizeof(mine), all));
+	memcpy(ckpt_dir, all[0], sizeof(ckpt_dir));
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+			struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void remove_ckpt_dir(void)
+{
+	CHECK_RC(ctx, shemb_barrier(ctx, NULL));
+	if (rank == 0 && nftw(ckpt_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS))
+		FAIL("cannot remove %s", ckpt_dir);
+}
+
+/* The rows of table 0 at its last save that succeeded. */
+static float saved[ROWS][DIM];
+
+/* The checkpoint in place loads as the table is now, every row, or,
+ * after a save that failed (saved_too), as it was at the save before:
+ * the old checkpoint or the new one, whole. */
+static void check_checkpoint(const char *what, int i, bool saved_too)
+{
+	shemb_table *t;
+	bool now, before;
+	int k, k2;
+
+	CHECK_RC(ctx, shemb_table_load(ctx, ckpt_dir, NULL, &t));
+	now = table_is(t, &ref[0][0][0], &k);
+	before = saved_too && table_is(t, &saved[0][0], &k2);
+	CHECK_RC(ctx, shemb_table_destroy(t));
+	if (!now && !before)
+		FAIL("%s, step %d: the checkpoint loads row %d unlike the "
+		     "table%s", what, i, k / DIM,
+		     saved_too ? ", and unlike it at the last save" : "");
+}
+
+#define SAVE_WRITES 100000 /* the writes of the saves' walk: k from here */
+
+static unsigned save_flags(int i)
+{
+	return (i / world) % 2 ? SHEMB_SAVE_INCREMENTAL : 0;
+}
+
+static void saved_now(void)
+{
+	memcpy(saved, ref[0], sizeof(saved));
+}
+
+/* Rows change before each save, so that an incremental one has some to
+ * write, and a failed one must give them back to the next. */
+static bool save_step(int i)
+{
+	int armed = i % world, rc;
+	bool hit = false;
+
+	CHECK_RC(ctx, write_rows_of(SAVE_WRITES + i));
+	apply_write(SAVE_WRITES + i);
+	if (rank == armed)
+		arm_shared(&wide_arm, i / world + 1);
+	rc = shemb_table_save(tabs[0], ckpt_dir, save_flags(i));
+	if (rank == armed)
+		hit = disarm_shared(&wide_arm);
+	check_alike(SAVE, i, armed, rc, hit);
+	check_checkpoint("after the armed save", i, rc != 0);
+	if (!rc)
+		saved_now();
+	CHECK_RC(ctx, shemb_table_save(tabs[0], ckpt_dir, save_flags(i)));
+	check_checkpoint("after a real save", i, false);
+	saved_now();
+	return reached(armed, hit);
+}
+
+static bool load_step(int i)
+{
+	int armed = i % world, rc;
+	uint64_t used = atomic_load(&ctx->host_used);
+	shemb_table *t = tabs[0]; /* not NULL: a failure must clear it */
+	bool hit = false;
+
+	if (rank == armed)
+		arm_shared(&wide_arm, i / world + 1);
+	rc = shemb_table_load(ctx, ckpt_dir, NULL, &t);
+	if (rank == armed)
+		hit = disarm_shared(&wide_arm);
+	check_alike(LOAD, i, armed, rc, hit);
+	if (rc && t)
+		FAIL("checkpoint load, step %d: failed, *table not NULL", i);
+	if (!rc) {
+		int k;
+
+		if (!table_is(t, &ref[0][0][0], &k))
+			FAIL("armed load, step %d: row %d unlike the table", i,
+			     k / DIM);
+		CHECK_RC(ctx, shemb_table_destroy(t));
+	}
+	check_budget(LOAD, used, rc ? "after the failed load"
+				    : "after the table was destroyed", i);
+	check_checkpoint("a real load", i, false);
+	return reached(armed, hit);
 }
 
 /* A write succeeds on every rank or fails on every rank, and then leaves
@@ -1397,6 +1434,7 @@ int main(int argc, char **argv)
 	check_task_failures();
 	make_ckpt_dir();
 	CHECK_RC(ctx, shemb_table_save(tabs[0], ckpt_dir, 0));
+	saved_now();
 	walk(SAVE);
 	walk(LOAD);
 	remove_ckpt_dir();
