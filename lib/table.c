@@ -225,48 +225,36 @@ static uint64_t fingerprint(const shemb_table *t)
 	return h;
 }
 
-/* A failed rank's word in same_on_every_rank(): even, where every
- * fingerprint is odd. */
-static uint64_t failed_word(int status)
+/* Every rank's status of the creation so far, as shemb__dist_all_ok():
+ * 0 when every rank got this far, else this rank's status or the first
+ * failing rank's ("rank R failed to create table 'NAME' (...): ..."). */
+static int created_so_far(shemb_ctx *ctx, const char *name, int status)
 {
-	return (uint64_t)(uint32_t)-status << 1;
-}
+	char what[96];
 
-/* Rank r's failure from its word: SHEMB_EINVAL, its attributes refused,
- * or the code it failed with before (no memory for the table). */
-static int fail_of_rank(shemb_ctx *ctx, const char *name, int r,
-			uint64_t word)
-{
-	int s = -(int)(uint32_t)(word >> 1);
-
-	if (s == SHEMB_EINVAL || s >= 0)
-		return shemb__fail(ctx, SHEMB_EINVAL, "table '%s': rank %d "
-				   "refused its attributes", name, r);
-	return shemb__fail(ctx, s, "rank %d failed to create table '%s' "
-			   "(%s)", r, name, shemb_strerror(s));
+	snprintf(what, sizeof(what), "to create table '%s'", name);
+	return shemb__dist_all_ok(ctx, status, what);
 }
 
 /*
  * Creating a table with more than one rank is collective: every rank must
  * create the same tables with the same attributes in the same order (the
- * shard plans and the steps rely on it).  Ranks compare fingerprints of
- * the attributes first; a rank whose own checks or allocations failed
- * (status) sends its code instead, so that every rank fails, not only
- * the one that saw the problem, and with that code.
+ * shard plans and the steps rely on it).  The ranks first share their
+ * status (a rank whose own checks or allocations failed tells its code
+ * and detail, so that every rank fails, not only the one that saw the
+ * problem), then compare fingerprints of the attributes.
  */
 static int same_on_every_rank(shemb_ctx *ctx, const shemb_table *t,
 			      const char *name, int status)
 {
 	int world = ctx->attr.world_size, rc;
-	uint64_t *all = calloc((size_t)world, 8);
+	uint64_t *all;
 
-	rc = shemb__allgather_word(ctx, status ? failed_word(status)
-					       : fingerprint(t) | 1, all);
-	if (!rc && status)
-		rc = status; /* this rank's own detail stays */
-	for (int r = 0; !rc && r < world; r++)
-		if (!(all[r] & 1))
-			rc = fail_of_rank(ctx, name, r, all[r]);
+	rc = created_so_far(ctx, name, status);
+	if (rc)
+		return rc;
+	all = calloc((size_t)world, 8);
+	rc = shemb__allgather_word(ctx, fingerprint(t), all);
 	for (int r = 1; !rc && r < world; r++)
 		if (all[r] != all[0])
 			rc = shemb__fail(ctx, SHEMB_EINVAL, "table '%s': rank "
@@ -292,15 +280,6 @@ static int learn_budgets(shemb_ctx *ctx)
 	else
 		ctx->rank_budget = all;
 	return rc;
-}
-
-/* After allocation: the table exists on every rank or on none. */
-static int made_on_every_rank(shemb_ctx *ctx, const char *name, int status)
-{
-	char what[96];
-
-	snprintf(what, sizeof(what), "to create table '%s'", name);
-	return shemb__dist_all_ok(ctx, status, what);
 }
 
 static void link_table(shemb_table *t)
@@ -444,7 +423,7 @@ SHEMB_API int shemb_table_create(shemb_ctx *ctx,
 	if (!rc && shemb__serve_init(t))
 		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory for a table");
 	if (dist)
-		rc = made_on_every_rank(ctx, name, rc);
+		rc = created_so_far(ctx, name, rc); /* on every rank or none */
 	if (rc) {
 		if (t) {
 			give_back_id(t);

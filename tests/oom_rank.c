@@ -132,12 +132,9 @@ void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t n);
 
-static _Thread_local long countdown; /* 0: disarmed */
-static _Thread_local bool failed_one;
-static _Thread_local bool starving; /* failing every allocation */
 static bool shortage; /* --shortage: from the armed one on, all fail */
-/* The same where other threads allocate: the n-th allocation of the
- * threads where() answers for fails. */
+/* An arming: the n-th allocation of the threads where() answers for
+ * fails (with --shortage, every one from it on, until disarmed). */
 struct armed {
 	bool (*where)(void);
 	atomic_long countdown;
@@ -192,13 +189,19 @@ static _Thread_local bool in_pool_task;
  * those of the calling thread and of every task, on whichever thread it
  * runs, so that the tasks' failures are injected too.
  */
-static _Thread_local bool is_caller;
+static _Thread_local bool is_caller; /* the thread that makes the calls */
+
+static bool on_caller(void)
+{
+	return is_caller;
+}
 
 static bool caller_or_task(void)
 {
 	return is_caller || in_pool_task;
 }
 
+static struct armed caller_arm = { .where = on_caller };
 static struct armed wide_arm = { .where = caller_or_task };
 
 static bool is_armed(struct armed *a)
@@ -207,7 +210,7 @@ static bool is_armed(struct armed *a)
 }
 
 /* Whether this allocation fails by a's arming (the thread is asked only
- * while a is armed).  Counted in `inside`, so that disarm_shared() waits
+ * while a is armed).  Counted in `inside`, so that disarm() waits
  * for a thread that took the armed allocation and has yet to say so. */
 static bool armed_fails(struct armed *a)
 {
@@ -233,14 +236,14 @@ static bool armed_fails(struct armed *a)
 	return fails;
 }
 
-static void arm_shared(struct armed *a, long nth)
+static void arm(struct armed *a, long nth)
 {
 	atomic_store(&a->failed_one, false);
 	atomic_store(&a->countdown, nth);
 }
 
-/* Disarmed; whether an allocation failed since arm_shared(). */
-static bool disarm_shared(struct armed *a)
+/* Disarmed; whether an allocation failed since arm(). */
+static bool disarm(struct armed *a)
 {
 	atomic_store(&a->countdown, 0);
 	while (atomic_load(&a->inside))
@@ -248,6 +251,20 @@ static bool disarm_shared(struct armed *a)
 	if (atomic_exchange(&a->starving, false))
 		atomic_fetch_sub(&callers_starving, 1);
 	return atomic_load(&a->failed_one);
+}
+
+/* Step i of a walk arms the (i / world + 1)-th allocation of rank
+ * i % world. */
+static void arm_step(struct armed *a, int i)
+{
+	if (rank == i % world)
+		arm(a, i / world + 1);
+}
+
+/* ... and tells whether it was reached there (false elsewhere). */
+static bool disarm_step(struct armed *a, int i)
+{
+	return rank == i % world && disarm(a);
 }
 
 struct counted_job {
@@ -286,16 +303,8 @@ static bool fail_now(void)
 		atomic_fetch_add(&progress_failed, 1);
 		return true;
 	}
-	if (armed_fails(&steps_arm) || armed_fails(&wide_arm))
-		return true;
-	if (starving)
-		return true;
-	if (countdown <= 0 || --countdown > 0)
-		return false;
-	failed_one = true;
-	starving = shortage;
-	atomic_fetch_add(&callers_starving, shortage);
-	return true;
+	return armed_fails(&caller_arm) || armed_fails(&steps_arm) ||
+	       armed_fails(&wide_arm);
 }
 
 void *__wrap_malloc(size_t n)
@@ -313,21 +322,6 @@ void *__wrap_realloc(void *p, size_t n)
 	return fail_now() ? NULL : __real_realloc(p, n);
 }
 
-static void arm(long nth)
-{
-	failed_one = false;
-	countdown = nth;
-}
-
-/* Disarmed; whether an allocation failed since arm(). */
-static bool disarm(void)
-{
-	countdown = 0;
-	if (starving)
-		atomic_fetch_sub(&callers_starving, 1);
-	starving = false;
-	return failed_one;
-}
 
 /* ---- the calls ---- */
 
@@ -752,12 +746,10 @@ static int armed_backward(int i, int armed, bool *hit)
 	int rc;
 
 	plan_backward(i, &l, g);
-	if (rank == armed)
-		arm(i / world + 1);
+	arm_step(&caller_arm, i);
 	rc = shemb_backward(ctx, NT, l.b,
 			    (const float *const[]){ g[0], g[1] });
-	if (rank == armed)
-		*hit = disarm();
+	*hit = disarm_step(&caller_arm, i);
 	check_status(BACKWARD, i, armed, rc, *hit);
 	agree_applied(i, armed, rc == 0);
 	check_rows(i);
@@ -776,8 +768,7 @@ static void armed_pair(int i, int armed, bool *hit)
 
 	plan_backward(i, &l, g);
 	make_lookup(&next, i + MAX_STEPS);
-	if (rank == armed)
-		arm_shared(&steps_arm, i / world + 1);
+	arm_step(&steps_arm, i);
 	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l.b,
 					   (const float *const[]){ g[0],
 								   g[1] },
@@ -788,8 +779,7 @@ static void armed_pair(int i, int armed, bool *hit)
 					 0, &lreq));
 	brc = shemb_wait(breq);
 	lrc = shemb_wait(lreq);
-	if (rank == armed)
-		*hit = disarm_shared(&steps_arm);
+	*hit = disarm_step(&steps_arm, i);
 	check_status(PAIR, i, armed, brc, *hit);
 	check_status(PAIR, i, armed, lrc, *hit);
 	shemb_request_free(breq);
@@ -800,9 +790,6 @@ static void armed_pair(int i, int armed, bool *hit)
 	check_rows(i);
 }
 
-/* Step i: rank i % world fails its (i / world + 1)-th allocation.
- * Returns whether the armed rank's call reached it, which every rank
- * learns from a gathered word. */
 /* ---- a table's creation: on every rank or on none ---- */
 
 #define CREATE_ROWS 20000 /* some blocks of initialization a rank */
@@ -853,6 +840,16 @@ static void check_budget(enum kind kind, uint64_t used, const char *what,
 		     (unsigned long long)now, (unsigned long long)used);
 }
 
+/* A creation or load that failed: no table, and the budget as before. */
+static void check_nothing_made(enum kind kind, int i, const shemb_table *t,
+			       uint64_t used)
+{
+	if (t)
+		FAIL("%s, step %d: failed, *table not NULL", kind_name[kind],
+		     i);
+	check_budget(kind, used, "after the failure", i);
+}
+
 /* The call of step i succeeded on every rank or failed on every rank. */
 static void agree_outcome(enum kind kind, int i, int armed, int rc)
 {
@@ -894,16 +891,12 @@ static bool create_step(int i)
 	bool hit = false;
 
 	create_attr(&a, init_value(i, false));
-	if (rank == armed)
-		arm_shared(&wide_arm, i / world + 1);
+	arm_step(&wide_arm, i);
 	rc = shemb_table_create(ctx, &a, &t);
-	if (rank == armed)
-		hit = disarm_shared(&wide_arm);
+	hit = disarm_step(&wide_arm, i);
 	check_alike(CREATE, i, armed, rc, hit);
-	if (rc && t)
-		FAIL("table creation, step %d: failed, *table not NULL", i);
 	if (rc)
-		check_budget(CREATE, used, "after the failed creation", i);
+		check_nothing_made(CREATE, i, t, used);
 	if (!rc) {
 		check_created(t, "armed creation", i, a.init_value);
 		CHECK_RC(ctx, shemb_table_destroy(t));
@@ -920,7 +913,6 @@ static bool create_step(int i)
 
 #define WRITTEN 16 /* rows each rank writes in a step */
 
-/* The rows of table 0 as the reference has them, all read back. */
 /* Whether every row of t (ROWS of them) reads back as in want; *bad,
  * the first value that does not.  Collective, as the read is. */
 static bool table_is(shemb_table *t, const float *want, int *bad)
@@ -937,13 +929,19 @@ static bool table_is(shemb_table *t, const float *want, int *bad)
 	return true;
 }
 
-static void check_table0(const char *what, int i)
+/* Every row of t as the reference has table 0's. */
+static void check_as_ref(shemb_table *t, const char *what, int i)
 {
 	int k;
 
-	if (!table_is(tabs[0], &ref[0][0][0], &k))
+	if (!table_is(t, &ref[0][0][0], &k))
 		FAIL("%s, step %d: row %d value %d is not %g", what, i,
 		     k / DIM, k % DIM, ref[0][k / DIM][k % DIM]);
+}
+
+static void check_table0(const char *what, int i)
+{
+	check_as_ref(tabs[0], what, i);
 }
 
 /* Rank r's rows of write k (r' ids are r modulo the world: no two ranks
@@ -1057,11 +1055,9 @@ static bool save_step(int i)
 
 	CHECK_RC(ctx, write_rows_of(SAVE_WRITES + i));
 	apply_write(SAVE_WRITES + i);
-	if (rank == armed)
-		arm_shared(&wide_arm, i / world + 1);
+	arm_step(&wide_arm, i);
 	rc = shemb_table_save(tabs[0], ckpt_dir, save_flags(i));
-	if (rank == armed)
-		hit = disarm_shared(&wide_arm);
+	hit = disarm_step(&wide_arm, i);
 	check_alike(SAVE, i, armed, rc, hit);
 	check_checkpoint("after the armed save", i, rc != 0);
 	if (!rc)
@@ -1079,24 +1075,17 @@ static bool load_step(int i)
 	shemb_table *t = tabs[0]; /* not NULL: a failure must clear it */
 	bool hit = false;
 
-	if (rank == armed)
-		arm_shared(&wide_arm, i / world + 1);
+	arm_step(&wide_arm, i);
 	rc = shemb_table_load(ctx, ckpt_dir, NULL, &t);
-	if (rank == armed)
-		hit = disarm_shared(&wide_arm);
+	hit = disarm_step(&wide_arm, i);
 	check_alike(LOAD, i, armed, rc, hit);
-	if (rc && t)
-		FAIL("checkpoint load, step %d: failed, *table not NULL", i);
+	if (rc)
+		check_nothing_made(LOAD, i, t, used);
 	if (!rc) {
-		int k;
-
-		if (!table_is(t, &ref[0][0][0], &k))
-			FAIL("armed load, step %d: row %d unlike the table", i,
-			     k / DIM);
+		check_as_ref(t, "armed load", i);
 		CHECK_RC(ctx, shemb_table_destroy(t));
+		check_budget(LOAD, used, "after the table was destroyed", i);
 	}
-	check_budget(LOAD, used, rc ? "after the failed load"
-				    : "after the table was destroyed", i);
 	check_checkpoint("a real load", i, false);
 	return reached(armed, hit);
 }
@@ -1108,11 +1097,9 @@ static bool write_step(int i)
 	int armed = i % world, rc;
 	bool hit = false;
 
-	if (rank == armed)
-		arm_shared(&wide_arm, i / world + 1);
+	arm_step(&wide_arm, i);
 	rc = write_rows_of(2 * i);
-	if (rank == armed)
-		hit = disarm_shared(&wide_arm);
+	hit = disarm_step(&wide_arm, i);
 	check_alike(WRITE, i, armed, rc, hit);
 	if (!rc)
 		apply_write(2 * i);
@@ -1133,11 +1120,9 @@ static bool read_step(int i)
 
 	for (int j = 0; j < WRITTEN; j++)
 		ids[j] = written_id(i, (rank + 1) % world, j);
-	if (rank == armed)
-		arm_shared(&wide_arm, i / world + 1);
+	arm_step(&wide_arm, i);
 	rc = shemb_table_read_rows(tabs[0], WRITTEN, ids, out, SHEMB_F32);
-	if (rank == armed)
-		hit = disarm_shared(&wide_arm);
+	hit = disarm_step(&wide_arm, i);
 	check_status(READ, i, armed, rc, hit);
 	for (int k = 0; !rc && k < WRITTEN * DIM; k++)
 		if (out[k] != ref[0][ids[k / DIM]][k % DIM])
@@ -1148,40 +1133,36 @@ static bool read_step(int i)
 	return reached(armed, hit);
 }
 
+/* Step i: rank i % world fails its (i / world + 1)-th allocation.
+ * Returns whether the armed rank's call reached it, which every rank
+ * learns from a gathered word. */
 static bool step(enum kind kind, int i)
 {
+	static bool (*const walked_first[])(int) = {
+		[CREATE] = create_step, [SAVE] = save_step,
+		[LOAD] = load_step, [WRITE] = write_step, [READ] = read_step,
+	};
 	int armed = i % world, rc;
 	bool hit = false;
 	struct lookup l;
 	struct call a;
-	uint64_t all[MAX_RANKS];
 
-	if (kind == CREATE)
-		return create_step(i);
-	if (kind == SAVE)
-		return save_step(i);
-	if (kind == LOAD)
-		return load_step(i);
-	if (kind == WRITE)
-		return write_step(i);
-	if (kind == READ)
-		return read_step(i);
+	if (kind < BULK)
+		return walked_first[kind](i);
 	if (kind == BACKWARD || kind == PAIR) {
 		if (kind == BACKWARD)
 			armed_backward(i, armed, &hit);
 		else
 			armed_pair(i, armed, &hit);
-		goto reached;
+		return reached(armed, hit);
 	}
 	if (kind == LOOKUP)
 		make_lookup(&l, i);
 	else
 		make_call(&a, kind, i);
-	if (rank == armed)
-		arm(i / world + 1);
+	arm_step(&caller_arm, i);
 	rc = kind == LOOKUP ? run_lookup(&l) : run_call(&a);
-	if (rank == armed)
-		hit = disarm();
+	hit = disarm_step(&caller_arm, i);
 	check_status(kind, i, armed, rc, hit);
 	if (!rc && kind == LOOKUP)
 		check_lookup(&l, "armed lookup");
@@ -1192,9 +1173,7 @@ static bool step(enum kind kind, int i)
 	else if (kind != LOOKUP)
 		free_call(&a);
 	real_call(kind, i);
-reached: /* whether the armed rank's allocation was reached, for all */
-	CHECK_RC(ctx, shemb__allgather_word(ctx, hit, all));
-	return all[armed] != 0;
+	return reached(armed, hit);
 }
 
 /* Some of the pairs' lookups ran relaxed (dist_relax.c), the path the
@@ -1307,12 +1286,12 @@ static void burst(void)
 
 	for (int k = 0; k < BURST; k++) {
 		if (rank == 0)
-			arm(1);
+			arm(&caller_arm, 1);
 		rc[k] = shemb_allreduce(ctx, v[k], v[k], 16, SHEMB_F32,
 					SHEMB_REDUCE_SUM,
 					rank == 0 ? NULL : &req[k]);
 		if (rank == 0)
-			check_status(REDUCE, k, 0, rc[k], disarm());
+			check_status(REDUCE, k, 0, rc[k], disarm(&caller_arm));
 		else if (rc[k]) /* rank 0's news came first: told at start */
 			check_status(REDUCE, k, 0, rc[k], false);
 		else
