@@ -402,6 +402,28 @@ int shemb__traffic_prio(shemb_ctx *ctx, int prio)
 					memory_order_relaxed);
 }
 
+/*
+ * This rank cannot queue c behind the steps started without waiting (no
+ * memory for its request, its place in the queue or its buffers' host
+ * copies): once those steps are over, c would have been next, so its
+ * refusal comes in its turn there.  Sent at once instead, it would meet
+ * a collective of those steps on the other ranks; failed here alone, c
+ * would keep them waiting for this rank's part until their timeout,
+ * which ends the context's collectives.
+ */
+static int refuse_in_turn(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
+			  void *comm, const struct shemb__coll *c)
+{
+	char why[256];
+	int rc;
+
+	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(ctx));
+	rc = shemb__stepq_drain(ctx);
+	if (rc)
+		return rc;
+	return refuse_without_memory(ctx, ops, comm, c, why);
+}
+
 /* Behind steps started without waiting, c starts in its turn (every
  * rank's collectives must start in the same order). */
 static int queue_coll(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
@@ -412,14 +434,15 @@ static int queue_coll(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 	int rc;
 
 	if (!r)
-		return SHEMB_ENOMEM;
+		return refuse_in_turn(ctx, ops, comm, c);
 	r->sendbuf = c->sendbuf;
 	r->recvbuf = c->recvbuf;
 	rc = shemb__stepq_submit_coll(ctx, c, ops, comm, &r->job);
 	if (rc) {
 		shemb__stage_free(ctx, stage); /* not queued */
 		free_request(ctx, r);
-		return rc;
+		return rc == SHEMB_ENOMEM ? refuse_in_turn(ctx, ops, comm, c)
+					  : rc;
 	}
 	link_request(ctx, r);
 	if (req) {
@@ -444,17 +467,9 @@ static int launch(shemb_ctx *ctx, const struct shemb__coll *c,
 		return SHEMB_EINVAL;
 	if (mem == SHEMB_MEM_DEVICE && !ctx->dev_comm_ops) {
 		int rc = shemb__stage_begin(ctx, c, &stage, &host);
-		char why[256];
 
-		/* behind started steps, the refusal would come out of
-		 * its turn: the call fails here alone (see BUGS) */
-		if (rc && !shemb__stepq_busy(ctx)) {
-			snprintf(why, sizeof(why), "%s",
-				 shemb_ctx_last_error(ctx));
-			return refuse_without_memory(ctx, ops, comm, c, why);
-		}
 		if (rc)
-			return rc;
+			return refuse_in_turn(ctx, ops, comm, c);
 		c = &host;
 	} else if (mem == SHEMB_MEM_DEVICE) {
 		ops = ctx->dev_comm_ops;

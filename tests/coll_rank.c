@@ -806,7 +806,12 @@ static void run_hold(void)
  * refusing rank's piece for itself is STAGE_BIG bytes while its address
  * space is held to STAGE_ROOM above what it maps (RLIMIT_AS), for the
  * length of that call, so that only the host copies (twice STAGE_BIG)
- * fail there.  Not under a sanitizer, whose allocator
+ * fail there.  In every other round, a lookup started before the
+ * alltoallv is under way, so that the library queues the alltoallv
+ * behind it: the refusal then waits for the lookup and comes in its turn
+ * (before, that rank failed alone and the others waited for its part
+ * until their timeout); some rounds must have found the lookup still
+ * under way.  Not under a sanitizer, whose allocator
  * aborts instead of failing.
  */
 #define STAGE_BIG ((size_t)512 << 20)
@@ -857,14 +862,37 @@ static int refused_alltoallv(int refuser, char *dev)
 	return shemb_alltoallv(ctx, dev, sc, sd, dev + at, sc, sd, NULL);
 }
 
-static void stage_refused_one(int it)
+static shemb_table *step_table(int64_t rows, int dim, int nbags, int len,
+			       int64_t *offsets, int64_t *ids, uint64_t seed,
+			       struct shemb_bags *b);
+
+/* A lookup of b's bags, started, still under way (*busy) or not when
+ * this returns. */
+static shemb_request *start_lookup(struct shemb_bags *b, float *out,
+				   bool *busy)
+{
+	shemb_request *req;
+	int done = 0;
+
+	CHECK(shemb_lookup_start(ctx, 1, b, &out, SHEMB_LOOKUP_NO_GRAD, &req));
+	CHECK(shemb_test(req, &done));
+	*busy = !done;
+	return req;
+}
+
+static void stage_refused_one(int it, struct shemb_bags *b, float *out,
+			      int64_t *queued)
 {
 	int refuser = it % world, rc;
 	size_t n = 2 * (STAGE_BIG + 64 * (size_t)world);
 	char *dev = devmem_alloc(rank == refuser ? n : 2 * 64 * (size_t)world);
+	shemb_request *lookup = NULL;
 	struct rlimit was, held;
 	char who[32];
+	bool busy = false;
 
+	if (it % 2)
+		lookup = start_lookup(b, out, &busy);
 	if (rank == refuser) {
 		if (getrlimit(RLIMIT_AS, &was))
 			FAIL("getrlimit failed");
@@ -882,12 +910,24 @@ static void stage_refused_one(int it)
 	    (rank != refuser && !strstr(shemb_ctx_last_error(ctx), who)))
 		FAIL("round %d (rank %d refusing): %d (%s): %s", it, refuser,
 		     rc, shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	if (lookup) {
+		CHECK(shemb_wait(lookup));
+		shemb_request_free(lookup);
+		*queued += busy;
+	}
 	devmem.free(dev);
 	run_alltoallv(1, 0); /* in step: a real one, exact */
 }
 
 static void run_stage_refused(void)
 {
+	enum { BAGS = 4096, LEN = 16, DIM = 64 };
+	static int64_t offsets[BAGS + 1], ids[BAGS * LEN];
+	struct shemb_bags b;
+	shemb_table *t;
+	float *out;
+	int64_t queued = 0;
+
 	if (!on_device)
 		FAIL("stage-refused runs with --device");
 	if (sanitized()) {
@@ -895,8 +935,19 @@ static void run_stage_refused(void)
 		       rank);
 		return;
 	}
-	for (int it = 0; it < 2 * world; it++)
-		stage_refused_one(it);
+	t = step_table(1 << 16, DIM, BAGS, LEN, offsets, ids, 17, &b);
+	/* the table's rows are host memory: so is what the lookup writes */
+	out = malloc((size_t)BAGS * DIM * sizeof(float));
+	if (!out)
+		FAIL("no memory");
+	for (int it = 0; it < 4 * world; it++)
+		stage_refused_one(it, &b, out, &queued);
+	CHECK(shemb_allreduce(ctx, &queued, &queued, 1, SHEMB_I64,
+			      SHEMB_REDUCE_SUM, NULL));
+	if (!queued)
+		FAIL("no alltoallv was called while a lookup was under way");
+	free(out);
+	CHECK(shemb_table_destroy(t));
 }
 
 /*

@@ -18,8 +18,10 @@
  * tables sharded by rows, one pooled at the owners, one by the
  * requesters; its backward, SGD at a learning rate of 1; that backward
  * started, with a lookup started behind it, which the library runs
- * relaxed), step i arms the i-th allocation on rank i % world, i = 1, 2,
- * ... until that rank's call allocates fewer than i / world + 1 times.
+ * relaxed; a blocking alltoallv called while a started backward is under
+ * way, which the library queues behind it), step i arms the i-th
+ * allocation on rank i % world, i = 1, 2, ... until that rank's call
+ * allocates fewer than i / world + 1 times.
  * The started pair's allocations are those of the library's thread of
  * started steps (told by its name); the others', the calling thread's.
  * With --shortage, the transport's progress thread finds no memory
@@ -60,6 +62,9 @@
  *     it until their timeout (shemb-run's bounds the job);
  *   - each kind's walk failed at least one allocation and ended with a
  *     call that reached none; some of the pairs' lookups ran relaxed;
+ *     some alltoallvs were queued behind the started backward (a rank
+ *     without memory to queue one refuses it once the backward is over:
+ *     the others fail it naming that rank instead of waiting for it);
  *   - with SHEMB_FABRIC_EAGAIN set, the transport refused some posts as
  *     a full queue would, and posted them again;
  *   - the pool's tasks of the walked calls, which cannot report a
@@ -117,6 +122,7 @@
 #include "cpu/threadpool.h"
 #include "lib/dist.h"
 #include "lib/internal.h"
+#include "lib/stepq.h"
 
 static int rank, world;
 
@@ -328,7 +334,7 @@ void *__wrap_realloc(void *p, size_t n)
 /* The kinds before BULK are walked before the others, with the armed
  * allocation counting the pool's tasks' too (wide_arm). */
 enum kind { CREATE, SAVE, LOAD, WRITE, READ, BULK, URGENT, GATHER, REDUCE,
-	    WORD, LOOKUP, BACKWARD, PAIR, NKINDS };
+	    WORD, LOOKUP, BACKWARD, PAIR, QUEUED, NKINDS };
 static const char *const kind_name[] = { "table creation",
 					 "checkpoint save",
 					 "checkpoint load",
@@ -337,7 +343,9 @@ static const char *const kind_name[] = { "table creation",
 					 "urgent alltoallv", "allgatherv",
 					 "ring allreduce", "gather of words",
 					 "lookup", "backward",
-					 "started backward and lookup" };
+					 "started backward and lookup",
+					 "alltoallv behind a started "
+					 "backward" };
 
 #define REDUCE_COUNT (256 * 1024) /* floats: past the one-round size */
 
@@ -530,6 +538,7 @@ static int run_call(struct call *a)
 
 	switch (a->kind) {
 	case BULK:
+	case QUEUED:
 		return shemb_alltoallv(ctx, a->sbuf, a->sc, a->sd, a->rbuf,
 				       a->rc, a->rd, NULL);
 	case URGENT:
@@ -788,6 +797,51 @@ static void armed_pair(int i, int armed, bool *hit)
 	if (!lrc)
 		check_lookup(&next, "lookup behind the backward");
 	check_rows(i);
+}
+
+/* Calls of the walk of QUEUED that found the started backward still
+ * under way, so that the library queued them behind it. */
+static int queued_behind;
+
+/*
+ * Step i's backward started, nothing armed, then an alltoallv, armed,
+ * which the library queues behind it.  A rank without memory to queue
+ * it refuses it in its turn, once the backward is over; before, it
+ * failed alone, and the others' alltoallv waited for its part until
+ * their timeout.
+ */
+static void armed_queued(int i, int armed, bool *hit)
+{
+	float g[NT][BAGS * DIM];
+	shemb_request *breq = NULL;
+	struct lookup l;
+	struct call a;
+	int rc, brc;
+
+	plan_backward(i, &l, g);
+	make_call(&a, QUEUED, i);
+	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l.b,
+					   (const float *const[]){ g[0],
+								   g[1] },
+					   &breq));
+	queued_behind += shemb__stepq_busy(ctx);
+	arm_step(&caller_arm, i);
+	rc = run_call(&a);
+	*hit = disarm_step(&caller_arm, i);
+	brc = shemb_wait(breq);
+	shemb_request_free(breq);
+	check_status(QUEUED, i, armed, rc, *hit);
+	/* with a shortage, the progress thread may starve the backward */
+	check_status(QUEUED, i, armed, brc, *hit);
+	agree_applied(i, armed, brc == 0);
+	check_rows(i);
+	if (!rc)
+		check_call(&a, "queued call");
+	if (rc && shortage)
+		keep_call(&a);
+	else
+		free_call(&a);
+	real_call(QUEUED, i);
 }
 
 /* ---- a table's creation: on every rank or on none ---- */
@@ -1149,11 +1203,13 @@ static bool step(enum kind kind, int i)
 
 	if (kind < BULK)
 		return walked_first[kind](i);
-	if (kind == BACKWARD || kind == PAIR) {
+	if (kind == BACKWARD || kind == PAIR || kind == QUEUED) {
 		if (kind == BACKWARD)
 			armed_backward(i, armed, &hit);
-		else
+		else if (kind == PAIR)
 			armed_pair(i, armed, &hit);
+		else
+			armed_queued(i, armed, &hit);
 		return reached(armed, hit);
 	}
 	if (kind == LOOKUP)
@@ -1243,6 +1299,8 @@ static void walk(enum kind kind)
 	check_few_receives(kind_name[kind]);
 	if (kind == PAIR)
 		check_relaxed();
+	if (kind == QUEUED && !queued_behind)
+		FAIL("no alltoallv was queued behind a started backward");
 	if (rank == 0)
 		printf("%s: %d allocations failed in %d steps\n",
 		       kind_name[kind], hits, i - 1);

@@ -165,7 +165,8 @@ if [ -f "$emu" ]; then
 	one "tcp;ofi_rxm" 2 allreduce --device
 	one "tcp;ofi_rxm" 3 priorities --device --chunk 100000
 	# a rank without memory for its device buffers' host copies
-	# refuses the call: the others fail it at once, naming it
+	# refuses the call: the others fail it at once, naming it (behind
+	# a started lookup, once the lookup is over)
 	one shm 3 stage-refused --device --timeout 5000
 	one "tcp;ofi_rxm" 2 stage-refused --device --timeout 5000
 fi
