@@ -55,7 +55,26 @@ grep -q 'alltoallv_vs_openmpi_ofi_min: not measured' "$tmp/out" ||
 head -n 1 "$tmp/runs.csv" | grep -q '^mode,provider,' || fail "no CSV header"
 [ -s "$tmp/err" ] && fail "wrote to stderr, not a terminal"
 
+# calls back to back: the header says so, and both jobs take the option
+# (the MPI program refuses options it does not know)
+set -- comm --ranks 2 --sizes 8K --provider shm --reps 2 --passes 1 \
+	--back-to-back 3 --raw-total 4M --raw-iters 1 --timeout 15 $mpi
+echo "+ shemb-bench $*"
+timeout 60 "$bench" "$@" > "$tmp/out" 2> "$tmp/err" ||
+	fail "shemb-bench comm --back-to-back exited $?"
+grep -q 'each 3 calls in a row after a barrier' "$tmp/out" ||
+	fail "the header does not tell the calls back to back"
+grep -q '^ *2 *8 KiB | *[0-9]' "$tmp/out" ||
+	fail "no libshemb figure with --back-to-back"
+if [ -z "$mpi" ]; then
+	grep -q '^result alltoallv_vs_openmpi_shm_min [0-9]' "$tmp/out" ||
+		fail "OpenMPI gave no figure with --back-to-back"
+fi
+
 # bad options are refused
+if "$bench" comm --back-to-back 0 > /dev/null 2>&1; then
+	fail "--back-to-back 0 was accepted"
+fi
 if "$bench" comm --provider ib > /dev/null 2>&1; then
 	fail "--provider ib was accepted"
 fi

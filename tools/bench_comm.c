@@ -42,6 +42,8 @@ const char bench_comm_usage[] =
 "                      many as move 512 MiB, 10 to 200)\n"
 "  --passes N          sweeps, libshemb and OpenMPI in alternating order;\n"
 "                      repetitions of all passes are pooled (default 2)\n"
+"  --back-to-back K    K calls in a row after each barrier, timed together\n"
+"                      (a repetition's time: a K-th of theirs; default 1)\n"
 "  --chunk BYTES       libshemb's chunk_bytes (default: the library's)\n"
 "  --in-flight N       libshemb's chunks_in_flight (default: the library's)\n"
 "  --progress MODE     libshemb's progress: thread or caller\n"
@@ -63,7 +65,8 @@ const char bench_comm_usage[] =
 enum {
 	C_RANKS = 256, C_SIZES, C_PROVIDER, C_REPS, C_PASSES, C_CHUNK,
 	C_PROGRESS, C_SPLIT, C_RAW_MSG, C_RAW_TOTAL, C_RAW_ITERS, C_NO_MPI,
-	C_SHEMB_RUN, C_MPI_BENCH, C_MPIRUN, C_TIMEOUT, C_CSV, C_IN_FLIGHT
+	C_SHEMB_RUN, C_MPI_BENCH, C_MPIRUN, C_TIMEOUT, C_CSV, C_IN_FLIGHT,
+	C_BURST
 };
 
 static const struct option comm_long[] = {
@@ -72,6 +75,7 @@ static const struct option comm_long[] = {
 	{ "provider", required_argument, NULL, C_PROVIDER },
 	{ "reps", required_argument, NULL, C_REPS },
 	{ "passes", required_argument, NULL, C_PASSES },
+	{ "back-to-back", required_argument, NULL, C_BURST },
 	{ "chunk", required_argument, NULL, C_CHUNK },
 	{ "in-flight", required_argument, NULL, C_IN_FLIGHT },
 	{ "progress", required_argument, NULL, C_PROGRESS },
@@ -101,6 +105,7 @@ static void comm_defaults(struct comm_opts *o)
 	o->nsizes = 3;
 	o->provider[0] = o->provider[1] = true;
 	o->passes = 2;
+	o->burst = 1;
 	o->raw_msg = (int64_t)1 << 20;
 	o->raw_total = (int64_t)64 << 20;
 	o->raw_iters = 5;
@@ -136,6 +141,8 @@ static int comm_opt(struct comm_opts *o, int c, const char *arg)
 		return comm_parse_count(arg, 1, 100000, &o->reps);
 	case C_PASSES:
 		return comm_parse_count(arg, 1, 100, &o->passes);
+	case C_BURST:
+		return comm_parse_count(arg, 1, 1000, &o->burst);
 	case C_CHUNK:
 		return comm_parse_count(arg, 1, big, &o->chunk);
 	case C_IN_FLIGHT:
@@ -424,6 +431,19 @@ static void job_raw(const struct comm_opts *o, struct comm_prov *p, int ri,
 	comm_buf_free(&err);
 }
 
+/* The repetitions both jobs time, and how. */
+static void timing_args(struct argv_buf *a, const struct comm_opts *o)
+{
+	if (o->reps) {
+		arg(a, "--reps");
+		arg_num(a, o->reps);
+	}
+	if (o->burst > 1) {
+		arg(a, "--back-to-back");
+		arg_num(a, o->burst);
+	}
+}
+
 static void job_shemb(const struct comm_opts *o, struct comm_prov *p,
 		      int ri, const char *self)
 {
@@ -442,10 +462,7 @@ static void job_shemb(const struct comm_opts *o, struct comm_prov *p,
 	arg(&a, "comm-rank");
 	arg(&a, "--sizes");
 	arg(&a, size_list(o, sizes, sizeof(sizes)));
-	if (o->reps) {
-		arg(&a, "--reps");
-		arg_num(&a, o->reps);
-	}
+	timing_args(&a, o);
 	if (o->chunk) {
 		arg(&a, "--chunk");
 		arg_num(&a, o->chunk);
@@ -497,10 +514,7 @@ static void job_mpi(const struct comm_opts *o, struct comm_prov *p, int ri)
 	arg(&a, o->mpi_bench);
 	arg(&a, "--sizes");
 	arg(&a, size_list(o, sizes, sizeof(sizes)));
-	if (o->reps) {
-		arg(&a, "--reps");
-		arg_num(&a, o->reps);
-	}
+	timing_args(&a, o);
 	if (!run_job(o, &a, false, p->mpi_ofi ? "OpenMPI over its ofi MTL" :
 		     "OpenMPI", &out, &err, p->note[SEEN_MPI],
 		     sizeof(p->note[0]))) {
@@ -604,12 +618,18 @@ static void print_setup(const struct comm_opts *o, const char *self)
 	else
 		printf("per size and pass: as many as move 512 MiB (10 to "
 		       "200)");
-	printf(",\n             each after a barrier, after 2 untimed "
-	       "calls\n");
+	if (o->burst > 1)
+		printf(",\n             each %lld calls in a row after a "
+		       "barrier, after 2 untimed calls\n",
+		       (long long)o->burst);
+	else
+		printf(",\n             each after a barrier, after 2 "
+		       "untimed calls\n");
 	printf("  passes     %lld, libshemb and OpenMPI in alternating order, "
 	       "repetitions pooled\n", (long long)o->passes);
 	printf("  figures    GB/s = bytes a rank sends / median time of a "
-	       "call (slowest rank)\n");
+	       "call (slowest rank)%s\n", o->burst > 1 ? ";\n             "
+	       "a call's time: a repetition's over its calls" : "");
 	printf("  programs   %s; %s; %s\n", o->shemb_run,
 	       o->no_mpi ? "OpenMPI skipped (--no-mpi)" :
 	       o->mpi_bench ? o->mpi_bench : "no shemb-bench-mpi",

@@ -5,9 +5,11 @@
  * For each size S (bytes a rank sends per alltoallv, split evenly over the
  * N - 1 other ranks; nothing to itself) every rank runs a few untimed
  * calls, then R timed ones, each after a barrier so that all ranks start
- * together.  Then the same for an allreduce (SUM) of S bytes of f32.  The
- * times of each repetition are reduced to the slowest rank's (MAX), and
- * rank 0 prints one line per repetition for the parent (see bench_comm.h).
+ * together (with --back-to-back K, K calls in a row after each barrier,
+ * timed together: a repetition's time is a K-th of theirs).  Then the
+ * same for an allreduce (SUM) of S bytes of f32.  The times of each
+ * repetition are reduced to the slowest rank's (MAX), and rank 0 prints
+ * one line per repetition for the parent (see bench_comm.h).
  * The data received is checked after the timed calls.
  */
 #define _GNU_SOURCE
@@ -35,6 +37,7 @@ struct rank_opts {
 	int progress;        /* enum shemb_progress */
 	bool allreduce;
 	bool split;          /* also time the start of each call alone */
+	int burst;           /* calls timed back to back after each barrier */
 };
 
 struct rank_state {
@@ -185,25 +188,30 @@ static int start_call(struct rank_state *s, int kind, size_t count,
 }
 
 /* One repetition after a barrier: the whole call in *total, the time to
- * start it (split only) in *start. */
+ * start it (split only) in *start; of burst calls in a row, a burst-th of
+ * their time, and the start of the last. */
 static int one_call(struct rank_state *s, int kind, size_t count,
 		    double *total, double *start)
 {
 	shemb_request *req = NULL;
-	double t0, t1;
+	double t0, t1, tn;
 	int rc = shemb_barrier(s->ctx, NULL);
 
 	if (rc)
 		return fail(s, "barrier", rc);
 	t0 = bench_now();
-	rc = start_call(s, kind, count, s->o->split ? &req : NULL);
+	for (int k = 1; !rc && k < s->o->burst; k++)
+		rc = start_call(s, kind, count, NULL);
+	tn = bench_now();
+	if (!rc)
+		rc = start_call(s, kind, count, s->o->split ? &req : NULL);
 	t1 = bench_now();
 	if (!rc && req) {
 		rc = shemb_wait(req);
 		shemb_request_free(req);
 	}
-	*total = bench_now() - t0;
-	*start = t1 - t0;
+	*total = (bench_now() - t0) / s->o->burst;
+	*start = t1 - tn;
 	return rc ? fail(s, kind == K_A2A ? "alltoallv" : "allreduce", rc)
 		  : 0;
 }
@@ -259,7 +267,7 @@ static int run_size(struct rank_state *s, int64_t bytes)
 /* ---- options and setup ---- */
 
 enum { R_SIZES = 256, R_REPS, R_WARMUP, R_CHUNK, R_PROGRESS, R_NO_AR,
-       R_SPLIT, R_IN_FLIGHT };
+       R_SPLIT, R_IN_FLIGHT, R_BURST };
 
 static const struct option rank_long[] = {
 	{ "sizes", required_argument, NULL, R_SIZES },
@@ -270,6 +278,7 @@ static const struct option rank_long[] = {
 	{ "progress", required_argument, NULL, R_PROGRESS },
 	{ "no-allreduce", no_argument, NULL, R_NO_AR },
 	{ "split", no_argument, NULL, R_SPLIT },
+	{ "back-to-back", required_argument, NULL, R_BURST },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -292,6 +301,11 @@ static int rank_opt(struct rank_opts *o, int c, const char *arg)
 		return comm_parse_count(arg, 0, (int64_t)1 << 40, &o->chunk);
 	case R_IN_FLIGHT:
 		return comm_parse_count(arg, 0, 256, &o->in_flight);
+	case R_BURST:
+		if (comm_parse_count(arg, 1, 1000, &v))
+			return -1;
+		o->burst = (int)v;
+		return 0;
 	case R_PROGRESS:
 		o->progress = !strcmp(arg, "caller") ? SHEMB_PROGRESS_CALLER
 						     : SHEMB_PROGRESS_THREAD;
@@ -312,6 +326,7 @@ static int rank_args(int argc, char **argv, struct rank_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->warmup = 2;
+	o->burst = 1;
 	o->allreduce = true;
 	o->progress = SHEMB_PROGRESS_THREAD;
 	while ((c = getopt_long(argc, argv, "", rank_long, &idx)) != -1) {

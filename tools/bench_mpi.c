@@ -4,14 +4,17 @@
  * with mpirun:
  *
  *   mpirun -np N shemb-bench-mpi --sizes B,B.. [--reps R] [--warmup W]
+ *                                [--back-to-back K]
  *
  * It measures what bench_comm_rank.c measures for libshemb, the same way:
  * per size S, an MPI_Alltoallv in which each rank sends S bytes split
  * evenly over the N - 1 other ranks (nothing to itself), then an
  * MPI_Allreduce (SUM) of S bytes of float; untimed calls first, a barrier
- * before each timed one, each repetition's time reduced to the slowest
- * rank's.  Rank 0 prints the lines of bench_comm.h.  It shares no code
- * with libshemb, so that it builds with MPI's compiler alone.
+ * before each timed one (or each K calls in a row, timed together and
+ * counted as K calls of a K-th of the time), each repetition's time
+ * reduced to the slowest rank's.  Rank 0 prints the lines of
+ * bench_comm.h.  It shares no code with libshemb, so that it builds with
+ * MPI's compiler alone.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -32,6 +35,7 @@ struct mpi_opts {
 	int reps;           /* 0: as many as move about 512 MiB, 10..200 */
 	int warmup;
 	int allreduce;
+	int burst;          /* calls timed back to back after each barrier */
 };
 
 struct mpi_state {
@@ -98,6 +102,7 @@ static int parse_args(int argc, char **argv, struct mpi_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->warmup = 2;
 	o->allreduce = 1;
+	o->burst = 1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -110,6 +115,11 @@ static int parse_args(int argc, char **argv, struct mpi_opts *o)
 		} else if (!strcmp(a, "--reps") && v) {
 			o->reps = atoi(v);
 			if (o->reps < 1 || o->reps > 100000)
+				return -1;
+			i++;
+		} else if (!strcmp(a, "--back-to-back") && v) {
+			o->burst = atoi(v);
+			if (o->burst < 1 || o->burst > 1000)
 				return -1;
 			i++;
 		} else if (!strcmp(a, "--warmup") && v) {
@@ -205,8 +215,9 @@ static void time_kind(struct mpi_state *s, int ar, long long bytes,
 
 		MPI_Barrier(MPI_COMM_WORLD);
 		t0 = MPI_Wtime();
-		call(s, ar, count);
-		s->t[r] = MPI_Wtime() - t0;
+		for (int k = 0; k < s->o->burst; k++)
+			call(s, ar, count);
+		s->t[r] = (MPI_Wtime() - t0) / s->o->burst;
 	}
 	MPI_Allreduce(MPI_IN_PLACE, s->t, reps, MPI_DOUBLE, MPI_MAX,
 		      MPI_COMM_WORLD);
@@ -255,7 +266,7 @@ int main(int argc, char **argv)
 	rank_of_world = s.rank;
 	if (parse_args(argc, argv, &o))
 		die("usage: shemb-bench-mpi --sizes B[,B...] [--reps R] "
-		    "[--warmup W] [--no-allreduce]");
+		    "[--warmup W] [--back-to-back K] [--no-allreduce]");
 	if (s.world < 2)
 		die("needs 2 ranks or more");
 	for (int i = 0; i < o.nsizes; i++)
