@@ -275,8 +275,8 @@ SHEMB_API void shemb_request_free(shemb_request *r)
 }
 
 /* A request of a collective on comm; with stage, on device buffers
- * staged through host memory (its stage is then the request's, kept
- * by the context if the request cannot be made). */
+ * staged through host memory (its stage is then the request's, freed
+ * if the request cannot be made). */
 static shemb_request *new_request(shemb_ctx *ctx,
 				   const struct shemb_comm_ops *ops, void *comm,
 				   struct shemb__staging *stage)
@@ -295,8 +295,9 @@ static shemb_request *new_request(shemb_ctx *ctx,
 	return r;
 }
 
-/* This rank cannot take part in c (no memory for its request or for
- * its buffers' host copies): c is refused all the same (lib/comm.h), so
+/* This rank cannot take part in c (no memory for its request, its place
+ * in the queue of started steps or its buffers' host copies): c is
+ * refused all the same (lib/comm.h), so
  * that the other ranks, committed to it, fail it too and every rank
  * stays in step; waited for here.  SHEMB_ENOMEM, with the detail why. */
 static int refuse_without_memory(shemb_ctx *ctx,
@@ -408,8 +409,9 @@ int shemb__traffic_prio(shemb_ctx *ctx, int prio)
  * copies): once those steps are over, c would have been next, so its
  * refusal comes in its turn there.  Sent at once instead, it would meet
  * a collective of those steps on the other ranks; failed here alone, c
- * would keep them waiting for this rank's part until their timeout,
- * which ends the context's collectives.
+ * would keep them waiting for this rank's part, and this rank's next
+ * collective would meet it there.  The wait is for every step queued,
+ * which are those before c: a context's calls come one at a time.
  */
 static int refuse_in_turn(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 			  void *comm, const struct shemb__coll *c)

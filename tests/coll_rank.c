@@ -809,8 +809,8 @@ static void run_hold(void)
  * fail there.  In every other round, a lookup started before the
  * alltoallv is under way, so that the library queues the alltoallv
  * behind it: the refusal then waits for the lookup and comes in its turn
- * (before, that rank failed alone and the others waited for its part
- * until their timeout); some rounds must have found the lookup still
+ * (before, that rank failed alone, and its next alltoallv met the
+ * others' queued one); some rounds must have found the lookup still
  * under way.  Not under a sanitizer, whose allocator
  * aborts instead of failing.
  */

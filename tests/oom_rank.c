@@ -800,15 +800,18 @@ static void armed_pair(int i, int armed, bool *hit)
 }
 
 /* Calls of the walk of QUEUED that found the started backward still
- * under way, so that the library queued them behind it. */
-static int queued_behind;
+ * under way, so that the library queued them behind it; and those that
+ * failed here naming the armed rank, which refused in its turn. */
+static int queued_behind, refused_in_turn;
 
 /*
  * Step i's backward started, nothing armed, then an alltoallv, armed,
  * which the library queues behind it.  A rank without memory to queue
  * it refuses it in its turn, once the backward is over; before, it
- * failed alone, and the others' alltoallv waited for its part until
- * their timeout.
+ * failed alone, and the others' alltoallv, waiting for its part, met its
+ * next collective instead.  The call, blocking, has waited for the
+ * backward: its status is checked before the backward's wait, which
+ * may set the detail anew.
  */
 static void armed_queued(int i, int armed, bool *hit)
 {
@@ -828,9 +831,10 @@ static void armed_queued(int i, int armed, bool *hit)
 	arm_step(&caller_arm, i);
 	rc = run_call(&a);
 	*hit = disarm_step(&caller_arm, i);
+	check_status(QUEUED, i, armed, rc, *hit);
+	refused_in_turn += rank != armed && rc == SHEMB_ENOMEM;
 	brc = shemb_wait(breq);
 	shemb_request_free(breq);
-	check_status(QUEUED, i, armed, rc, *hit);
 	/* with a shortage, the progress thread may starve the backward */
 	check_status(QUEUED, i, armed, brc, *hit);
 	agree_applied(i, armed, brc == 0);
@@ -1275,6 +1279,8 @@ static void check_few_receives(const char *what)
 		     what, n);
 }
 
+static int64_t sum_over_ranks(int64_t n);
+
 /* The walk of one kind: steps until the armed rank's call, on every
  * rank in turn, allocates less than what was armed. */
 static void walk(enum kind kind)
@@ -1301,6 +1307,9 @@ static void walk(enum kind kind)
 		check_relaxed();
 	if (kind == QUEUED && !queued_behind)
 		FAIL("no alltoallv was queued behind a started backward");
+	if (kind == QUEUED && !sum_over_ranks(refused_in_turn))
+		FAIL("no rank failed an alltoallv behind a started backward "
+		     "by another's refusal");
 	if (rank == 0)
 		printf("%s: %d allocations failed in %d steps\n",
 		       kind_name[kind], hits, i - 1);

@@ -132,7 +132,8 @@ struct comm_opts {
 	int nsizes;
 	bool provider[2];        /* shm, tcp;ofi_rxm */
 	int64_t reps;            /* 0: comm_auto_reps() */
-	int64_t burst;           /* calls timed back to back a barrier */
+	int64_t burst;           /* calls timed back to back after a
+				  * barrier */
 	int64_t passes;
 	const char *csv;
 	FILE *csv_file;          /* open from the start: a bad file stops

@@ -188,9 +188,9 @@ static int start_call(struct rank_state *s, int kind, size_t count,
 }
 
 /* One repetition after a barrier: the whole call in *total, the time to
- * start it (split only) in *start; of burst calls in a row, a burst-th of
- * their time, and the start of the last. */
-static int one_call(struct rank_state *s, int kind, size_t count,
+ * start it (split only) in *start; of `calls` calls in a row, a calls-th
+ * of their time, and the start of the last. */
+static int one_call(struct rank_state *s, int kind, size_t count, int calls,
 		    double *total, double *start)
 {
 	shemb_request *req = NULL;
@@ -200,7 +200,7 @@ static int one_call(struct rank_state *s, int kind, size_t count,
 	if (rc)
 		return fail(s, "barrier", rc);
 	t0 = bench_now();
-	for (int k = 1; !rc && k < s->o->burst; k++)
+	for (int k = 1; !rc && k < calls; k++)
 		rc = start_call(s, kind, count, NULL);
 	tn = bench_now();
 	if (!rc)
@@ -210,7 +210,7 @@ static int one_call(struct rank_state *s, int kind, size_t count,
 		rc = shemb_wait(req);
 		shemb_request_free(req);
 	}
-	*total = (bench_now() - t0) / s->o->burst;
+	*total = (bench_now() - t0) / calls;
 	*start = t1 - tn;
 	return rc ? fail(s, kind == K_A2A ? "alltoallv" : "allreduce", rc)
 		  : 0;
@@ -219,7 +219,8 @@ static int one_call(struct rank_state *s, int kind, size_t count,
 /* Reps of one kind and size; rank 0 prints the slowest rank's times. */
 static int time_kind(struct rank_state *s, int kind, int64_t bytes)
 {
-	int reps = s->o->reps ? s->o->reps : comm_auto_reps(bytes);
+	int reps = s->o->reps ? s->o->reps
+			      : comm_auto_reps(bytes * s->o->burst);
 	size_t count = (size_t)bytes / sizeof(float);
 	int64_t sent = kind == K_A2A ? (int64_t)(s->per * (size_t)(s->world -
 								   1))
@@ -227,11 +228,12 @@ static int time_kind(struct rank_state *s, int kind, int64_t bytes)
 	double dummy;
 	int rc;
 
-	for (int w = 0; w < s->o->warmup; w++)
-		if (one_call(s, kind, count, &dummy, &dummy))
+	for (int w = 0; w < s->o->warmup; w++) /* as OpenMPI's: one each */
+		if (one_call(s, kind, count, 1, &dummy, &dummy))
 			return -1;
 	for (int r = 0; r < reps; r++)
-		if (one_call(s, kind, count, &s->t[r], &s->t[reps + r]))
+		if (one_call(s, kind, count, s->o->burst, &s->t[r],
+			     &s->t[reps + r]))
 			return -1;
 	rc = shemb_allreduce(s->ctx, s->t, s->t, 2 * (size_t)reps, SHEMB_F64,
 			     SHEMB_REDUCE_MAX, NULL);

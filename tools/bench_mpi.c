@@ -205,7 +205,7 @@ static void call(struct mpi_state *s, int ar, int count)
 static void time_kind(struct mpi_state *s, int ar, long long bytes,
 		      long long sent)
 {
-	int reps = s->o->reps ? s->o->reps : auto_reps(bytes);
+	int reps = s->o->reps ? s->o->reps : auto_reps(bytes * s->o->burst);
 	int count = (int)(bytes / (long long)sizeof(float));
 
 	for (int w = 0; w < s->o->warmup; w++)
