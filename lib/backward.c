@@ -314,9 +314,10 @@ static int begin_backward(struct shemb__step *st, shemb_ctx *ctx, int n,
 	return rc;
 }
 
+/* status: this rank's part refused with it (shemb__backward_refuse) */
 static int backward_run(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 			const float *const *grad, struct shemb__then *then,
-			bool direct)
+			bool direct, int status)
 {
 	struct shemb__bwd_set *sets;
 	struct shemb__step st;
@@ -324,6 +325,8 @@ static int backward_run(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	int rc;
 
 	rc = begin_backward(&st, ctx, n, bags, &grad, direct);
+	if (!rc)
+		rc = status;
 	sets = calloc((size_t)n + 1, sizeof(*sets));
 	if (!rc && !sets)
 		rc = shemb__fail(ctx, SHEMB_ENOMEM, "no memory for %d sets", n);
@@ -365,10 +368,17 @@ int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	if (!ctx)
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
 	if (!shemb__device_direct(ctx, n, bags, true))
-		return backward_run(ctx, n, bags, grad, then, false);
-	rc = backward_run(ctx, n, bags, grad, then, true);
-	return rc == STAGED ? backward_run(ctx, n, bags, grad, then, false)
+		return backward_run(ctx, n, bags, grad, then, false, 0);
+	rc = backward_run(ctx, n, bags, grad, then, true, 0);
+	return rc == STAGED ? backward_run(ctx, n, bags, grad, then, false, 0)
 			    : rc;
+}
+
+int shemb__backward_refuse(shemb_ctx *ctx, int n,
+			   const struct shemb_bags *bags,
+			   const float *const *grad, int status)
+{
+	return backward_run(ctx, n, bags, grad, NULL, false, status);
 }
 
 SHEMB_API int shemb_backward(shemb_ctx *ctx, int n,

@@ -349,6 +349,35 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 	return shemb__request_finish(r);
 }
 
+/*
+ * A step this rank found no memory to start (its request, its job or
+ * the queue's thread): on the other ranks it runs in its turn, behind
+ * the steps started before it, and waits for this rank's part.  So, as
+ * a collective does (refuse_in_turn), the rank waits for those steps,
+ * then runs its part as a refusal, and every rank fails the step.
+ */
+static int refuse_step_in_turn(shemb_ctx *ctx, int kind, int n,
+			       const struct shemb_bags *bags,
+			       void *const *bufs, unsigned flags)
+{
+	char why[256];
+	int rc;
+
+	if (!shemb__distributed(ctx)) /* alone: nobody waits for it */
+		return SHEMB_ENOMEM;
+	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(ctx));
+	rc = shemb__stepq_drain(ctx);
+	if (rc)
+		return rc;
+	if (kind == SHEMB__STEP_LOOKUP)
+		shemb__lookup_refuse(ctx, n, bags, (float *const *)bufs,
+				     flags, SHEMB_ENOMEM);
+	else
+		shemb__backward_refuse(ctx, n, bags, (const float *const *)bufs,
+				       SHEMB_ENOMEM);
+	return shemb__fail(ctx, SHEMB_ENOMEM, "%s", why);
+}
+
 int shemb__request_step(shemb_ctx *ctx, int kind, int n,
 			const struct shemb_bags *bags, void *const *bufs,
 			unsigned flags, shemb_request **req)
@@ -363,11 +392,14 @@ int shemb__request_step(shemb_ctx *ctx, int kind, int n,
 	*req = NULL;
 	r = new_request(ctx, NULL, NULL, NULL);
 	if (!r)
-		return SHEMB_ENOMEM;
+		return refuse_step_in_turn(ctx, kind, n, bags, bufs, flags);
 	rc = shemb__stepq_submit(ctx, kind, n, bags, bufs, flags, &r->job);
 	if (rc) {
 		free_request(ctx, r);
-		return rc;
+		return rc == SHEMB_ENOMEM ? refuse_step_in_turn(ctx, kind, n,
+								bags, bufs,
+								flags)
+					  : rc;
 	}
 	link_request(ctx, r);
 	*req = r;

@@ -560,6 +560,18 @@ int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	return rc;
 }
 
+int shemb__lookup_refuse(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+			 float *const *out, unsigned flags, int status)
+{
+	struct shemb__step st;
+	int rc = shemb__step_begin(&st, ctx, n, bags);
+
+	rc = run_lookup(&st, out, !(flags & SHEMB_LOOKUP_NO_GRAD),
+			rc ? rc : status, SHEMB__DIST_LOOKUP);
+	shemb__step_end(&st);
+	return rc;
+}
+
 /* The lookup behind shemb_table_read_rows() of a table across ranks: st
  * holds one POOL_NONE set of the ids, out one fp32 buffer. */
 int shemb__lookup_for_read(struct shemb__step *st, float *const *out,

@@ -99,6 +99,14 @@ int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 /* then: the lookup queued next, or NULL */
 int shemb__backward_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 			const float *const *grad, struct shemb__then *then);
+/* The step as this rank's refusal with status, across the ranks: its
+ * part fails there with status and the others fail it too, naming this
+ * rank (a step that could not be queued for lack of memory). */
+int shemb__lookup_refuse(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+			 float *const *out, unsigned flags, int status);
+int shemb__backward_refuse(shemb_ctx *ctx, int n,
+			   const struct shemb_bags *bags,
+			   const float *const *grad, int status);
 
 /* lookup.c: the lookup a backward runs with itself, on its thread and
  * under its locks: begin takes the call in (0, or its failure with

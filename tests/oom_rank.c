@@ -18,10 +18,10 @@
  * tables sharded by rows, one pooled at the owners, one by the
  * requesters; its backward, SGD at a learning rate of 1; that backward
  * started, with a lookup started behind it, which the library runs
- * relaxed; a blocking alltoallv called while a started backward is under
- * way, which the library queues behind it), step i arms the i-th
- * allocation on rank i % world, i = 1, 2, ... until that rank's call
- * allocates fewer than i / world + 1 times.
+ * relaxed; a blocking alltoallv called, or a lookup started, while a
+ * started backward is under way, which the library queues behind it),
+ * step i arms the i-th allocation on rank i % world, i = 1, 2, ... until
+ * that rank's call allocates fewer than i / world + 1 times.
  * The started pair's allocations are those of the library's thread of
  * started steps (told by its name); the others', the calling thread's.
  * With --shortage, the transport's progress thread finds no memory
@@ -62,9 +62,10 @@
  *     it until their timeout (shemb-run's bounds the job);
  *   - each kind's walk failed at least one allocation and ended with a
  *     call that reached none; some of the pairs' lookups ran relaxed;
- *     some alltoallvs were queued behind the started backward (a rank
- *     without memory to queue one refuses it once the backward is over:
- *     the others fail it naming that rank instead of waiting for it);
+ *     some alltoallvs and lookups were queued behind the started
+ *     backward, and some ranks failed them naming the armed rank (a rank
+ *     without memory to queue one refuses it once the backward is over,
+ *     instead of failing alone);
  *   - with SHEMB_FABRIC_EAGAIN set, the transport refused some posts as
  *     a full queue would, and posted them again;
  *   - the pool's tasks of the walked calls, which cannot report a
@@ -334,7 +335,7 @@ void *__wrap_realloc(void *p, size_t n)
 /* The kinds before BULK are walked before the others, with the armed
  * allocation counting the pool's tasks' too (wide_arm). */
 enum kind { CREATE, SAVE, LOAD, WRITE, READ, BULK, URGENT, GATHER, REDUCE,
-	    WORD, LOOKUP, BACKWARD, PAIR, QUEUED, NKINDS };
+	    WORD, LOOKUP, BACKWARD, PAIR, QUEUED, QSTEP, NKINDS };
 static const char *const kind_name[] = { "table creation",
 					 "checkpoint save",
 					 "checkpoint load",
@@ -345,6 +346,8 @@ static const char *const kind_name[] = { "table creation",
 					 "lookup", "backward",
 					 "started backward and lookup",
 					 "alltoallv behind a started "
+					 "backward",
+					 "lookup started behind a started "
 					 "backward" };
 
 #define REDUCE_COUNT (256 * 1024) /* floats: past the one-round size */
@@ -799,9 +802,9 @@ static void armed_pair(int i, int armed, bool *hit)
 	check_rows(i);
 }
 
-/* Calls of the walk of QUEUED that found the started backward still
- * under way, so that the library queued them behind it; and those that
- * failed here naming the armed rank, which refused in its turn. */
+/* Calls of a walk of QUEUED or QSTEP that found the started backward
+ * still under way, so that the library queued them behind it; and those
+ * that failed here naming the armed rank, which refused in its turn. */
 static int queued_behind, refused_in_turn;
 
 /*
@@ -846,6 +849,49 @@ static void armed_queued(int i, int armed, bool *hit)
 	else
 		free_call(&a);
 	real_call(QUEUED, i);
+}
+
+/*
+ * Step i's backward started, nothing armed, then a lookup started,
+ * armed, which the library queues behind it.  A rank without memory to
+ * start it (its request or its job) refuses its part of the lookup once
+ * the backward is over; before, it failed alone, and the others' lookup
+ * waited for its part.  The lookup is waited for before the backward:
+ * its detail is checked before the backward's wait may set one anew.
+ */
+static void armed_queued_step(int i, int armed, bool *hit)
+{
+	float g[NT][BAGS * DIM];
+	shemb_request *breq = NULL, *lreq = NULL;
+	struct lookup l, next;
+	int lrc, brc;
+
+	plan_backward(i, &l, g);
+	make_lookup(&next, i + 2 * MAX_STEPS);
+	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l.b,
+					   (const float *const[]){ g[0],
+								   g[1] },
+					   &breq));
+	queued_behind += shemb__stepq_busy(ctx);
+	arm_step(&caller_arm, i);
+	lrc = shemb_lookup_start(ctx, NT, next.b,
+				 (float *const[]){ next.out[0],
+						   next.out[1] },
+				 0, &lreq);
+	*hit = disarm_step(&caller_arm, i);
+	if (!lrc) {
+		lrc = shemb_wait(lreq);
+		shemb_request_free(lreq);
+	}
+	check_status(QSTEP, i, armed, lrc, *hit);
+	refused_in_turn += rank != armed && lrc == SHEMB_ENOMEM;
+	brc = shemb_wait(breq);
+	shemb_request_free(breq);
+	check_status(QSTEP, i, armed, brc, *hit);
+	agree_applied(i, armed, brc == 0);
+	if (!lrc)
+		check_lookup(&next, "lookup behind the backward");
+	check_rows(i);
 }
 
 /* ---- a table's creation: on every rank or on none ---- */
@@ -1207,13 +1253,15 @@ static bool step(enum kind kind, int i)
 
 	if (kind < BULK)
 		return walked_first[kind](i);
-	if (kind == BACKWARD || kind == PAIR || kind == QUEUED) {
+	if (kind >= BACKWARD) {
 		if (kind == BACKWARD)
 			armed_backward(i, armed, &hit);
 		else if (kind == PAIR)
 			armed_pair(i, armed, &hit);
-		else
+		else if (kind == QUEUED)
 			armed_queued(i, armed, &hit);
+		else
+			armed_queued_step(i, armed, &hit);
 		return reached(armed, hit);
 	}
 	if (kind == LOOKUP)
@@ -1287,6 +1335,7 @@ static void walk(enum kind kind)
 {
 	int misses = 0, hits = 0, i;
 
+	queued_behind = refused_in_turn = 0;
 	for (i = 1; i < MAX_STEPS && misses < world; i++) {
 		if (step(kind, i)) {
 			hits++;
@@ -1305,11 +1354,12 @@ static void walk(enum kind kind)
 	check_few_receives(kind_name[kind]);
 	if (kind == PAIR)
 		check_relaxed();
-	if (kind == QUEUED && !queued_behind)
-		FAIL("no alltoallv was queued behind a started backward");
-	if (kind == QUEUED && !sum_over_ranks(refused_in_turn))
-		FAIL("no rank failed an alltoallv behind a started backward "
-		     "by another's refusal");
+	if ((kind == QUEUED || kind == QSTEP) && !queued_behind)
+		FAIL("%s: the backward was never under way", kind_name[kind]);
+	if ((kind == QUEUED || kind == QSTEP) &&
+	    !sum_over_ranks(refused_in_turn))
+		FAIL("%s: no rank failed it by another's refusal",
+		     kind_name[kind]);
 	if (rank == 0)
 		printf("%s: %d allocations failed in %d steps\n",
 		       kind_name[kind], hits, i - 1);
