@@ -748,6 +748,27 @@ static void plan_backward(int i, struct lookup *l, float g[NT][BAGS * DIM])
 				g[t][j * DIM + c] = grad_value(i, t, j, c);
 }
 
+/* The backward of lookup l with gradients g, started. */
+static shemb_request *start_backward(struct lookup *l,
+				     float g[NT][BAGS * DIM])
+{
+	shemb_request *req = NULL;
+
+	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l->b,
+					   (const float *const[]){ g[0],
+								   g[1] },
+					   &req));
+	return req;
+}
+
+/* Lookup l started: its status, its request in *req. */
+static int start_lookup(struct lookup *l, shemb_request **req)
+{
+	return shemb_lookup_start(ctx, NT, l->b,
+				  (float *const[]){ l->out[0], l->out[1] }, 0,
+				  req);
+}
+
 /* The armed backward of step i, after a lookup nothing armed: the ranks
  * must agree whether it was applied (all, or none), and the rows must be
  * the reference's, with it or without. */
@@ -781,14 +802,8 @@ static void armed_pair(int i, int armed, bool *hit)
 	plan_backward(i, &l, g);
 	make_lookup(&next, i + MAX_STEPS);
 	arm_step(&steps_arm, i);
-	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l.b,
-					   (const float *const[]){ g[0],
-								   g[1] },
-					   &breq));
-	CHECK_RC(ctx, shemb_lookup_start(ctx, NT, next.b,
-					 (float *const[]){ next.out[0],
-							   next.out[1] },
-					 0, &lreq));
+	breq = start_backward(&l, g);
+	CHECK_RC(ctx, start_lookup(&next, &lreq));
 	brc = shemb_wait(breq);
 	lrc = shemb_wait(lreq);
 	*hit = disarm_step(&steps_arm, i);
@@ -826,10 +841,7 @@ static void armed_queued(int i, int armed, bool *hit)
 
 	plan_backward(i, &l, g);
 	make_call(&a, QUEUED, i);
-	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l.b,
-					   (const float *const[]){ g[0],
-								   g[1] },
-					   &breq));
+	breq = start_backward(&l, g);
 	queued_behind += shemb__stepq_busy(ctx);
 	arm_step(&caller_arm, i);
 	rc = run_call(&a);
@@ -868,16 +880,10 @@ static void armed_queued_step(int i, int armed, bool *hit)
 
 	plan_backward(i, &l, g);
 	make_lookup(&next, i + 2 * MAX_STEPS);
-	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l.b,
-					   (const float *const[]){ g[0],
-								   g[1] },
-					   &breq));
+	breq = start_backward(&l, g);
 	queued_behind += shemb__stepq_busy(ctx);
 	arm_step(&caller_arm, i);
-	lrc = shemb_lookup_start(ctx, NT, next.b,
-				 (float *const[]){ next.out[0],
-						   next.out[1] },
-				 0, &lreq);
+	lrc = start_lookup(&next, &lreq);
 	*hit = disarm_step(&caller_arm, i);
 	if (!lrc) {
 		lrc = shemb_wait(lreq);
