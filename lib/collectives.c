@@ -370,11 +370,15 @@ static int refuse_step_in_turn(shemb_ctx *ctx, int kind, int n,
 	if (rc)
 		return rc;
 	if (kind == SHEMB__STEP_LOOKUP)
-		shemb__lookup_refuse(ctx, n, bags, (float *const *)bufs,
-				     flags, SHEMB_ENOMEM);
+		rc = shemb__lookup_refuse(ctx, n, bags, (float *const *)bufs,
+					  flags, SHEMB_ENOMEM);
 	else
-		shemb__backward_refuse(ctx, n, bags, (const float *const *)bufs,
-				       SHEMB_ENOMEM);
+		rc = shemb__backward_refuse(ctx, n, bags,
+					    (const float *const *)bufs,
+					    SHEMB_ENOMEM);
+	/* a peer lost or a timeout says more than the refusal */
+	if (rc == SHEMB_EPEER || rc == SHEMB_ETIMEDOUT)
+		return rc;
 	return shemb__fail(ctx, SHEMB_ENOMEM, "%s", why);
 }
 

@@ -564,8 +564,12 @@ int shemb__lookup_refuse(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 			 float *const *out, unsigned flags, int status)
 {
 	struct shemb__step st;
-	int rc = shemb__step_begin(&st, ctx, n, bags);
+	int rc;
 
+	/* as shemb__lookup_now(): such a call meets no other rank */
+	if (flags & ~SHEMB_LOOKUP_NO_GRAD)
+		return status;
+	rc = shemb__step_begin(&st, ctx, n, bags);
 	rc = run_lookup(&st, out, !(flags & SHEMB_LOOKUP_NO_GRAD),
 			rc ? rc : status, SHEMB__DIST_LOOKUP);
 	shemb__step_end(&st);

@@ -19,9 +19,10 @@
  * requesters; its backward, SGD at a learning rate of 1; that backward
  * started, with a lookup started behind it, which the library runs
  * relaxed; a blocking alltoallv called, or a lookup started, while a
- * started backward is under way, which the library queues behind it),
- * step i arms the i-th allocation on rank i % world, i = 1, 2, ... until
- * that rank's call allocates fewer than i / world + 1 times.
+ * started backward is under way, and a backward started while a started
+ * lookup is, which the library queues behind them), step i arms the
+ * i-th allocation on rank i % world, i = 1, 2, ... until that rank's call
+ * allocates fewer than i / world + 1 times.
  * The started pair's allocations are those of the library's thread of
  * started steps (told by its name); the others', the calling thread's.
  * With --shortage, the transport's progress thread finds no memory
@@ -62,10 +63,12 @@
  *     it until their timeout (shemb-run's bounds the job);
  *   - each kind's walk failed at least one allocation and ended with a
  *     call that reached none; some of the pairs' lookups ran relaxed;
- *     some alltoallvs and lookups were queued behind the started
- *     backward, and some ranks failed them naming the armed rank (a rank
- *     without memory to queue one refuses it once the backward is over,
- *     instead of failing alone);
+ *     some alltoallvs, lookups and backwards were queued behind a
+ *     started step, and some ranks failed them naming the armed rank (a
+ *     rank without memory to queue one refuses it once the step before
+ *     is over, instead of failing alone; a lookup refused so writes no
+ *     output, and the step beside an armed one, nothing armed, succeeds
+ *     but in a shortage);
  *   - with SHEMB_FABRIC_EAGAIN set, the transport refused some posts as
  *     a full queue would, and posted them again;
  *   - the pool's tasks of the walked calls, which cannot report a
@@ -335,7 +338,7 @@ void *__wrap_realloc(void *p, size_t n)
 /* The kinds before BULK are walked before the others, with the armed
  * allocation counting the pool's tasks' too (wide_arm). */
 enum kind { CREATE, SAVE, LOAD, WRITE, READ, BULK, URGENT, GATHER, REDUCE,
-	    WORD, LOOKUP, BACKWARD, PAIR, QUEUED, QSTEP, NKINDS };
+	    WORD, LOOKUP, BACKWARD, PAIR, QUEUED, QSTEP, QBACK, NKINDS };
 static const char *const kind_name[] = { "table creation",
 					 "checkpoint save",
 					 "checkpoint load",
@@ -348,7 +351,9 @@ static const char *const kind_name[] = { "table creation",
 					 "alltoallv behind a started "
 					 "backward",
 					 "lookup started behind a started "
-					 "backward" };
+					 "backward",
+					 "backward started behind a started "
+					 "lookup" };
 
 #define REDUCE_COUNT (256 * 1024) /* floats: past the one-round size */
 
@@ -718,6 +723,18 @@ static void check_status(enum kind kind, int i, int armed, int rc, bool hit)
 		     shemb_ctx_last_error(ctx));
 }
 
+/* The status of a step nothing armed, beside an armed one: success,
+ * but with a shortage the progress thread may starve it too. */
+static void check_unarmed(enum kind kind, int i, int armed, int rc,
+			  bool hit)
+{
+	if (rc && !shortage)
+		FAIL("%s, step %d (rank %d armed): the step beside it failed "
+		     "with %d (%s): %s", kind_name[kind], i, armed, rc,
+		     shemb_strerror(rc), shemb_ctx_last_error(ctx));
+	check_status(kind, i, armed, rc, hit);
+}
+
 /* Every rank applied the backward of step i, or none did (ok: this
  * rank's); the reference follows. */
 static void agree_applied(int i, int armed, bool ok)
@@ -748,17 +765,42 @@ static void plan_backward(int i, struct lookup *l, float g[NT][BAGS * DIM])
 				g[t][j * DIM + c] = grad_value(i, t, j, c);
 }
 
-/* The backward of lookup l with gradients g, started. */
+/* The backward of lookup l with gradients g, started: its status, its
+ * request in *req. */
+static int start_backward_rc(struct lookup *l, float g[NT][BAGS * DIM],
+			     shemb_request **req)
+{
+	return shemb_backward_start(ctx, NT, l->b,
+				    (const float *const[]){ g[0], g[1] },
+				    req);
+}
+
 static shemb_request *start_backward(struct lookup *l,
 				     float g[NT][BAGS * DIM])
 {
 	shemb_request *req = NULL;
 
-	CHECK_RC(ctx, shemb_backward_start(ctx, NT, l->b,
-					   (const float *const[]){ g[0],
-								   g[1] },
-					   &req));
+	CHECK_RC(ctx, start_backward_rc(l, g, &req));
 	return req;
+}
+
+/* A lookup's outputs before it runs, and whether they are still so. */
+#define SENTINEL (-12345.0f)
+
+static void fill_sentinel(struct lookup *l)
+{
+	for (int t = 0; t < NT; t++)
+		for (int k = 0; k < BAGS * DIM; k++)
+			l->out[t][k] = SENTINEL;
+}
+
+static void check_sentinel(const struct lookup *l, int i)
+{
+	for (int t = 0; t < NT; t++)
+		for (int k = 0; k < BAGS * DIM; k++)
+			if (l->out[t][k] != SENTINEL)
+				FAIL("step %d: a lookup that failed to start "
+				     "wrote output %d of table %d", i, k, t);
 }
 
 /* Lookup l started: its status, its request in *req. */
@@ -817,9 +859,10 @@ static void armed_pair(int i, int armed, bool *hit)
 	check_rows(i);
 }
 
-/* Calls of a walk of QUEUED or QSTEP that found the started backward
- * still under way, so that the library queued them behind it; and those
- * that failed here naming the armed rank, which refused in its turn. */
+/* Calls of a walk of QUEUED, QSTEP or QBACK that found the step started
+ * first still under way, so that the library queued them behind it; and
+ * those that failed here naming the armed rank, which refused in its
+ * turn. */
 static int queued_behind, refused_in_turn;
 
 /*
@@ -850,8 +893,7 @@ static void armed_queued(int i, int armed, bool *hit)
 	refused_in_turn += rank != armed && rc == SHEMB_ENOMEM;
 	brc = shemb_wait(breq);
 	shemb_request_free(breq);
-	/* with a shortage, the progress thread may starve the backward */
-	check_status(QUEUED, i, armed, brc, *hit);
+	check_unarmed(QUEUED, i, armed, brc, *hit);
 	agree_applied(i, armed, brc == 0);
 	check_rows(i);
 	if (!rc)
@@ -880,6 +922,7 @@ static void armed_queued_step(int i, int armed, bool *hit)
 
 	plan_backward(i, &l, g);
 	make_lookup(&next, i + 2 * MAX_STEPS);
+	fill_sentinel(&next);
 	breq = start_backward(&l, g);
 	queued_behind += shemb__stepq_busy(ctx);
 	arm_step(&caller_arm, i);
@@ -888,15 +931,55 @@ static void armed_queued_step(int i, int armed, bool *hit)
 	if (!lrc) {
 		lrc = shemb_wait(lreq);
 		shemb_request_free(lreq);
+	} else {
+		check_sentinel(&next, i); /* the refusal writes nothing */
 	}
 	check_status(QSTEP, i, armed, lrc, *hit);
 	refused_in_turn += rank != armed && lrc == SHEMB_ENOMEM;
 	brc = shemb_wait(breq);
 	shemb_request_free(breq);
-	check_status(QSTEP, i, armed, brc, *hit);
+	check_unarmed(QSTEP, i, armed, brc, *hit);
 	agree_applied(i, armed, brc == 0);
 	if (!lrc)
 		check_lookup(&next, "lookup behind the backward");
+	check_rows(i);
+}
+
+/*
+ * Step i's lookup started, nothing armed, then its backward started,
+ * armed, which the library queues behind the lookup.  A rank without
+ * memory to start the backward refuses its part once the lookup is
+ * over: no rank applies it.
+ */
+static void armed_queued_backward(int i, int armed, bool *hit)
+{
+	float g[NT][BAGS * DIM];
+	shemb_request *breq = NULL, *lreq = NULL;
+	struct lookup l;
+	int lrc, brc;
+
+	make_lookup(&l, i);
+	for (int t = 0; t < NT; t++)
+		for (int j = 0; j < BAGS; j++)
+			for (int c = 0; c < DIM; c++)
+				g[t][j * DIM + c] = grad_value(i, t, j, c);
+	CHECK_RC(ctx, start_lookup(&l, &lreq));
+	queued_behind += shemb__stepq_busy(ctx);
+	arm_step(&caller_arm, i);
+	brc = start_backward_rc(&l, g, &breq);
+	*hit = disarm_step(&caller_arm, i);
+	lrc = shemb_wait(lreq);
+	shemb_request_free(lreq);
+	check_unarmed(QBACK, i, armed, lrc, *hit);
+	if (!lrc)
+		check_lookup(&l, "lookup before the backward");
+	if (!brc) {
+		brc = shemb_wait(breq);
+		shemb_request_free(breq);
+	}
+	check_status(QBACK, i, armed, brc, *hit);
+	refused_in_turn += rank != armed && brc == SHEMB_ENOMEM;
+	agree_applied(i, armed, brc == 0);
 	check_rows(i);
 }
 
@@ -1266,8 +1349,10 @@ static bool step(enum kind kind, int i)
 			armed_pair(i, armed, &hit);
 		else if (kind == QUEUED)
 			armed_queued(i, armed, &hit);
-		else
+		else if (kind == QSTEP)
 			armed_queued_step(i, armed, &hit);
+		else
+			armed_queued_backward(i, armed, &hit);
 		return reached(armed, hit);
 	}
 	if (kind == LOOKUP)
@@ -1360,10 +1445,10 @@ static void walk(enum kind kind)
 	check_few_receives(kind_name[kind]);
 	if (kind == PAIR)
 		check_relaxed();
-	if ((kind == QUEUED || kind == QSTEP) && !queued_behind)
-		FAIL("%s: the backward was never under way", kind_name[kind]);
-	if ((kind == QUEUED || kind == QSTEP) &&
-	    !sum_over_ranks(refused_in_turn))
+	if (kind >= QUEUED && !queued_behind)
+		FAIL("%s: the first step was never under way",
+		     kind_name[kind]);
+	if (kind >= QUEUED && !sum_over_ranks(refused_in_turn))
 		FAIL("%s: no rank failed it by another's refusal",
 		     kind_name[kind]);
 	if (rank == 0)
