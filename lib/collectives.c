@@ -349,6 +349,15 @@ static int launch_on(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 	return shemb__request_finish(r);
 }
 
+/* The failure just recorded in why, then the wait until the steps
+ * started before are over (their turn is this call's), as
+ * shemb__stepq_drain(). */
+static int wait_for_turn(shemb_ctx *ctx, char *why, size_t len)
+{
+	snprintf(why, len, "%s", shemb_ctx_last_error(ctx));
+	return shemb__stepq_drain(ctx);
+}
+
 /*
  * A step this rank found no memory to start (its request, its job or
  * the queue's thread): on the other ranks it runs in its turn, behind
@@ -365,8 +374,7 @@ static int refuse_step_in_turn(shemb_ctx *ctx, int kind, int n,
 
 	if (!shemb__distributed(ctx)) /* alone: nobody waits for it */
 		return SHEMB_ENOMEM;
-	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(ctx));
-	rc = shemb__stepq_drain(ctx);
+	rc = wait_for_turn(ctx, why, sizeof(why));
 	if (rc)
 		return rc;
 	if (kind == SHEMB__STEP_LOOKUP)
@@ -453,13 +461,9 @@ static int refuse_in_turn(shemb_ctx *ctx, const struct shemb_comm_ops *ops,
 			  void *comm, const struct shemb__coll *c)
 {
 	char why[256];
-	int rc;
+	int rc = wait_for_turn(ctx, why, sizeof(why));
 
-	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(ctx));
-	rc = shemb__stepq_drain(ctx);
-	if (rc)
-		return rc;
-	return refuse_without_memory(ctx, ops, comm, c, why);
+	return rc ? rc : refuse_without_memory(ctx, ops, comm, c, why);
 }
 
 /* Behind steps started without waiting, c starts in its turn (every

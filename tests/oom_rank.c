@@ -754,15 +754,20 @@ static void agree_applied(int i, int armed, bool ok)
 
 /* Step i's lookup, nothing armed, which plans the backward, and the
  * gradients of its bags. */
+static void make_grads(int i, float g[NT][BAGS * DIM])
+{
+	for (int t = 0; t < NT; t++)
+		for (int j = 0; j < BAGS; j++)
+			for (int c = 0; c < DIM; c++)
+				g[t][j * DIM + c] = grad_value(i, t, j, c);
+}
+
 static void plan_backward(int i, struct lookup *l, float g[NT][BAGS * DIM])
 {
 	make_lookup(l, i);
 	CHECK_RC(ctx, run_lookup(l));
 	check_lookup(l, "lookup before the backward");
-	for (int t = 0; t < NT; t++)
-		for (int j = 0; j < BAGS; j++)
-			for (int c = 0; c < DIM; c++)
-				g[t][j * DIM + c] = grad_value(i, t, j, c);
+	make_grads(i, g);
 }
 
 /* The backward of lookup l with gradients g, started: its status, its
@@ -959,10 +964,7 @@ static void armed_queued_backward(int i, int armed, bool *hit)
 	int lrc, brc;
 
 	make_lookup(&l, i);
-	for (int t = 0; t < NT; t++)
-		for (int j = 0; j < BAGS; j++)
-			for (int c = 0; c < DIM; c++)
-				g[t][j * DIM + c] = grad_value(i, t, j, c);
+	make_grads(i, g);
 	CHECK_RC(ctx, start_lookup(&l, &lreq));
 	queued_behind += shemb__stepq_busy(ctx);
 	arm_step(&caller_arm, i);
