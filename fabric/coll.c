@@ -38,7 +38,8 @@ static struct xfer *add_xfer(struct op *op, int r, bool send, int peer,
 	struct round *rd = &op->rounds[r];
 	struct xfer *x;
 
-	if ((rd->nx & (rd->nx - 1)) == 0) { /* grow at powers of two */
+	/* room for 4, then doubled whenever full: 4, 8, 16 and on */
+	if (rd->nx == 0 || (rd->nx >= 4 && !(rd->nx & (rd->nx - 1)))) {
 		void *p = realloc(rd->x, (size_t)(rd->nx ? 2 * rd->nx : 4) *
 						 sizeof(*rd->x));
 
