@@ -458,6 +458,53 @@ static void check_planner(void)
 		shemb_table_destroy(tab[i]);
 }
 
+/* The rank that the plan description puts table-wise table `name` on. */
+static int described_owner(const char *name)
+{
+	char buf[4096], quoted[32];
+	const char *line, *on;
+
+	shemb_ctx_plan_describe(ctx, buf, sizeof(buf));
+	snprintf(quoted, sizeof(quoted), "'%s'", name);
+	line = strstr(buf, quoted);
+	on = line ? strstr(line, "table-wise on rank ") : NULL;
+	if (!on)
+		FAIL("%s is not table-wise in:\n%s", name, buf);
+	return atoi(on + strlen("table-wise on rank "));
+}
+
+/* SHARD_TABLE with shard_owner left at its default (-1): each table goes
+ * to the rank with the most room left.  Two of 800 KB, more than the
+ * ranks' room differs by before them, go to two ranks; never to the last
+ * (a budget of 3 MiB, see main) while the others have room. */
+static void check_default_owner(void)
+{
+	shemb_table *tab[2];
+	int owner[2];
+
+	if (world < 3)
+		return;
+	for (int i = 0; i < 2; i++) {
+		struct shemb_table_attr a;
+		char name[16];
+
+		shemb_table_attr_init(&a);
+		snprintf(name, sizeof(name), "whole%d", i);
+		a.name = name;
+		a.rows = 200;
+		a.dim = 1024;
+		a.shard = SHEMB_SHARD_TABLE;
+		CHECK_RC(ctx, shemb_table_create(ctx, &a, &tab[i]));
+		owner[i] = described_owner(name);
+	}
+	if (owner[0] == owner[1] || owner[0] == world - 1 ||
+	    owner[1] == world - 1)
+		FAIL("table-wise tables with the default owner went to ranks "
+		     "%d and %d of %d", owner[0], owner[1], world);
+	for (int i = 0; i < 2; i++)
+		shemb_table_destroy(tab[i]);
+}
+
 /* Bytes of t's part of a phase sent to rank `to` (-1: to all), or with
  * received, received from all. */
 static uint64_t phase_bytes(shemb_table *t, int phase, int to, bool received)
@@ -1483,6 +1530,7 @@ int main(int argc, char **argv)
 	check_rejections();
 	check_describe();
 	check_planner();
+	check_default_owner();
 	check_paths();
 	check_auto();
 	check_peer_stats();

@@ -174,6 +174,16 @@ START_TEST(table_attr_defaults)
 	ck_assert(a.weight_decay == 0.0f);
 	ck_assert_int_eq(a.weight_decay_mode, SHEMB_WD_L2);
 	ck_assert(a.initial_accumulator == 0.0f);
+	ck_assert_int_eq(a.shard, SHEMB_SHARD_AUTO);
+	ck_assert_int_eq(a.shard_owner, -1); /* the rank with most room */
+	ck_assert(a.expected_skew == 0.0f);
+	ck_assert_int_eq(a.wire_dtype, SHEMB_F32);
+	ck_assert_int_eq(a.pool_at, SHEMB_POOL_AT_AUTO);
+	ck_assert_int_eq(a.cache_rows, 0);
+	ck_assert_int_eq(a.cache_policy, SHEMB_CACHE_LRU);
+	ck_assert_ptr_null(a.cold_path);
+	ck_assert_uint_eq(a.host_mem_bytes, 0);
+	ck_assert_int_eq(a.read_only, 0);
 }
 END_TEST
 
@@ -192,6 +202,56 @@ START_TEST(bags_defaults)
 	ck_assert_int_eq(b.nids, 0);
 	ck_assert_ptr_null(b.ids);
 	ck_assert_ptr_null(b.weights);
+}
+END_TEST
+
+/* The size a man page gives for this release's struct ("this release's
+ * struct has N"), or -1 if the page says none. */
+static long documented_size(const char *page)
+{
+	const char *top = getenv("top_srcdir");
+	static const char *const says[] = { "this release's struct has ",
+					    "this release\\(aqs struct has " };
+	char path[4096], line[1024];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/man/man3/%s", top ? top : ".",
+		 page);
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	while (n < 0 && fgets(line, sizeof(line), f))
+		for (int i = 0; i < 2 && n < 0; i++) {
+			const char *at = strstr(line, says[i]);
+
+			if (at)
+				n = strtol(at + strlen(says[i]), NULL, 10);
+		}
+	fclose(f);
+	return n;
+}
+
+/* The pages that tell how large the structs are tell the truth (on LP64,
+ * as they say). */
+START_TEST(man_pages_give_struct_sizes)
+{
+	static const struct {
+		const char *page;
+		size_t size;
+	} s[] = {
+		{ "shemb_ctx_create.3", sizeof(struct shemb_ctx_attr) },
+		{ "shemb_table_create.3", sizeof(struct shemb_table_attr) },
+		{ "shemb_table_stats.3", sizeof(struct shemb_table_stats) },
+		{ "shemb_lookup.3", sizeof(struct shemb_bags) },
+	};
+
+	if (sizeof(long) != 8 || sizeof(void *) != 8)
+		return;
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+		ck_assert_msg(documented_size(s[i].page) == (long)s[i].size,
+			      "%s gives %ld bytes, the struct has %zu",
+			      s[i].page, documented_size(s[i].page),
+			      s[i].size);
 }
 END_TEST
 
@@ -902,6 +962,7 @@ static Suite *api_suite(void)
 	tcase_add_test(tc, ctx_attr_defaults);
 	tcase_add_test(tc, table_attr_defaults);
 	tcase_add_test(tc, bags_defaults);
+	tcase_add_test(tc, man_pages_give_struct_sizes);
 	tcase_add_test(tc, destroy_null_is_noop);
 	tcase_add_test(tc, ctx_with_null_attr_and_tables);
 	tcase_add_test(tc, ctx_with_explicit_threads);
