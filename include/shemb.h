@@ -137,7 +137,7 @@ struct shemb_ctx_attr {
 	shemb_oob_allgather_fn oob_allgather; /* NULL: TCP rendezvous */
 	void *oob_arg;
 	size_t chunk_bytes;      /* messages are cut in chunks of this;
-				  * 0: 4 MiB on shm (128 KiB for the
+				  * 0: 4 MiB on shm (64 KiB for the
 				  * collectives at or below
 				  * SHEMB_PRIO_DENSE where a host runs
 				  * more ranks than their CPUs), 1 MiB
@@ -475,7 +475,9 @@ struct shemb_bags {
 				 * assume: checked against the table's dim */
 	int64_t nbags;          /* >= 0 */
 	const int64_t *offsets; /* nbags + 1 entries; NULL when nbags == 0 */
-	int64_t nids;           /* < 2^31 per table and call */
+	int64_t nids;           /* < 2^31 per table and call (fewer for
+				 * tables of more than 2^33 rows: see
+				 * shemb_lookup(3)) */
 	const int64_t *ids;     /* 0 <= id < rows */
 	const float *weights;   /* NULL, or one finite weight per id */
 	int mem;                /* enum shemb_mem: where offsets, ids,
@@ -605,7 +607,8 @@ SHEMB_API int shemb_announce(shemb_ctx *ctx, int n,
  * world size and shard plan that wrote it, every checksum verified
  * (SHEMB_ECORRUPT naming the file, and no table); attr NULL: the saved
  * attributes, with the shard plan SHEMB_SHARD_AUTO; else attr, whose
- * rows, dim, dtype and optimizer must be the checkpoint's.  Both are
+ * rows, dim, dtype and optimizer must be the checkpoint's (the dtype may
+ * differ for a read_only table: the rows are converted).  Both are
  * collective.
  */
 SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
@@ -618,7 +621,8 @@ SHEMB_API int shemb_table_load(shemb_ctx *ctx, const char *dir,
 			       const struct shemb_table_attr *attr,
 			       shemb_table **table);
 /* Swap the rows of a read_only table for those of the checkpoint in dir
- * (same rows, dim, dtype and optimizer) while lookups go on: each lookup
+ * (same rows, dim and optimizer; rows of another dtype are converted)
+ * while lookups go on: each lookup
  * reads the old rows or the new ones, never a mix.  One rank only
  * (SHEMB_ENOTSUP across ranks); a failure leaves the old rows. */
 SHEMB_API int shemb_table_reload(shemb_table *table, const char *dir);
@@ -677,8 +681,9 @@ enum shemb_reduce {
  * j, and receives recvcounts[j] bytes from j at recvbuf + rdispls[j].  A
  * pair whose counts are 0 both ways exchanges no data; counts that
  * disagree between sender and receiver fail the collective with
- * SHEMB_EINVAL on both (the detail names the ranks and counts) and on
- * every rank that has not finished it when told. */
+ * SHEMB_EINVAL on those two ranks (the detail names the ranks and
+ * counts), while the others finish it; the host transport checks this,
+ * NCCL does not. */
 SHEMB_API int shemb_alltoallv(shemb_ctx *ctx, const void *sendbuf,
 			      const size_t *sendcounts, const size_t *sdispls,
 			      void *recvbuf, const size_t *recvcounts,
