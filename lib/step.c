@@ -216,8 +216,9 @@ static int stage_set(struct shemb__step *st, struct shemb_bags *b, int i)
 	if (rc || b->mem == SHEMB_MEM_HOST)
 		return rc;
 	st->device_sets = true;
-	if (b->nbags < 0 || b->nids < 0 || b->nids > INT32_MAX)
-		return 0; /* left to check_set */
+	if (b->nbags < 0 || b->nids < 0 || b->nbags > INT32_MAX ||
+	    b->nids > INT32_MAX)
+		return 0; /* refused by check_set before any array is read */
 	p = NULL;
 	rc = stage(st, b->offsets, ((size_t)b->nbags + 1) * sizeof(int64_t),
 		   &p);

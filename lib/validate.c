@@ -58,6 +58,13 @@ int shemb__check_header(shemb_ctx *ctx, const struct shemb_bags *b, int i)
 				   "bags[%d]: nbags %lld and nids %lld must not "
 				   "be negative", i, (long long)b->nbags,
 				   (long long)b->nids);
+	/* before any array is read (or staged from device memory) by
+	 * these counts: a table takes fewer of each in a call anyway */
+	if (b->nbags > INT32_MAX || b->nids > INT32_MAX)
+		return shemb__fail(ctx, SHEMB_EINVAL,
+				   "bags[%d]: %lld bags and %lld ids; a table "
+				   "takes at most 2^31 - 1 of each in a call",
+				   i, (long long)b->nbags, (long long)b->nids);
 	if ((b->nbags > 0 && !b->offsets) || (b->nids > 0 && !b->ids))
 		return shemb__fail(ctx, SHEMB_EINVAL,
 				   "bags[%d]: offsets or ids is NULL with %lld "

@@ -454,6 +454,28 @@ START_TEST(bags_nids_negative)
 }
 END_TEST
 
+/* Counts beyond what a call takes are refused before the arrays they
+ * describe are read: here those arrays are short, and reading them by
+ * the counts would run past their ends. */
+START_TEST(bags_nbags_beyond_a_call)
+{
+	env.sets[1].nbags = (int64_t)1 << 61;
+	refused(SHEMB_EINVAL, WORDS("bags[1]", "2^31"));
+}
+END_TEST
+
+START_TEST(bags_nids_beyond_a_call)
+{
+	static const int64_t one_bag[2] = { 0, (int64_t)1 << 31 };
+
+	env.sets[1].nbags = 1;
+	env.sets[1].offsets = one_bag;
+	env.sets[1].nids = (int64_t)1 << 31;
+	env.sets[1].weights = NULL;
+	refused(SHEMB_EINVAL, WORDS("bags[1]", "2^31"));
+}
+END_TEST
+
 START_TEST(bags_offsets_null)
 {
 	env.sets[1].offsets = NULL;
@@ -990,6 +1012,8 @@ static Suite *invalid_suite(void)
 	tcase_add_test(tb, bags_nids_negative);
 	tcase_add_test(tb, bags_offsets_null);
 	tcase_add_test(tb, bags_ids_null);
+	tcase_add_test(tb, bags_nbags_beyond_a_call);
+	tcase_add_test(tb, bags_nids_beyond_a_call);
 	tcase_add_test(tb, bags_first_offset_not_zero);
 	tcase_add_test(tb, bags_offsets_decrease);
 	tcase_add_test(tb, bags_last_offset_not_nids);

@@ -308,6 +308,44 @@ static void other_device_refused(shemb_ctx *cg, shemb_table *tg,
 	dev_free(ograd);
 }
 
+/* A device set whose counts are beyond what a call takes, beside a host
+ * set (so that the device arrays are staged to the host): refused before
+ * its arrays are read or copied by those counts, the table unchanged.
+ * Staged by the counts, 2^31 ids were read from the device's memory on
+ * the host, and 2^61 bags wrapped the copy's size. */
+static void huge_device_set_refused(shemb_ctx *cg, shemb_table *tg,
+				    struct shemb_bags bg, float *dout,
+				    float *hout)
+{
+	struct shemb_bags b[2];
+	float *outs[2] = { hout, dout };
+	float *before = read_all(tg, 64, 0xff), *after;
+
+	b[0] = bg;
+	b[0].mem = SHEMB_MEM_HOST;
+	b[0].nbags = 0;
+	b[0].nids = 0;
+	b[0].offsets = NULL;
+	b[0].ids = NULL;
+	b[0].weights = NULL;
+	for (int k = 0; k < 2; k++) {
+		b[1] = bg;
+		if (k)
+			b[1].nbags = (int64_t)1 << 61;
+		else
+			b[1].nids = (int64_t)1 << 31;
+		CHECK(shemb_lookup(cg, 2, b, outs, 0) == SHEMB_EINVAL &&
+			      strstr(shemb_ctx_last_error(cg), "2^31"),
+		      "a device set of %s: %s", k ? "2^61 bags" : "2^31 ids",
+		      shemb_ctx_last_error(cg));
+	}
+	after = read_all(tg, 64, 0xfe);
+	CHECK(same_bits(before, after, (size_t)ROWS * 64),
+	      "a refused call changed the table");
+	free(after);
+	free(before);
+}
+
 /* Bag sets, outputs and gradients in device memory against host ones. */
 static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 {
@@ -346,6 +384,7 @@ static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 	CHECK(same_bits(og, oc, n), "device buffers: lookup differs");
 	device_inference(cg, &bg, dout, oc, n, s.nids);
 	other_device_refused(cg, tg, bg, s.ids, grad, dout, n);
+	huge_device_set_refused(cg, tg, bg, dout, oc);
 	CHECK(shemb_backward(cg, 1, &bg, (const float *const *)&dgrad) == 0 &&
 		      shemb_backward(cc, 1, &bc,
 				     (const float *const *)&grad) == 0,
