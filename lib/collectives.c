@@ -359,35 +359,36 @@ static int wait_for_turn(shemb_ctx *ctx, char *why, size_t len)
 }
 
 /*
- * A step this rank found no memory to start (its request, its job or
- * the queue's thread): on the other ranks it runs in its turn, behind
- * the steps started before it, and waits for this rank's part.  So, as
- * a collective does (refuse_in_turn), the rank waits for those steps,
- * then runs its part as a refusal, and every rank fails the step.
+ * A step this rank could not start (no memory for its request, its job
+ * or the queue's thread; bags[0].size that is no struct size): on the
+ * other ranks it runs in its turn, behind the steps started before it,
+ * and waits for this rank's part.  So, as a collective does
+ * (refuse_in_turn), the rank waits for those steps, then runs its part
+ * as a refusal with status, and every rank fails the step.
  */
 static int refuse_step_in_turn(shemb_ctx *ctx, int kind, int n,
 			       const struct shemb_bags *bags,
-			       void *const *bufs, unsigned flags)
+			       void *const *bufs, unsigned flags, int status)
 {
 	char why[256];
 	int rc;
 
 	if (!shemb__distributed(ctx)) /* alone: nobody waits for it */
-		return SHEMB_ENOMEM;
+		return status;
 	rc = wait_for_turn(ctx, why, sizeof(why));
 	if (rc)
 		return rc;
 	if (kind == SHEMB__STEP_LOOKUP)
 		rc = shemb__lookup_refuse(ctx, n, bags, (float *const *)bufs,
-					  flags, SHEMB_ENOMEM);
+					  flags, status);
 	else
 		rc = shemb__backward_refuse(ctx, n, bags,
 					    (const float *const *)bufs,
-					    SHEMB_ENOMEM);
+					    status);
 	/* a peer lost or a timeout says more than the refusal */
 	if (rc == SHEMB_EPEER || rc == SHEMB_ETIMEDOUT)
 		return rc;
-	return shemb__fail(ctx, SHEMB_ENOMEM, "%s", why);
+	return shemb__fail(ctx, status, "%s", why);
 }
 
 int shemb__request_step(shemb_ctx *ctx, int kind, int n,
@@ -404,14 +405,16 @@ int shemb__request_step(shemb_ctx *ctx, int kind, int n,
 	*req = NULL;
 	r = new_request(ctx, NULL, NULL, NULL);
 	if (!r)
-		return refuse_step_in_turn(ctx, kind, n, bags, bufs, flags);
+		return refuse_step_in_turn(ctx, kind, n, bags, bufs, flags,
+					   SHEMB_ENOMEM);
 	rc = shemb__stepq_submit(ctx, kind, n, bags, bufs, flags, &r->job);
 	if (rc) {
 		free_request(ctx, r);
-		return rc == SHEMB_ENOMEM ? refuse_step_in_turn(ctx, kind, n,
-								bags, bufs,
-								flags)
-					  : rc;
+		/* SHEMB_EPEER: the queue's thread is stuck, no step runs */
+		return rc == SHEMB_EPEER ? rc
+					 : refuse_step_in_turn(ctx, kind, n,
+							       bags, bufs,
+							       flags, rc);
 	}
 	link_request(ctx, r);
 	*req = r;

@@ -8,6 +8,7 @@
 #include "lib/internal.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "lib/dist.h"
@@ -529,6 +530,26 @@ void shemb__step_group_done(const struct shemb__step *st, int g)
 				  st->groups[g].nsets);
 }
 
+/* Unknown flags: across ranks, this rank's part runs as a refusal, so
+ * that the other ranks fail the step too (naming this rank) and every
+ * rank stays in step. */
+static int refuse_flags(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
+			float *const *out, unsigned flags)
+{
+	char why[256];
+	int rc = shemb__fail(ctx, SHEMB_EINVAL, "unknown lookup flags 0x%x",
+			     flags);
+
+	if (!shemb__distributed(ctx))
+		return rc;
+	snprintf(why, sizeof(why), "%s", shemb_ctx_last_error(ctx));
+	rc = shemb__lookup_refuse(ctx, n, bags, out, flags, SHEMB_EINVAL);
+	/* a peer lost or a timeout says more than the refusal */
+	if (rc == SHEMB_EPEER || rc == SHEMB_ETIMEDOUT)
+		return rc;
+	return shemb__fail(ctx, SHEMB_EINVAL, "%s", why);
+}
+
 int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 		      float *const *out, unsigned flags,
 		      struct shemb__parts *parts)
@@ -540,8 +561,7 @@ int shemb__lookup_now(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	if (!ctx)
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
 	if (flags & ~SHEMB_LOOKUP_NO_GRAD)
-		return shemb__fail(ctx, SHEMB_EINVAL,
-				   "unknown lookup flags 0x%x", flags);
+		return refuse_flags(ctx, n, bags, out, flags);
 	if (shemb__device_direct(ctx, n, bags, !(flags & SHEMB_LOOKUP_NO_GRAD)))
 		return lookup_direct(ctx, n, bags, out,
 				     !(flags & SHEMB_LOOKUP_NO_GRAD), parts);
@@ -566,9 +586,7 @@ int shemb__lookup_refuse(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	struct shemb__step st;
 	int rc;
 
-	/* as shemb__lookup_now(): such a call meets no other rank */
-	if (flags & ~SHEMB_LOOKUP_NO_GRAD)
-		return status;
+	flags &= SHEMB_LOOKUP_NO_GRAD; /* unknown ones: refused all the same */
 	rc = shemb__step_begin(&st, ctx, n, bags);
 	rc = run_lookup(&st, out, !(flags & SHEMB_LOOKUP_NO_GRAD),
 			rc ? rc : status, SHEMB__DIST_LOOKUP);

@@ -1095,6 +1095,45 @@ static void bad_backward(struct step *s)
 	expect_all_fail(rc, "backward", "grad");
 }
 
+/* A started step (or, with flags, a lookup) that the last rank cannot
+ * take part in, for bags[0].size 0 or unknown flags: every rank fails
+ * it, naming that rank, and the ranks stay in step.  Before, the last
+ * rank failed it alone, and the others' step met its next one. */
+static int started(struct step *s, bool backward, unsigned flags)
+{
+	shemb_request *req = NULL;
+	int rc = backward ? shemb_backward_start(ctx, s->nmine, s->mine,
+						 s->grad, &req)
+			  : shemb_lookup_start(ctx, s->nmine, s->mine, s->out,
+					       flags, &req);
+
+	if (!rc) {
+		rc = shemb_wait(req);
+		shemb_request_free(req);
+	}
+	return rc;
+}
+
+static void bad_started(struct step *s, bool backward)
+{
+	size_t size = s->mine[0].size;
+	bool last = rank == world - 1;
+	int rc;
+
+	if (last)
+		s->mine[0].size = 0;
+	rc = started(s, backward, 0);
+	s->mine[0].size = size;
+	expect_all_fail(rc, backward ? "started backward" : "started lookup",
+			"bags[0].size");
+	if (backward)
+		return;
+	rc = started(s, false, last ? 0x80u : 0);
+	expect_all_fail(rc, "started lookup", "flags 0x80");
+	rc = shemb_lookup(ctx, s->nmine, s->mine, s->out, last ? 0x80u : 0);
+	expect_all_fail(rc, "lookup", "flags 0x80");
+}
+
 /* A lookup that keeps its plan on some ranks and not on another is a
  * mismatch; a rank with nothing to read takes part with NULL buffers. */
 static void check_flags_and_empty_read(struct step *s)
@@ -1358,6 +1397,7 @@ static void run_step(int step, int steps)
 	if (world > 1 && step == steps / 2) {
 		bad_lookup(s);
 		check_flags_and_empty_read(s);
+		bad_started(s, false);
 	}
 	if (async_steps) {
 		run_async(s, step, steps);
@@ -1368,8 +1408,10 @@ static void run_step(int step, int steps)
 	check_outputs(s, step);
 	if (cache_pct && step + 1 < steps)
 		ahead_step(step + 1, false);
-	if (world > 1 && step == steps / 2)
+	if (world > 1 && step == steps / 2) {
 		bad_backward(s);
+		bad_started(s, true);
+	}
 	CHECK_RC(ctx, shemb_backward(ctx, s->nmine, s->mine, s->grad));
 	CHECK_RC(ref, shemb_backward(ref, s->nref, s->refb, s->ref_grad));
 done:
