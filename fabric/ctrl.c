@@ -43,17 +43,33 @@ static void post_ctrl_rx_one(struct fab *f, int i)
 {
 	struct xfer *x = &f->ctrl_rx[i];
 
-	x->posted = fi_trecv(f->ep[LANE_URGENT], &f->ctrl_buf[i],
+	x->posted = !shemb__fab_refused_for_test(f) &&
+		    fi_trecv(f->ep[LANE_URGENT], &f->ctrl_buf[i],
 			     sizeof(f->ctrl_buf[i]),
 			     NULL, FI_ADDR_UNSPEC,
 			     shemb__fab_tag(TAG_CTRL, 0, 0, 0), 0,
 			     &x->fctx) == 0;
+	if (x->posted)
+		f->ctrl_rx_unposted &= ~(1u << i);
+	else
+		f->ctrl_rx_unposted |= 1u << i;
 }
 
 void shemb__fab_post_ctrl_rx(struct fab *f)
 {
 	for (int i = 0; i < CTRL_RX; i++)
 		post_ctrl_rx_one(f, i);
+}
+
+/* A receive the provider could not take for the moment (its queue full)
+ * is posted again at each pass: dropped, four such would leave this
+ * rank deaf to the others' failures, which it would then see only at
+ * its timeout. */
+static void repost_ctrl_rx(struct fab *f)
+{
+	for (int i = 0; f->ctrl_rx_unposted && i < CTRL_RX; i++)
+		if (f->ctrl_rx_unposted & (1u << i))
+			post_ctrl_rx_one(f, i);
 }
 
 struct op *shemb__fab_find_op(struct fab *f, uint32_t seq)
@@ -176,6 +192,7 @@ static void ctrl_sent_done(struct fab *f, struct ctrl_tx *t)
 
 void shemb__fab_flush_ctrl(struct fab *f)
 {
+	repost_ctrl_rx(f);
 	while (f->ctrl_backlog) {
 		struct ctrl_tx *t = f->ctrl_backlog;
 
@@ -410,10 +427,10 @@ static void on_ctrl(struct fab *f, struct xfer *x, int err)
 	struct shemb__ctrl *c = &f->ctrl_buf[i];
 
 	x->posted = false;
-	if (err)
-		return; /* cancelled at close */
+	if (err == FI_ECANCELED)
+		return; /* at close */
 	c->why[sizeof(c->why) - 1] = 0;
-	if (c->magic == CTRL_MAGIC)
+	if (!err && c->magic == CTRL_MAGIC)
 		take_ctrl(f, c);
 	post_ctrl_rx_one(f, i);
 }

@@ -142,6 +142,11 @@ void shemb__fab_maybe_free(struct fab *f, struct op *op)
 	    !shemb__fab_mop_pending(op)) {
 		shemb__fab_note_succeeded(f, op);
 		unlink_op(f, op);
+		/* a failed op may still have transfers waiting to be posted:
+		 * a settle's sinks, when the engine failed before the
+		 * provider took them, which settling no longer waits for */
+		if (op->status)
+			shemb__fab_unqueue(f, op);
 		shemb__fab_free_op(op);
 	}
 }
@@ -426,6 +431,9 @@ static ssize_t post_one(struct fab *f, struct xfer *x)
 
 	if (x->pulled || x->ack)
 		return post_notice(f, x);
+	/* before a registration is taken for it */
+	if (x->send && shemb__peer_proc_ended(f, x->peer))
+		return -FI_EHOSTDOWN; /* a send could spin: see peer_proc.c */
 	desc = shemb__ep_desc(f, x);
 	if (f->mr_local && x->len && !x->mr)
 		return -FI_EKEYREJECTED; /* buffer not registered */
@@ -438,9 +446,6 @@ static ssize_t post_one(struct fab *f, struct xfer *x)
 		return rc;
 	}
 	peer = *shemb__fab_peer(f, lane, x->peer);
-	if (x->send && shemb__peer_proc_ended(f, x->peer))
-		return -FI_EHOSTDOWN; /* a send could spin: see peer_proc.c */
-
 	if (x->send)
 		rc = fi_tsend(f->ep[lane], x->buf, x->len, desc, peer, x->tag,
 			      &x->fctx);
@@ -492,7 +497,7 @@ static void unlink_xfer(struct xfer **at, struct xfer **tail,
 }
 
 /* SHEMB_FABRIC_EAGAIN's refusals (ep.c), drawn by xorshift. */
-static bool refused_for_test(struct fab *f)
+bool shemb__fab_refused_for_test(struct fab *f)
 {
 	uint64_t x = f->refuse_state;
 
@@ -546,7 +551,8 @@ static void post_from(struct fab *f, struct xfer **head, struct xfer **tail,
 		if (posted[lane] >= cap)
 			full[lane] = true;
 		if (!full[lane])
-			rc = refused_for_test(f) ? -FI_EAGAIN : post_one(f, x);
+			rc = shemb__fab_refused_for_test(f) ? -FI_EAGAIN
+							  : post_one(f, x);
 		if (rc == -FI_EAGAIN) {
 			full[lane] = true; /* the provider's queue */
 			prev = x;

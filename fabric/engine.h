@@ -410,6 +410,7 @@ struct fab {
 	/* control messages (another rank failed an op we share) */
 	struct xfer ctrl_rx[CTRL_RX];
 	struct shemb__ctrl ctrl_buf[CTRL_RX];
+	unsigned ctrl_rx_unposted;   /* bit i: ctrl_rx[i] to post again */
 	struct ctrl_tx *ctrl_backlog; /* not yet accepted by libfabric */
 	struct ctrl_tx *ctrl_sent;    /* in flight */
 	struct shemb__spares ctrl_spares; /* for a rank without memory */
@@ -621,6 +622,8 @@ int shemb__fab_ctrl_spares(struct fab *f);
  * taken back when the spares run low. */
 void shemb__fab_ctrl_reap(struct fab *f);
 void shemb__fab_post_ctrl_rx(struct fab *f);
+/* SHEMB_FABRIC_EAGAIN: refuse this post as a full queue would (tests) */
+bool shemb__fab_refused_for_test(struct fab *f);
 void shemb__fab_free_ctrl(struct fab *f);
 /* A completion of a control message handled (true), or not one. */
 bool shemb__fab_ctrl_done(struct fab *f, struct xfer *x, int err);

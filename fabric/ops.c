@@ -139,6 +139,12 @@ static int start_without_memory(struct fab *f, char *why, size_t len)
 	 * for a spare would find no op */
 	if (f->settles)
 		ghost = shemb__fab_ghost(f);
+	if (f->failed) { /* found while waiting for a ghost */
+		if (ghost)
+			shemb__fab_free_op(ghost);
+		snprintf(why, len, "%s", f->fail_why);
+		return f->failed;
+	}
 	none.seq = f->next_seq++;
 	/* the others name this rank themselves */
 	snprintf(why, len, "no memory for collective call %u", none.seq);
@@ -180,15 +186,18 @@ static int fab_start(void *comm, const struct shemb__coll *c,
 
 	if (rc)
 		return rc;
+	/* a start that fails tells the others; where that takes records,
+	 * the ones in flight come back first (before the call's number is
+	 * taken: an account for it read now would find no op) */
+	shemb__fab_ctrl_reap(f);
+	/* after the reap, which moves the transfers and may find the
+	 * engine failed: a start let in after fail_all() would wait out
+	 * the timeout */
 	if (f->failed) {
 		snprintf(why, len, "%s", f->fail_why);
 		rc = f->failed;
 		goto out;
 	}
-	/* a start that fails tells the others; where that takes records,
-	 * the ones in flight come back first (before the call's number is
-	 * taken: an account for it read now would find no op) */
-	shemb__fab_ctrl_reap(f);
 	op = calloc(1, sizeof(*op));
 	if (!op && shemb__fab_give_back_reserve(f))
 		op = calloc(1, sizeof(*op));

@@ -354,7 +354,8 @@ struct op *shemb__fab_ghost(struct fab *f)
 	struct timespec nap = { .tv_nsec = 50000 };
 	struct op *op = take_ghost(f);
 
-	while (!op && ghosts_out(f) && shemb__fab_now_ns() < until) {
+	while (!op && ghosts_out(f) && !f->failed &&
+	       shemb__fab_now_ns() < until) {
 		shemb__fab_progress(f, true);
 		op = take_ghost(f);
 		if (!op)
