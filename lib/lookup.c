@@ -223,6 +223,19 @@ static int ahead_local(struct shemb__step *st, const struct shemb__group *grp)
 	return rc;
 }
 
+/* A serving table's rows of the version current when the pooling began,
+ * which a reload frees only once this reader left (serve.c). */
+static int pool_serving(struct shemb__step *st,
+			const struct shemb__group *grp,
+			const struct shemb__plan *plan, float *const *out)
+{
+	struct shemb__version *ver = shemb__serve_enter(grp->table);
+	int rc = shemb__pool_group(st, grp, plan, out, &ver->store, NULL);
+
+	shemb__serve_leave(ver);
+	return rc;
+}
+
 int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 		      const struct shemb__plan *plan, float *const *out)
 {
@@ -231,13 +244,8 @@ int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
 	int64_t *rows_of;
 	int rc;
 
-	if (shemb__read_only(t)) {
-		struct shemb__version *ver = shemb__serve_enter(t);
-
-		rc = shemb__pool_group(st, grp, plan, out, &ver->store, NULL);
-		shemb__serve_leave(ver);
-		return rc;
-	}
+	if (shemb__read_only(t))
+		return pool_serving(st, grp, plan, out);
 	if (!shemb__tiered(t))
 		return shemb__pool_group(st, grp, plan, out, &t->store, NULL);
 	if (!plan)
@@ -508,9 +516,15 @@ static int lookup_direct(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	if (!rc && planned)
 		rc = build_plans(&st, plans);
 	for (int g = 0; !rc && g < st.ngroups; g++) {
-		rc = shemb__pool_group(&st, &st.groups[g],
-				       plans ? plans[g] : NULL, out,
-				       &st.groups[g].table->store, NULL);
+		const struct shemb__group *grp = &st.groups[g];
+		const struct shemb__plan *plan = plans ? plans[g] : NULL;
+
+		/* a serving table takes no lock: its readers are counted */
+		if (shemb__read_only(grp->table))
+			rc = pool_serving(&st, grp, plan, out);
+		else
+			rc = shemb__pool_group(&st, grp, plan, out,
+					       &grp->table->store, NULL);
 		if (!rc)
 			shemb__step_group_done(&st, g);
 	}

@@ -9,9 +9,15 @@
  * the same with bag sets, outputs and gradients in device memory, and
  * (on the emulated device) ids and gradients of another device refused;
  * on a GPU, a context on the program's own stream waits for the work
- * queued there before each call.
+ * queued there before each call.  A serving table in device memory,
+ * looked up from device bag sets while another thread reloads it, gives
+ * one checkpoint's rows or the other's, never freed ones.
  * Without a usable GPU it says why and skips (exit 77).
  */
+#define _GNU_SOURCE
+#include <ftw.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -408,6 +414,134 @@ static void device_buffers(shemb_ctx *cg, shemb_ctx *cc)
 	shemb_table_destroy(tc);
 }
 
+/* ---- a serving table reloaded under device lookups ---- */
+
+struct serving {
+	shemb_ctx *ctx;
+	shemb_table *t;
+	atomic_bool stop;
+	long lookups, mixed, failed;
+};
+
+/* A checkpoint of a ROWS x 64 table whose every value is v, in a new
+ * directory (NULL if it cannot be made). */
+static char *checkpoint_of(shemb_ctx *cc, float v)
+{
+	char tmpl[] = "/tmp/test_gpu_serve.XXXXXX", *dir = NULL;
+	struct shemb_table_attr a;
+	float *x = xmalloc((size_t)ROWS * 64 * sizeof(float));
+	int64_t ids[ROWS];
+	shemb_table *t = NULL;
+
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = 64;
+	for (int i = 0; i < ROWS; i++)
+		ids[i] = i;
+	for (size_t k = 0; k < (size_t)ROWS * 64; k++)
+		x[k] = v;
+	if (mkdtemp(tmpl) && !shemb_table_create(cc, &a, &t) &&
+	    !shemb_table_write_rows(t, ROWS, ids, x, SHEMB_F32, 0) &&
+	    !shemb_table_save(t, tmpl, 0))
+		dir = strdup(tmpl);
+	CHECK(dir != NULL, "a checkpoint to serve: %s",
+	      shemb_ctx_last_error(cc));
+	shemb_table_destroy(t);
+	free(x);
+	return dir;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag,
+		      struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void remove_checkpoint(char *dir)
+{
+	if (dir)
+		nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+}
+
+/* Device lookups of one bag of every row, until told to stop: the sum is
+ * ROWS times one checkpoint's value in every column. */
+static void *look_up_while_reloaded(void *arg)
+{
+	struct serving *s = arg;
+	int64_t off[2] = { 0, ROWS }, ids[ROWS];
+	float got[64], *dout = dev_alloc(sizeof(got));
+	struct shemb_bags b;
+
+	for (int i = 0; i < ROWS; i++)
+		ids[i] = i;
+	shemb_bags_init(&b);
+	b.table = s->t;
+	b.mem = SHEMB_MEM_DEVICE;
+	b.nbags = 1;
+	b.nids = ROWS;
+	b.offsets = to_device(off, sizeof(off));
+	b.ids = to_device(ids, sizeof(ids));
+	while (!atomic_load(&s->stop)) {
+		if (shemb_lookup(s->ctx, 1, &b, &dout,
+				 SHEMB_LOOKUP_NO_GRAD)) {
+			s->failed++;
+			continue;
+		}
+		dev_get(got, dout, sizeof(got));
+		s->lookups++;
+		for (int c = 0; c < 64; c++)
+			if (got[c] != got[0] || (got[0] != ROWS &&
+						 got[0] != -ROWS)) {
+				s->mixed++;
+				break;
+			}
+	}
+	dev_free((void *)b.offsets);
+	dev_free((void *)b.ids);
+	dev_free(dout);
+	return NULL;
+}
+
+static void serving_reloaded(shemb_ctx *cg, shemb_ctx *cc)
+{
+	char *dir[2] = { checkpoint_of(cc, 1.0f), checkpoint_of(cc, -1.0f) };
+	struct serving s = { .ctx = cg };
+	struct shemb_table_attr a;
+	pthread_t reader;
+	int reloads = 0;
+
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = 64;
+	a.read_only = 1;
+	if (!dir[0] || !dir[1] || shemb_table_load(cg, dir[0], &a, &s.t)) {
+		CHECK(0, "serving: load: %s", shemb_ctx_last_error(cg));
+		goto out;
+	}
+	if (pthread_create(&reader, NULL, look_up_while_reloaded, &s)) {
+		CHECK(0, "serving: a thread");
+		goto out;
+	}
+	/* until the lookups ran among the reloads, and at most 2000 */
+	for (int k = 1; reloads < 2000 && (reloads < 200 || s.lookups < 50);
+	     k++) {
+		CHECK(shemb_table_reload(s.t, dir[k % 2]) == 0,
+		      "serving: reload: %s", shemb_ctx_last_error(cg));
+		reloads++;
+	}
+	atomic_store(&s.stop, true);
+	pthread_join(reader, NULL);
+	CHECK(s.lookups > 0 && s.mixed == 0 && s.failed == 0,
+	      "serving: %ld lookups during %d reloads, %ld of them mixed or "
+	      "freed rows, %ld failed", s.lookups, reloads, s.mixed,
+	      s.failed);
+out:
+	shemb_table_destroy(s.t);
+	remove_checkpoint(dir[0]);
+	remove_checkpoint(dir[1]);
+}
+
 #ifndef SHEMB_TEST_EMU
 static void CUDART_CB hold_stream(void *arg)
 {
@@ -584,6 +718,7 @@ int main(void)
 		run_config(cg, cc, &c);
 	}
 	device_buffers(cg, cc);
+	serving_reloaded(cg, cc);
 #ifndef SHEMB_TEST_EMU
 	user_stream(cc);
 #endif
