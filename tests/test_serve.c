@@ -158,6 +158,73 @@ START_TEST(training_calls_are_refused)
 }
 END_TEST
 
+/* A context of one rank whose host budget is budget bytes, with the
+ * serving table of dir loaded in *t (NULL where it does not fit). */
+static shemb_ctx *budget_ctx(uint64_t budget, const char *dir, shemb_table **t)
+{
+	struct shemb_ctx_attr ca;
+	struct shemb_table_attr a;
+	shemb_ctx *ctx;
+
+	shemb_ctx_attr_init(&ca);
+	ca.nthreads = 1;
+	ca.host_mem_bytes = budget;
+	ck_assert_int_eq(shemb_ctx_create(&ca, &ctx), 0);
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = DIM;
+	a.optimizer = SHEMB_OPT_ADAGRAD;
+	a.read_only = 1;
+	*t = NULL;
+	if (shemb_table_load(ctx, dir, &a, t))
+		ck_assert_int_eq(shemb_ctx_last_error(ctx)[0] != 0, 1);
+	return ctx;
+}
+
+/* The second copy of a reload counts in the context's budget: with the
+ * least budget (in pages) that the table loads in, its reload fails and
+ * changes nothing; with twice that, it succeeds. */
+START_TEST(reload_needs_room_for_two_copies)
+{
+	char *da = tu_temp_dir("test_serve"), *db = tu_temp_dir("test_serve");
+	uint64_t lo = 0, hi = (uint64_t)1 << 30, page = 4096;
+	shemb_ctx *ctx;
+	shemb_table *t;
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 1, &ctx), 0);
+	save_signed(ctx, da, 1.0f, DIM);
+	save_signed(ctx, db, -1.0f, DIM);
+	shemb_ctx_destroy(ctx);
+	while (hi - lo > page) { /* the least budget it loads in */
+		uint64_t mid = lo + (hi - lo) / 2 / page * page;
+
+		ctx = budget_ctx(mid, da, &t);
+		if (t)
+			hi = mid;
+		else
+			lo = mid;
+		shemb_table_destroy(t);
+		shemb_ctx_destroy(ctx);
+	}
+	ctx = budget_ctx(hi, da, &t);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(shemb_table_reload(t, db), SHEMB_ENOMEM);
+	ck_assert_ptr_nonnull(strstr(shemb_ctx_last_error(ctx),
+				     "second copy"));
+	ck_assert(holds(t, 1.0f));
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	ctx = budget_ctx(2 * hi, da, &t);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(shemb_table_reload(t, db), 0);
+	ck_assert(holds(t, -1.0f));
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	tu_remove_dir(da);
+	tu_remove_dir(db);
+}
+END_TEST
+
 START_TEST(reload_swaps_rows_or_changes_nothing)
 {
 	shemb_ctx *ctx;
@@ -468,6 +535,7 @@ int main(void)
 	tcase_add_test(tc, attributes_are_checked);
 	tcase_add_test(tc, training_calls_are_refused);
 	tcase_add_test(tc, reload_swaps_rows_or_changes_nothing);
+	tcase_add_test(tc, reload_needs_room_for_two_copies);
 	tcase_add_test(tc, rows_stored_narrower);
 	tcase_add_test(tc, int8_rows);
 	tcase_add_test(tc, lookups_see_one_checkpoint);
