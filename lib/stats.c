@@ -65,6 +65,9 @@ SHEMB_API int shemb_table_stats_reset(shemb_table *t)
 {
 	if (!t)
 		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	/* as shemb_table_stats(): the loads of the prefetches made so far
+	 * belong before the reset */
+	shemb__loader_wait(t);
 	ZERO(t, lookups);
 	ZERO(t, backwards);
 	ZERO(t, bags);

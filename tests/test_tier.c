@@ -513,6 +513,46 @@ START_TEST(lru_counts)
 }
 END_TEST
 
+/* A reset right after a prefetch (whose loads the prefetch thread makes)
+ * comes after those loads: they are not counted after it.  Loads from a
+ * cold file, one row at a time, are slow enough that a reset that did
+ * not wait for them came first (all of them counted after it). */
+START_TEST(reset_comes_after_the_prefetched_loads)
+{
+	enum { N = 40000 };
+	shemb_ctx *ctx = new_ctx();
+	char *dir = tu_temp_dir("test_tier"), path[128];
+	struct shemb_table_attr a;
+	struct shemb_table_stats s;
+	int64_t *ids = tu_malloc(N * sizeof(*ids)), len = N;
+	struct shemb_bags v;
+	struct tu_bags b;
+	shemb_table *t;
+
+	base_attr(&a, SHEMB_F32, SHEMB_OPT_SGD);
+	a.rows = 2 * N;
+	a.dim = 16;
+	a.cache_rows = N;
+	snprintf(path, sizeof(path), "%s/cold", dir);
+	a.cold_path = path;
+	t = make(ctx, &a);
+	for (int64_t i = 0; i < N; i++)
+		ids[i] = 2 * i;
+	tu_bags_from(&b, 1, &len, ids, NULL);
+	v = tu_bags_view(&b, t, SHEMB_POOL_SUM);
+	ck_assert_int_eq(shemb_prefetch(ctx, 1, &v), 0);
+	ck_assert_int_eq(shemb_table_stats_reset(t), 0);
+	s = stats_of(t);
+	ck_assert_uint_eq(s.cache_misses, 0);
+	ck_assert_uint_eq(s.cache_bytes_in, 0);
+	tu_bags_free(&b);
+	free(ids);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+	tu_remove_dir(dir);
+}
+END_TEST
+
 /* Row 0 used three times, row 1 once: a third row evicts 1 under LFU, 0
  * under LRU. */
 START_TEST(lfu_keeps_the_frequent_row)
@@ -1159,6 +1199,7 @@ static Suite *tier_suite(void)
 	tcase_add_test(tc, prefetch_thread_is_the_contexts);
 	suite_add_tcase(s, tc);
 	tcase_add_test(ts, lru_counts);
+	tcase_add_test(ts, reset_comes_after_the_prefetched_loads);
 	tcase_add_test(ts, lfu_keeps_the_frequent_row);
 	tcase_add_test(ts, lookahead_keeps_the_announced_row);
 	tcase_add_test(ts, lookahead_evicts_the_row_needed_last);
