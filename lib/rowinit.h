@@ -61,6 +61,15 @@ static inline void shemb__init_row(const struct shemb__init_spec *s,
 
 	switch (s->kind) {
 	case SHEMB_INIT_UNIFORM:
+		if (!isfinite(span)) { /* a range wider than a float holds */
+			for (int c = 0; c < dim; c++) {
+				float u = shemb__unit(shemb__value_hash(key,
+									c));
+
+				out[c] = a * (1.0f - u) + s->b * u;
+			}
+			break;
+		}
 		for (int c = 0; c < dim; c++)
 			out[c] = a + span * shemb__unit(
 						    shemb__value_hash(key, c));

@@ -725,9 +725,10 @@ static void check_uniform_range(const struct shemb_table_attr *a, float lo,
 		mn = fminf(mn, v[i]);
 		mx = fmaxf(mx, v[i]);
 	}
-	/* and the values fill the range */
-	ck_assert(mn < lo + 0.01f * (hi - lo));
-	ck_assert(mx > hi - 0.01f * (hi - lo));
+	/* and the values fill the range (in double: it may be wider than a
+	 * float holds) */
+	ck_assert(mn < (double)lo + 0.01 * ((double)hi - lo));
+	ck_assert(mx > (double)hi - 0.01 * ((double)hi - lo));
 	tu_snapshot_free(&s);
 }
 
@@ -741,6 +742,10 @@ START_TEST(init_uniform_within_range)
 	a.init_low = -3.0f;
 	a.init_high = -1.0f;
 	check_uniform_range(&a, -3.0f, -1.0f);
+	/* wider than a float holds: init_high - init_low overflows */
+	a.init_low = -3e38f;
+	a.init_high = 3e38f;
+	check_uniform_range(&a, -3e38f, 3e38f);
 }
 END_TEST
 
