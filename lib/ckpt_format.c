@@ -189,51 +189,99 @@ static int parse_fixed(struct cursor *c, struct shemb__ckpt_manifest *m,
 	return 0;
 }
 
+/*
+ * The checks below take time linear in the files (and the row's width),
+ * with sets of bits for the ranks and columns seen, and one sort of the
+ * layers' generations: compared pair by pair, a MANIFEST of 65536 layers
+ * took 2.8 s to check.
+ */
+#define WORD(i) ((i) / 64)
+#define BIT(i) ((uint64_t)1 << ((i) % 64))
+
+/* Columns [c0, c0 + n) of the row taken in seen[], false if one was. */
+static bool take_columns(uint64_t *seen, uint32_t c0, uint32_t n)
+{
+	for (uint32_t c = c0; c < c0 + n; c++) {
+		if (seen[WORD(c)] & BIT(c))
+			return false;
+		seen[WORD(c)] |= BIT(c);
+	}
+	return true;
+}
+
 /* In the layer f[0 .. n): each rank's file at most once, and the
  * files' columns either all of every row (row parts) or slices that
- * tile the row exactly once. */
+ * tile the row exactly once.  ranks[] is all clear, and left so. */
 static bool layer_covers(const struct shemb__ckpt_file *f, uint32_t n,
-			 uint32_t dim)
+			 uint32_t dim, uint64_t *ranks)
 {
-	uint64_t cols = 0;
-	bool whole = true;
+	uint64_t cols[SHEMB_MAX_DIM / 64] = { 0 }, ncols = 0;
+	bool whole = true, once = true;
+	uint32_t i;
 
-	for (uint32_t i = 0; i < n; i++) {
-		for (uint32_t j = 0; j < i; j++)
-			if (f[j].rank == f[i].rank)
-				return false;
+	for (i = 0; i < n && once; i++) {
+		once = !(ranks[WORD(f[i].rank)] & BIT(f[i].rank));
+		ranks[WORD(f[i].rank)] |= BIT(f[i].rank);
 		whole &= f[i].col0 == 0 && f[i].ncols == dim;
-		cols += f[i].ncols;
 	}
-	if (whole)
-		return true;
-	for (uint32_t i = 0; i < n; i++)
-		for (uint32_t j = 0; j < i; j++)
-			if (f[i].col0 < f[j].col0 + f[j].ncols &&
-			    f[j].col0 < f[i].col0 + f[i].ncols)
-				return false;
-	return cols == dim;
+	while (i-- > 0)
+		ranks[WORD(f[i].rank)] &= ~BIT(f[i].rank);
+	if (!once || whole)
+		return once;
+	/* slices: their widths add up to the row's, none overlapping */
+	for (i = 0; i < n; i++) {
+		ncols += f[i].ncols;
+		if (ncols > dim || !take_columns(cols, f[i].col0, f[i].ncols))
+			return false;
+	}
+	return ncols == dim;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* No two of gens[0 .. n) alike (sorts them). */
+static bool all_differ(uint64_t *gens, uint32_t n)
+{
+	qsort(gens, n, sizeof(*gens), by_value);
+	for (uint32_t i = 1; i < n; i++)
+		if (gens[i] == gens[i - 1])
+			return false;
+	return true;
 }
 
 /* The entries are layers, each a run of one generation seen in no
  * layer before, each covering the table once; the last one is the
- * MANIFEST's own generation. */
-static bool files_cover(const struct shemb__ckpt_manifest *m)
+ * MANIFEST's own generation.  0, 1 where they are not, or SHEMB_ENOMEM. */
+static int files_cover(const struct shemb__ckpt_manifest *m)
 {
 	const struct shemb__ckpt_file *f = m->files;
+	uint64_t *ranks = calloc(SHEMB__CKPT_MAX_FILES / 64, sizeof(*ranks));
+	uint64_t *gens = malloc(m->nfiles * sizeof(*gens));
+	uint32_t layers = 0;
+	int rc = 0;
 
-	for (uint32_t i = 0, n; i < m->nfiles; i += n) {
+	if (!ranks || !gens)
+		rc = SHEMB_ENOMEM;
+	for (uint32_t i = 0, n; !rc && i < m->nfiles; i += n) {
 		for (n = 1; i + n < m->nfiles &&
 			    f[i + n].generation == f[i].generation;
 		     n++)
 			;
-		for (uint32_t j = 0; j < i; j++)
-			if (f[j].generation == f[i].generation)
-				return false;
-		if (!layer_covers(f + i, n, m->dim))
-			return false;
+		gens[layers++] = f[i].generation;
+		if (!layer_covers(f + i, n, m->dim, ranks))
+			rc = 1;
 	}
-	return f[m->nfiles - 1].generation == m->generation;
+	if (!rc && (!all_differ(gens, layers) ||
+		    f[m->nfiles - 1].generation != m->generation))
+		rc = 1;
+	free(ranks);
+	free(gens);
+	return rc;
 }
 
 static int parse_files(struct cursor *c, struct shemb__ckpt_manifest *m,
@@ -269,9 +317,15 @@ static int parse_files(struct cursor *c, struct shemb__ckpt_manifest *m,
 			return corrupt(why, wl, "a shard file's entry is "
 					       "impossible");
 	}
-	return files_cover(m) ? 0
-			      : corrupt(why, wl, "the shard files do not "
-						 "cover the table once");
+	switch (files_cover(m)) {
+	case 0:
+		return 0;
+	case SHEMB_ENOMEM:
+		return SHEMB_ENOMEM;
+	default:
+		return corrupt(why, wl, "the shard files do not cover the "
+				       "table once");
+	}
 }
 
 int shemb__ckpt_manifest_parse(const unsigned char *p, size_t len,

@@ -656,6 +656,90 @@ START_TEST(crc32c_known_values)
 }
 END_TEST
 
+/* ---- the MANIFEST's layers ---- */
+
+/* A file entry of no records: rank r's, of generation g, columns
+ * [c0, c0 + n). */
+static struct shemb__ckpt_file entry(uint64_t g, uint32_t r, uint32_t c0,
+				     uint32_t n)
+{
+	return (struct shemb__ckpt_file){ .generation = g, .rank = r,
+					  .col0 = c0, .ncols = n,
+					  .bytes = SHEMB__CKPT_HEADER };
+}
+
+/* The parse of a MANIFEST of generation `gen` listing files[0 .. n) of a
+ * table of dim 8 saved by `world` ranks. */
+static int parse_layers(struct shemb__ckpt_file *files, uint32_t n,
+			uint32_t world, uint64_t gen)
+{
+	struct shemb__ckpt_manifest m = { .generation = gen, .rows = 10,
+					  .dim = 8, .shard = SHEMB_SHARD_ROW,
+					  .world = world, .nfiles = n,
+					  .files = files };
+	struct shemb__ckpt_manifest back;
+	unsigned char *p;
+	char why[128];
+	size_t len;
+	int rc;
+
+	strcpy(m.name, "t");
+	ck_assert_int_eq(shemb__ckpt_manifest_encode(&m, &p, &len), 0);
+	rc = shemb__ckpt_manifest_parse(p, len, &back, why, sizeof(why));
+	if (!rc)
+		shemb__ckpt_manifest_free(&back);
+	else
+		ck_assert_ptr_nonnull(strstr(why, "cover the table once"));
+	free(p);
+	return rc;
+}
+
+/* Layers of whole rows or of column slices that tile the row; each
+ * layer a generation of its own, the last the MANIFEST's; each rank
+ * once in a layer. */
+START_TEST(manifest_layers_cover_the_table_once)
+{
+	struct shemb__ckpt_file f[4];
+	enum { MANY = SHEMB__CKPT_MAX_FILES };
+	struct shemb__ckpt_file *many = tu_malloc(MANY * sizeof(*many));
+
+	f[0] = entry(5, 0, 0, 8);
+	f[1] = entry(5, 1, 0, 8);
+	f[2] = entry(9, 1, 0, 8);
+	ck_assert_int_eq(parse_layers(f, 3, 2, 9), 0);
+	ck_assert_int_eq(parse_layers(f, 3, 2, 5), SHEMB_ECORRUPT);
+	f[1].rank = 0; /* rank 0 twice in a layer */
+	ck_assert_int_eq(parse_layers(f, 3, 2, 9), SHEMB_ECORRUPT);
+	/* column slices: tiling, overlapping, short of the row */
+	f[0] = entry(5, 0, 0, 3);
+	f[1] = entry(5, 1, 3, 5);
+	ck_assert_int_eq(parse_layers(f, 2, 2, 5), 0);
+	f[1] = entry(5, 1, 2, 6);
+	ck_assert_int_eq(parse_layers(f, 2, 2, 5), SHEMB_ECORRUPT);
+	f[1] = entry(5, 1, 4, 4);
+	ck_assert_int_eq(parse_layers(f, 2, 2, 5), SHEMB_ECORRUPT);
+	/* a generation that comes back in a later layer */
+	f[0] = entry(5, 0, 0, 8);
+	f[1] = entry(9, 0, 0, 8);
+	f[2] = entry(5, 0, 0, 8);
+	f[3] = entry(7, 0, 0, 8);
+	ck_assert_int_eq(parse_layers(f, 4, 1, 7), SHEMB_ECORRUPT);
+	f[2].generation = 6;
+	ck_assert_int_eq(parse_layers(f, 4, 1, 7), 0);
+	/* as many layers as a MANIFEST lists files, of generations in no
+	 * order; then the first one's again, last */
+	for (uint32_t i = 0; i < MANY; i++)
+		many[i] = entry((uint64_t)i * 2654435761u % 1000003u + 1, 0, 0,
+				8);
+	ck_assert_int_eq(parse_layers(many, MANY, 1,
+				      many[MANY - 1].generation), 0);
+	many[MANY - 1].generation = many[0].generation;
+	ck_assert_int_eq(parse_layers(many, MANY, 1, many[0].generation),
+			 SHEMB_ECORRUPT);
+	free(many);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("checkpoint");
@@ -672,6 +756,7 @@ int main(void)
 	tcase_add_test(tc, every_corruption_is_found);
 	tcase_add_loop_test(tc, a_crash_leaves_old_or_new, 0, 2);
 	tcase_add_test(tc, crc32c_known_values);
+	tcase_add_test(tc, manifest_layers_cover_the_table_once);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
