@@ -257,11 +257,15 @@ static int apply_all(shemb_ctx *ctx, struct shemb__step *st,
 		if (!rc && t->plan->on_device)
 			rc = shemb__dplan_touch(t, t->plan);
 	}
-	if (!rc)
+	bool updated = !rc;
+
+	if (updated)
 		rc = update_all(ctx, st, grad, sets, views);
 	for (int g = 0; views && g < st->ngroups; g++) {
 		if (!rc)
 			shemb__tier_plan_end(st->groups[g].table);
+		if (!updated) /* a tier failed before any update */
+			shemb__rows_unwritten(&views[g]);
 		shemb__rows_release(st->groups[g].table, &views[g]);
 	}
 	free(views);

@@ -586,7 +586,7 @@ int shemb__dist_backward_apply(struct shemb__step *st,
 			       struct shemb__dist_bwd *b)
 {
 	struct owner_part *parts;
-	int rc;
+	int rc, tried = 0; /* the parts whose update ran, or began */
 
 	parts = calloc((size_t)st->ngroups + 1, sizeof(*parts));
 	rc = parts ? prepare_all(st, b->grads, &b->x, parts)
@@ -594,12 +594,15 @@ int shemb__dist_backward_apply(struct shemb__step *st,
 	rc = shemb__dist_all_ok(st->ctx, rc, "its part of this backward");
 	if (!rc)
 		rc = reduce_all(st, parts);
-	for (int g = 0; !rc && g < st->ngroups; g++)
+	for (int g = 0; !rc && g < st->ngroups; g++, tried++)
 		rc = apply_part(st, g, &parts[g]);
 	for (int g = 0; !rc && g < st->ngroups; g++)
 		shemb__tier_plan_end(st->groups[g].table);
-	for (int g = 0; parts && g < st->ngroups; g++)
+	for (int g = 0; parts && g < st->ngroups; g++) {
+		if (g >= tried)
+			shemb__rows_unwritten(&parts[g].view);
 		free_part(st->ctx, &parts[g]);
+	}
 	free(parts);
 	return rc;
 }

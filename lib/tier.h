@@ -53,6 +53,15 @@ int shemb__rows_acquire(shemb_table *t, int64_t n, const int64_t *rows,
 			bool distinct, int use, struct shemb__rows_view *v);
 void shemb__rows_release(shemb_table *t, struct shemb__rows_view *v);
 
+/* The rows of v, acquired to be written, were not (the call failed
+ * first): released, they are not marked changed, and no write-back
+ * follows for them. */
+static inline void shemb__rows_unwritten(struct shemb__rows_view *v)
+{
+	if (v->use == SHEMB__ROWS_WRITE)
+		v->use = SHEMB__ROWS_READ;
+}
+
 /* Load what fits of local rows rows[0 .. n) (`distinct`: without
  * repeats); under SHEMB_CACHE_LOOKAHEAD, unless the caller announces its
  * steps itself, it also announces this one. */
