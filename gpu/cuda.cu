@@ -58,6 +58,13 @@ int shemb__cuda_open(int dev, void *stream, struct shemb__cuda **out,
 	*out = NULL;
 	if (!c)
 		return SHEMB_ENOMEM;
+	if (stream == (void *)cudaStreamPerThread) {
+		snprintf(why, len, "stream is cudaStreamPerThread, which names "
+			 "each calling thread's stream, and the context's "
+			 "calls run on threads of their own too");
+		free(c);
+		return SHEMB_EINVAL;
+	}
 	e = cudaGetDeviceCount(&n);
 	if (e == cudaSuccess && dev >= n) {
 		snprintf(why, len, "no such device (this process sees %d)", n);
@@ -185,6 +192,9 @@ int shemb__cuda_uuid(struct shemb__cuda *c, unsigned char uuid[16])
 
 int shemb__cuda_is_device(struct shemb__cuda *c, const void *p)
 {
+	/* on a thread without a current context, the query would make
+	 * device 0's primary context and leave it current */
+	shemb__cuda_device_guard g(c);
 	cudaPointerAttributes a;
 
 	if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {

@@ -140,6 +140,16 @@ int shemb__nccl_open(struct shemb__cuda *c, int nranks, int rank,
 	return 0;
 }
 
+/* The runtime keeps cudaErrorNotReady of a query as the thread's last
+ * error, where the check after the thread's next kernel launch
+ * (shemb__cuda_finish) would take it for the launch's: cleared. */
+static cudaError_t cleared(cudaError_t e)
+{
+	if (e == cudaErrorNotReady)
+		(void)cudaGetLastError();
+	return e;
+}
+
 /* A failed communicator is aborted once and fails everything after;
  * called with n->lock held. */
 static int break_comm(struct nccl *n, int rc, const char *why)
@@ -282,7 +292,7 @@ static int nccl_test(void *comm, struct shemb__op *op, int *done, char *why,
 	if (n->broken) {
 		snprintf(why, len, "%s", n->broken_why);
 		rc = n->broken;
-	} else if ((e = cudaEventQuery(op->done)) == cudaSuccess) {
+	} else if ((e = cleared(cudaEventQuery(op->done))) == cudaSuccess) {
 		rc = 0;
 	} else if (e != cudaErrorNotReady) {
 		snprintf(why, len, "collective: %s", cudaGetErrorString(e));
@@ -363,9 +373,11 @@ static bool nccl_destroy(void *comm)
 
 		end = now_ms() + n->timeout_ms;
 		while (n->comm && now_ms() < end &&
-		       cudaStreamQuery(n->stream) == cudaErrorNotReady)
+		       cleared(cudaStreamQuery(n->stream)) ==
+			       cudaErrorNotReady)
 			pause_us(200);
-		if (n->comm && cudaStreamQuery(n->stream) == cudaSuccess)
+		if (n->comm &&
+		    cleared(cudaStreamQuery(n->stream)) == cudaSuccess)
 			ncclCommDestroy(n->comm);
 		else if (n->comm)
 			ncclCommAbort(n->comm);
