@@ -660,6 +660,11 @@ static void user_stream(shemb_ctx *cc)
 	shemb_ctx_attr_init(&a);
 	a.nthreads = 2;
 	a.device = SHEMB_DEVICE_CUDA;
+	/* each thread's own stream: refused */
+	a.stream = cudaStreamPerThread;
+	CHECK(shemb_ctx_create(&a, &cu) == SHEMB_EINVAL &&
+		      strstr(shemb_ctx_last_error(NULL), "cudaStreamPerThread"),
+	      "cudaStreamPerThread: %s", shemb_ctx_last_error(NULL));
 	a.stream = st;
 	if (shemb_ctx_create(&a, &cu)) {
 		CHECK(0, "user stream: context: %s",
