@@ -97,7 +97,11 @@ struct join_state {
 	size_t errlen;
 };
 
-#define RETRY 1   /* closed before saying anything: try again */
+/* Closed before its verdict on this rank: try again.  Rank 0 drops a
+ * connection without a word when its handshake takes too long or when
+ * more connections than it serves at once are in theirs (a burst of
+ * ranks, or strangers, at the start of a large job). */
+#define RETRY 1
 
 static int refused(struct join_state *s, const struct shemb__boot_msg *m)
 {
@@ -161,7 +165,7 @@ static int answer_challenge(struct join_state *s)
 	const char *why = NULL;
 	int got = next_msg(p, s->deadline, &m, &why);
 
-	if (got == GOT_CLOSED && !p->rx.got_bytes)
+	if (got == GOT_CLOSED)
 		return RETRY;
 	if (got == GOT_BAD)
 		return not_a_root(s, &m, why);
@@ -199,6 +203,8 @@ static int hear_verdict(struct join_state *s)
 	const char *why = NULL;
 	int got = next_msg(p, s->deadline, &m, &why);
 
+	if (got == GOT_CLOSED)
+		return RETRY;
 	if (got != GOT_MSG)
 		return unexpected(s, got, why, "its verdict on this rank");
 	if (m.type == SHEMB__BOOT_REJECT)
@@ -338,8 +344,8 @@ static int try_addresses(struct join_state *s, struct addrinfo *res,
 		rc = handshake(s, fd);
 		if (rc != RETRY)
 			return rc;
-		snprintf(last, lastlen,
-			 "rank 0 closed the connection before its challenge");
+		snprintf(last, lastlen, "rank 0 closed the connection before "
+			 "its verdict on this rank");
 	}
 	return RETRY;
 }

@@ -74,14 +74,29 @@ static void drop_pending(struct admission *a, int i, const char *why)
 	remove_pending(a, i);
 }
 
+/* Room for one more: the oldest connection that has not answered its
+ * challenge yet goes, rather than a rank whose JOIN is being read (its
+ * rank tries again: boot_client.c). */
 static void evict_oldest(struct admission *a)
 {
-	int old = 0;
+	int old = -1;
 
-	for (int i = 1; i < a->npend; i++)
-		if (a->pend[i].since < a->pend[old].since)
+	for (int i = 0; i < a->npend; i++) {
+		const struct pending *p = &a->pend[i];
+
+		if (p->hs.rx.got_bytes || p->closing)
+			continue;
+		if (old < 0 || p->since < a->pend[old].since)
 			old = i;
-	drop_pending(a, old, "dropped: too many connections in their handshake at once");
+	}
+	if (old < 0) { /* every one has: the oldest of all */
+		old = 0;
+		for (int i = 1; i < a->npend; i++)
+			if (a->pend[i].since < a->pend[old].since)
+				old = i;
+	}
+	drop_pending(a, old, "dropped: too many connections in their "
+		     "handshake at once");
 }
 
 static void add_pending(struct admission *a, int fd,
