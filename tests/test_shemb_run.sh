@@ -168,6 +168,15 @@ check_env env2 4
 key2=$key
 [ "$key1" != "$key2" ] || fail "two jobs got the same key"
 
+# an empty key is no key: the job gets one of its own
+export SHEMB_JOB_KEY=
+launch envkey 10 -n 2 sh -c "$show_env"
+unset SHEMB_JOB_KEY
+expect envkey 0
+check_env envkey 2
+echo "$key" | grep -Eq '^[0-9a-f]{32}$' ||
+	fail "envkey: an empty SHEMB_JOB_KEY was passed on ('$key')"
+
 export SHEMB_JOB_KEY=given
 launch env3 10 -n 2 --root 10.1.2.3:4567 --provider tcp -- sh -c "$show_env"
 unset SHEMB_JOB_KEY
@@ -326,6 +335,20 @@ grep -q '^shemb-run: rank [0-2] was killed by signal 15' \
 	"$tmp/forward.err" || fail "forward: no line about the first rank"
 kill -0 "$launcher" 2> /dev/null && fail "forward: the launcher is still there"
 gone forward 3
+
+# ---- ... and so does SIGQUIT (Ctrl-\), which once left them running
+echo "+ shemb-run -n 3 rank.sh quit sleep; kill -QUIT shemb-run"
+timeout -k 2 10 "$run" -n 3 "$tmp/rank.sh" quit sleep \
+	> "$tmp/quit.out" 2> "$tmp/quit.err" &
+bg=$!
+wait_pids quit 3
+read -r pid launcher < "$tmp/quit.pid.0"
+kill -QUIT "$launcher" || fail "quit: cannot signal the launcher"
+wait "$bg"
+st=$?
+expect quit 131
+kill -0 "$launcher" 2> /dev/null && fail "quit: the launcher is still there"
+gone quit 3
 
 # ---- usage
 launch help 10 --help

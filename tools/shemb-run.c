@@ -4,8 +4,8 @@
  * "shemb-run -n N PROGRAM" starts N processes of PROGRAM, tells each its
  * rank, the world size, the rendezvous address and the job key through
  * SHEMB_* variables, passes their output on line by line behind the rank,
- * forwards SIGINT, SIGTERM and SIGHUP, and stops the whole job as soon as
- * one rank fails.  See usage_text and shemb-run(1).
+ * forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT, and stops the whole job as
+ * soon as one rank fails.  See usage_text and shemb-run(1).
  *
  * Each rank leads a process group of its own: a Ctrl-C at the terminal
  * reaches the launcher alone, which passes it on once, and a signal to the
@@ -228,7 +228,8 @@ static int prepare_environment(struct job *job)
 		return -1;
 	if (set_env(job, "SHEMB_ROOT", o->root ? o->root : root) < 0)
 		return -1;
-	if (!getenv("SHEMB_JOB_KEY") &&
+	/* an empty key is no key: the job would admit anyone */
+	if ((!getenv("SHEMB_JOB_KEY") || !*getenv("SHEMB_JOB_KEY")) &&
 	    (make_job_key(job, key) < 0 ||
 	     set_env(job, "SHEMB_JOB_KEY", key) < 0))
 		return -1;
@@ -291,6 +292,9 @@ static int setup_signals(struct job *job)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
+	/* Ctrl-\ reaches the launcher alone too: its ranks' groups get it
+	 * (left to its default, the launcher quit and left them running) */
+	sigaddset(&set, SIGQUIT);
 	/* An inherited SIG_IGN would have the kernel reap the ranks. */
 	if (sigaction(SIGCHLD, &dfl, NULL) < 0)
 		return fail_errno(job, "sigaction");

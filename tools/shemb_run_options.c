@@ -30,11 +30,12 @@ static const char usage_text[] =
 "  -h, --help          this text\n"
 "\n"
 "Every rank gets SHEMB_RANK, SHEMB_WORLD_SIZE, SHEMB_ROOT and SHEMB_JOB_KEY\n"
-"(kept from the environment when set there), SHEMB_PROVIDER with\n"
-"--provider, and not the rank variables of other launchers.  SIGINT,\n"
-"SIGTERM and SIGHUP are forwarded to every rank.  When a rank fails, the\n"
-"others are stopped and shemb-run exits with the status of the first that\n"
-"failed (128 + N after signal N); 127: the program could not be run.\n";
+"(kept from the environment when set and not empty), SHEMB_PROVIDER\n"
+"with --provider, and not the rank variables of other launchers.  SIGINT,\n"
+"SIGTERM, SIGHUP and SIGQUIT are forwarded to every rank.  When a rank\n"
+"fails, the others are stopped and shemb-run exits with the status of the\n"
+"first that failed (128 + N after signal N); 127: the program could not\n"
+"be run.\n";
 
 /* ---- options ---- */
 
