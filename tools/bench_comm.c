@@ -58,7 +58,7 @@ const char bench_comm_usage[] =
 "  --no-mpi            skip OpenMPI\n"
 "  --shemb-run PATH    the launcher (default: next to this program)\n"
 "  --mpi-bench PATH    the MPI program (default: shemb-bench-mpi next to\n"
-"                      this program)\n"
+"                      this program, else where it is installed)\n"
 "  --mpirun PATH       OpenMPI's launcher (default: found by configure)\n"
 "  --timeout SECONDS   limit of each job (default 300)\n"
 "  --csv FILE          append one line per provider, rank count and size\n";
@@ -596,6 +596,9 @@ static int locate(struct comm_opts *o, const char **self)
 		o->shemb_run = "shemb-run"; /* from PATH */
 	if (!o->mpi_bench && (s = comm_find_sibling("shemb-bench-mpi")))
 		o->mpi_bench = keep(mpi_path, sizeof(mpi_path), s);
+	/* installed: in pkglibexecdir */
+	if (!o->mpi_bench && access(BENCH_MPI_PROGRAM, X_OK) == 0)
+		o->mpi_bench = BENCH_MPI_PROGRAM;
 	if (!o->mpirun)
 		o->mpirun = *BENCH_MPIRUN ? BENCH_MPIRUN : "mpirun";
 	return *self ? 0 : -1;
@@ -673,8 +676,9 @@ int bench_comm(int argc, char **argv)
 		if (o.no_mpi || !o.mpi_bench)
 			snprintf(p[np].note[SEEN_MPI], sizeof(p->note[0]), "%s",
 				 o.no_mpi ? "OpenMPI skipped (--no-mpi)" :
-				 "shemb-bench-mpi was not built (no mpicc "
-				 "at configure time)");
+				 "no shemb-bench-mpi next to shemb-bench "
+				 "or in " BENCH_MPI_PROGRAM " (built "
+				 "only where configure finds mpicc)");
 		sweep_provider(&o, &p[np], self);
 		comm_print_table(&o, &p[np]);
 		comm_write_csv(&o, &p[np]);

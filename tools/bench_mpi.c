@@ -1,7 +1,7 @@
 /*
  * bench_mpi.c - the OpenMPI side of shemb-bench comm, built with mpicc
- * (tools/shemb-bench-mpi, not installed) and started by the benchmark
- * with mpirun:
+ * (tools/shemb-bench-mpi, installed in pkglibexecdir) and started by the
+ * benchmark with mpirun:
  *
  *   mpirun -np N shemb-bench-mpi --sizes B,B.. [--reps R] [--warmup W]
  *                                [--back-to-back K]
