@@ -26,4 +26,8 @@ grep -q "replicated" "$tmp/out" || fail "no plan listed"
 if "$bench" train --steps 0 > /dev/null 2>&1; then
 	fail "--steps 0 was accepted"
 fi
+# a bad value is named, with its option
+"$bench" train --batch 1x > /dev/null 2> "$tmp/bad"
+[ $? -eq 2 ] && grep -q "bad value '1x' for --batch" "$tmp/bad" ||
+	fail "a bad --batch: $(head -n 1 "$tmp/bad")"
 exit 0

@@ -253,6 +253,15 @@ static void csv_serve(const struct ckpt_opts *o, const char *dtype, int n,
 	bench_csv_end(f);
 }
 
+/* A failure outside the library, said here: -2 (the library's own are
+ * -1, said by the caller from its detail). */
+static int not_library(const char *what, const char *path)
+{
+	fprintf(stderr, "shemb-bench checkpoint: %s %s: %s\n", what, path,
+		strerror(errno));
+	return -2;
+}
+
 static int measure(shemb_ctx *ctx, shemb_table *t, const char *dir,
 		   const struct ckpt_opts *o, struct ckpt_times *m)
 {
@@ -262,7 +271,7 @@ static int measure(shemb_ctx *ctx, shemb_table *t, const char *dir,
 	snprintf(ckpt, sizeof(ckpt), "%s/ckpt", dir);
 	snprintf(ddfile, sizeof(ddfile), "%s/dd.bin", dir);
 	if (mkdir(ckpt, 0755) && errno != EEXIST)
-		return -1;
+		return not_library("cannot make the directory", ckpt);
 	bench_progress_next();
 	for (int r = 0; r < o->reps; r++) {
 		double t0, s, l, w, rd;
@@ -286,8 +295,10 @@ static int measure(shemb_ctx *ctx, shemb_table *t, const char *dir,
 		w = dd_time(ddfile, m->bytes, true);
 		rd = dd_time(ddfile, m->bytes, false);
 		unlink(ddfile);
-		if (w < 0 || rd < 0)
-			return -1;
+		if (w < 0 || rd < 0) {
+			errno = EIO;
+			return not_library("dd failed on", ddfile);
+		}
 		m->save = r == 0 || s < m->save ? s : m->save;
 		m->load = r == 0 || l < m->load ? l : m->load;
 		m->dd_write = r == 0 || w < m->dd_write ? w : m->dd_write;
@@ -511,7 +522,7 @@ static int run(const struct ckpt_opts *o, const char *dir)
 		report(o, &m);
 	if (!rc)
 		rc = serving(ctx, o, dir);
-	if (rc)
+	if (rc == -1)
 		fprintf(stderr, "shemb-bench checkpoint: %s\n",
 			shemb_ctx_last_error(ctx));
 	shemb_table_destroy(t);

@@ -294,14 +294,28 @@ static int pass_count(struct topts *o, int c, const char *arg)
 	};
 	const char **keep = c == 's' ? &o->steps : c == 'p' ? &o->passes :
 			    c == 'b' ? &o->batch : &o->scale;
-	char *end;
-	long long v = strtoll(arg, &end, 10);
+	char plain[24];
+	int64_t v;
 
-	if (*end || end == arg || v < 1)
+	/* a k, M or G suffix as the other modes take; the ranks get the
+	 * plain number */
+	if (comm_parse_count(arg, 1, INT32_MAX, &v))
 		return -1;
-	pass_opt(o, pass_names[c], arg);
-	*keep = arg;
+	snprintf(plain, sizeof(plain), "%lld", (long long)v);
+	pass_opt(o, pass_names[c], plain);
+	*keep = o->pass[o->npass - 1];
 	return 0;
+}
+
+static int apply(struct topts *o, int c, const char *arg);
+
+/* The long name of option c, for messages. */
+static const char *name_of(int c)
+{
+	for (const struct option *l = train_long; l->name; l++)
+		if (l->val == c)
+			return l->name;
+	return "?";
 }
 
 static int parse(int argc, char **argv, struct topts *o)
@@ -311,58 +325,79 @@ static int parse(int argc, char **argv, struct topts *o)
 	defaults(o);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "n:", train_long, &idx)) != -1) {
-		switch (c) {
-		case 'n':
-			o->nranks = comm_parse_list(optarg, 1, MAX_RANKS,
-						    o->ranks, MAX_RANKS);
-			if (o->nranks < 1)
-				return -1;
-			break;
-		case 'P':
-			o->provider = !strcmp(optarg, "tcp") ? "tcp;ofi_rxm"
-							     : optarg;
-			break;
-		case 's':
-		case 'p':
-		case 'b':
-		case 'c':
-			if (pass_count(o, c, optarg))
-				return -1;
-			break;
-		case 'd':
-			pass_opt(o, "--deterministic", NULL);
-			o->deterministic = true;
-			break;
-		case 'w':
-			if (strcmp(optarg, "f32") && strcmp(optarg, "bf16") &&
-			    strcmp(optarg, "f16"))
-				return -1;
-			pass_opt(o, "--wire", optarg);
-			o->wire = optarg;
-			break;
-		case 'a':
-			if (strcmp(optarg, "auto") && strcmp(optarg, "owner") &&
-			    strcmp(optarg, "requester"))
-				return -1;
-			pass_opt(o, "--pool-at", optarg);
-			o->pool_at = optarg;
-			break;
-		case 't':
-			o->timeout = atof(optarg);
-			break;
-		case 'R':
-			o->shemb_run = optarg;
-			break;
-		case 'C':
-			o->csv = optarg;
-			break;
-		default:
+		if (c == '?')
+			return -1; /* getopt said why */
+		if (apply(o, c, optarg)) {
+			fprintf(stderr, "shemb-bench train: bad value '%s' for "
+				"--%s\n", optarg ? optarg : "", name_of(c));
 			return -1;
 		}
 	}
 	if (!o->shemb_run)
 		o->shemb_run = comm_find_sibling("shemb-run");
-	return o->shemb_run && o->timeout > 0 ? 0 : -1;
+	if (!o->shemb_run) {
+		fprintf(stderr, "shemb-bench train: no shemb-run next to "
+			"this program (give --shemb-run PATH)\n");
+		return -1;
+	}
+	if (!(o->timeout > 0)) {
+		fprintf(stderr, "shemb-bench train: --timeout must be above "
+			"0\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int apply(struct topts *o, int c, const char *arg)
+{
+	switch (c) {
+	case 'n':
+		o->nranks = comm_parse_list(arg, 1, MAX_RANKS, o->ranks,
+					    MAX_RANKS);
+		if (o->nranks < 1)
+			return -1;
+		break;
+	case 'P':
+		o->provider = !strcmp(arg, "tcp") ? "tcp;ofi_rxm" : arg;
+		break;
+	case 's':
+	case 'p':
+	case 'b':
+	case 'c':
+		if (pass_count(o, c, arg))
+			return -1;
+		break;
+	case 'd':
+		pass_opt(o, "--deterministic", NULL);
+		o->deterministic = true;
+		break;
+	case 'w':
+		if (strcmp(arg, "f32") && strcmp(arg, "bf16") &&
+		    strcmp(arg, "f16"))
+			return -1;
+		pass_opt(o, "--wire", arg);
+		o->wire = arg;
+		break;
+	case 'a':
+		if (strcmp(arg, "auto") && strcmp(arg, "owner") &&
+		    strcmp(arg, "requester"))
+			return -1;
+		pass_opt(o, "--pool-at", arg);
+		o->pool_at = arg;
+		break;
+	case 't':
+		o->timeout = atof(arg);
+		break;
+	case 'R':
+		o->shemb_run = arg;
+		break;
+	case 'C':
+		o->csv = arg;
+		break;
+	default:
+		return -1;
+	}
+	return 0;
 }
 
 int bench_train(int argc, char **argv)
@@ -374,8 +409,7 @@ int bench_train(int argc, char **argv)
 
 	memset(&f, 0, sizeof(f));
 	if (!res || parse(argc, argv, &o)) {
-		fprintf(stderr, "shemb-bench train: bad options (or shemb-run "
-			"not found)\n%s", bench_train_usage);
+		fprintf(stderr, "%s", bench_train_usage);
 		free(res);
 		return 2;
 	}
