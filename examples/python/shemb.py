@@ -29,7 +29,7 @@ except ImportError:
 
 # enum values of shemb.h
 F32 = 0
-POOL_SUM, POOL_MEAN = 0, 1
+POOL_SUM, POOL_MEAN, POOL_MAX, POOL_NONE = 0, 1, 2, 3
 OPT_SGD, OPT_ADAGRAD = 0, 1
 
 
@@ -68,10 +68,11 @@ class Bags(ctypes.Structure):
 
 
 class Error(Exception):
-    """A call of the library failed: its code and detail."""
+    """A call of the library failed: its code (and its name) and
+    detail."""
 
-    def __init__(self, call, code, detail):
-        super().__init__("%s: %d: %s" % (call, code, detail))
+    def __init__(self, call, code, name, detail):
+        super().__init__("%s: %s (%d): %s" % (call, name, code, detail))
         self.code = code
 
 
@@ -79,6 +80,8 @@ def _load(path=None):
     lib = ctypes.CDLL(path or os.environ.get("SHEMB_LIB", "libshemb.so.0"))
     p = ctypes.c_void_p
     lib.shemb_version_string.restype = ctypes.c_char_p
+    lib.shemb_strerror.restype = ctypes.c_char_p
+    lib.shemb_strerror.argtypes = [ctypes.c_int]
     lib.shemb_ctx_last_error.restype = ctypes.c_char_p
     lib.shemb_ctx_last_error.argtypes = [p]
     lib.shemb_ctx_attr_init_size.argtypes = [p, ctypes.c_size_t]
@@ -111,6 +114,14 @@ def _address(buf, typecode):
     return ctypes.addressof((ctype * len(view)).from_buffer(buf))
 
 
+def _room(buf, floats, what):
+    """The library writes floats values into buf (or reads them): a
+    shorter buffer is refused here, as C cannot tell."""
+    if len(memoryview(buf)) < floats:
+        raise ValueError("%s holds %d floats, the call needs %d" %
+                         (what, len(memoryview(buf)), floats))
+
+
 class Context:
     """A shemb_ctx of one rank on the CPU, with the library's defaults
     (world size and rank from the environment when a launcher set
@@ -126,8 +137,9 @@ class Context:
 
     def _check(self, call, rc):
         if rc != 0:
-            raise Error(call, rc, (self.lib.shemb_ctx_last_error(
-                getattr(self, "ptr", None)) or b"").decode())
+            raise Error(call, rc, self.lib.shemb_strerror(rc).decode(),
+                        (self.lib.shemb_ctx_last_error(
+                            getattr(self, "ptr", None)) or b"").decode())
 
     def table(self, rows, dim, optimizer=OPT_SGD, lr=0.01, name="table"):
         a = TableAttr()
@@ -164,8 +176,12 @@ class Table:
         b.ids = _address(ids, "q") if len(ids) else None
         return b
 
+    def _rows_of(self, b, pooling):
+        return (b.nids if pooling == POOL_NONE else b.nbags) * self.dim
+
     def lookup(self, offsets, ids, out, pooling=POOL_SUM, keep_plan=True):
         b = self._bags(offsets, ids, pooling)
+        _room(out, self._rows_of(b, pooling), "out")
         outp = ctypes.c_void_p(_address(out, "f"))
         self.ctx._check("shemb_lookup", self.ctx.lib.shemb_lookup(
             self.ctx.ptr, 1, ctypes.byref(b), ctypes.byref(outp),
@@ -173,11 +189,13 @@ class Table:
 
     def backward(self, offsets, ids, grad, pooling=POOL_SUM):
         b = self._bags(offsets, ids, pooling)
+        _room(grad, self._rows_of(b, pooling), "grad")
         gp = ctypes.c_void_p(_address(grad, "f"))
         self.ctx._check("shemb_backward", self.ctx.lib.shemb_backward(
             self.ctx.ptr, 1, ctypes.byref(b), ctypes.byref(gp)))
 
     def read_rows(self, ids, out):
+        _room(out, len(ids) * self.dim, "out")
         self.ctx._check("shemb_table_read_rows",
                         self.ctx.lib.shemb_table_read_rows(
                             self.ptr, len(ids), _address(ids, "q"),
@@ -289,6 +307,12 @@ def train(steps=60, check=False):
         except Error as e:
             if e.code != -1 or "outside" not in str(e):  # SHEMB_EINVAL
                 raise SystemExit("a bad id gave %s" % e)
+        try:  # an output too short for the bags is refused, not written
+            table.lookup(array.array("q", [0, 1, 2]),
+                         array.array("q", [3, 4]), array.array("f", [0]))
+            raise SystemExit("a lookup into 1 float of 2 bags ran")
+        except ValueError:
+            pass
     table.close()
     ctx.close()
     if check and not last < 0.2 * first:
