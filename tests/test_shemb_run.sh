@@ -320,35 +320,31 @@ printf 'true\n' > "$tmp/not-executable"
 launch noexec2 10 -n 1 "$tmp/not-executable"
 expect noexec2 127
 
-# ---- signals: SIGTERM to the launcher reaches every rank
-echo "+ shemb-run -n 3 rank.sh forward sleep; kill -TERM shemb-run"
-timeout -k 2 10 "$run" -n 3 "$tmp/rank.sh" forward sleep \
-	> "$tmp/forward.out" 2> "$tmp/forward.err" &
-bg=$!
-wait_pids forward 3
-read -r pid launcher < "$tmp/forward.pid.0"
-kill -TERM "$launcher" || fail "forward: cannot signal the launcher"
-wait "$bg"
-st=$?
-expect forward 143
+# ---- signals: each forwarded one reaches every rank
+# signal_job CASE SIGNAL STATUS: SIGNAL to the launcher of 3 sleeping
+# ranks ends it with STATUS, and leaves no rank running
+signal_job()
+{
+	echo "+ shemb-run -n 3 rank.sh $1 sleep; kill -$2 shemb-run"
+	timeout -k 2 10 "$run" -n 3 "$tmp/rank.sh" "$1" sleep \
+		> "$tmp/$1.out" 2> "$tmp/$1.err" &
+	bg=$!
+	wait_pids "$1" 3
+	read -r pid launcher < "$tmp/$1.pid.0"
+	kill -"$2" "$launcher" || fail "$1: cannot signal the launcher"
+	wait "$bg"
+	st=$?
+	expect "$1" "$3"
+	kill -0 "$launcher" 2> /dev/null &&
+		fail "$1: the launcher is still there"
+	gone "$1" 3
+}
+
+signal_job forward TERM 143
 grep -q '^shemb-run: rank [0-2] was killed by signal 15' \
 	"$tmp/forward.err" || fail "forward: no line about the first rank"
-kill -0 "$launcher" 2> /dev/null && fail "forward: the launcher is still there"
-gone forward 3
-
-# ---- ... and so does SIGQUIT (Ctrl-\), which once left them running
-echo "+ shemb-run -n 3 rank.sh quit sleep; kill -QUIT shemb-run"
-timeout -k 2 10 "$run" -n 3 "$tmp/rank.sh" quit sleep \
-	> "$tmp/quit.out" 2> "$tmp/quit.err" &
-bg=$!
-wait_pids quit 3
-read -r pid launcher < "$tmp/quit.pid.0"
-kill -QUIT "$launcher" || fail "quit: cannot signal the launcher"
-wait "$bg"
-st=$?
-expect quit 131
-kill -0 "$launcher" 2> /dev/null && fail "quit: the launcher is still there"
-gone quit 3
+# Ctrl-\ too, which once left the ranks running
+signal_job quit QUIT 131
 
 # ---- usage
 launch help 10 --help

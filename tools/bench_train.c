@@ -309,6 +309,12 @@ static int pass_count(struct topts *o, int c, const char *arg)
 
 static int apply(struct topts *o, int c, const char *arg);
 
+static int refused(const char *why)
+{
+	fprintf(stderr, "shemb-bench train: %s\n", why);
+	return -1;
+}
+
 /* The long name of option c, for messages. */
 static const char *name_of(int c)
 {
@@ -335,16 +341,11 @@ static int parse(int argc, char **argv, struct topts *o)
 	}
 	if (!o->shemb_run)
 		o->shemb_run = comm_find_sibling("shemb-run");
-	if (!o->shemb_run) {
-		fprintf(stderr, "shemb-bench train: no shemb-run next to "
-			"this program (give --shemb-run PATH)\n");
-		return -1;
-	}
-	if (!(o->timeout > 0)) {
-		fprintf(stderr, "shemb-bench train: --timeout must be above "
-			"0\n");
-		return -1;
-	}
+	if (!o->shemb_run)
+		return refused("no shemb-run next to this program (give "
+			       "--shemb-run PATH)");
+	if (!(o->timeout > 0))
+		return refused("--timeout must be above 0");
 	return 0;
 }
 
