@@ -264,6 +264,7 @@ static const struct option train_long[] = {
 	{ "timeout", required_argument, NULL, 't' },
 	{ "shemb-run", required_argument, NULL, 'R' },
 	{ "csv", required_argument, NULL, 'C' },
+	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -307,50 +308,10 @@ static int pass_count(struct topts *o, int c, const char *arg)
 	return 0;
 }
 
-static int apply(struct topts *o, int c, const char *arg);
-
-static int refused(const char *why)
+static int apply(void *opts, int c, const char *arg)
 {
-	fprintf(stderr, "shemb-bench train: %s\n", why);
-	return -1;
-}
+	struct topts *o = opts;
 
-/* The long name of option c, for messages. */
-static const char *name_of(int c)
-{
-	for (const struct option *l = train_long; l->name; l++)
-		if (l->val == c)
-			return l->name;
-	return "?";
-}
-
-static int parse(int argc, char **argv, struct topts *o)
-{
-	int c, idx;
-
-	defaults(o);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "n:", train_long, &idx)) != -1) {
-		if (c == '?')
-			return -1; /* getopt said why */
-		if (apply(o, c, optarg)) {
-			fprintf(stderr, "shemb-bench train: bad value '%s' for "
-				"--%s\n", optarg ? optarg : "", name_of(c));
-			return -1;
-		}
-	}
-	if (!o->shemb_run)
-		o->shemb_run = comm_find_sibling("shemb-run");
-	if (!o->shemb_run)
-		return refused("no shemb-run next to this program (give "
-			       "--shemb-run PATH)");
-	if (!(o->timeout > 0))
-		return refused("--timeout must be above 0");
-	return 0;
-}
-
-static int apply(struct topts *o, int c, const char *arg)
-{
 	switch (c) {
 	case 'n':
 		o->nranks = comm_parse_list(arg, 1, MAX_RANKS, o->ranks,
@@ -398,6 +359,32 @@ static int apply(struct topts *o, int c, const char *arg)
 	default:
 		return -1;
 	}
+	return 0;
+}
+
+static void help(void)
+{
+	fputs(bench_train_usage, stdout);
+}
+
+static int refused(const char *why)
+{
+	fprintf(stderr, "shemb-bench train: %s\n", why);
+	return -1;
+}
+
+static int parse(int argc, char **argv, struct topts *o)
+{
+	defaults(o);
+	if (bench_parse_opts(argc, argv, train_long, apply, o, help))
+		return -1;
+	if (!o->shemb_run)
+		o->shemb_run = comm_find_sibling("shemb-run");
+	if (!o->shemb_run)
+		return refused("no shemb-run next to this program (give "
+			       "--shemb-run PATH)");
+	if (!(o->timeout > 0))
+		return refused("--timeout must be above 0");
 	return 0;
 }
 
