@@ -6,6 +6,7 @@
  * is shared.  Every variant computes in the same order, so all give the
  * same bits (fp contraction is off).
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -33,6 +34,10 @@ static void store_bf16(uint16_t *restrict dst, const float *restrict src,
 		dst[c] = shemb__f32_to_bf16(src[c]);
 }
 
+/* Above this scale, code * scale may exceed the largest float although
+ * code * scale + bias does not. */
+#define INT8_WIDE_SCALE (FLT_MAX / 256)
+
 /* A SHEMB_INT8 row of n values (lib/mem_ops.h): codes, then at the next
  * multiple of 4 bytes its scale and bias. */
 static void load_int8(const void *src, float *dst, int64_t n)
@@ -41,12 +46,39 @@ static void load_int8(const void *src, float *dst, int64_t n)
 	float sb[2];
 
 	memcpy(sb, q + ((n + 3) & ~(int64_t)3), sizeof(sb));
+	if (sb[0] > INT8_WIDE_SCALE) { /* code * scale alone may overflow */
+		for (int64_t c = 0; c < n; c++)
+			dst[c] = (float)((double)q[c] * sb[0] + sb[1]);
+		return;
+	}
 	for (int64_t c = 0; c < n; c++)
 		dst[c] = (float)q[c] * sb[0] + sb[1];
 }
 
+/* A row whose range exceeds the largest float: its scale and codes come
+ * from the range in double, which holds it (in float, the scale was
+ * inf and every value read back NaN). */
+static void store_int8_wide(uint8_t *q, const float *src, int64_t n,
+			    float lo, float hi, float *sb)
+{
+	sb[0] = (float)(((double)hi - lo) / 255.0);
+	for (int64_t c = 0; c < n; c++) {
+		double k = nearbyint(((double)src[c] - lo) / sb[0]);
+
+		q[c] = (uint8_t)(k < 0 ? 0 : k > 255 ? 255 : k);
+	}
+}
+
 /* Quantised as FBGEMM's fused 8-bit rows: bias the row's least value,
  * scale its range / 255, each code the nearest of 0 .. 255. */
+static bool row_finite(const float *src, int64_t n)
+{
+	for (int64_t c = 0; c < n; c++)
+		if (!isfinite(src[c]))
+			return false;
+	return true;
+}
+
 static void store_int8(void *dst, const float *src, int64_t n)
 {
 	uint8_t *q = dst;
@@ -58,10 +90,18 @@ static void store_int8(void *dst, const float *src, int64_t n)
 	}
 	sb[0] = (hi - lo) / 255.0f;
 	sb[1] = lo;
-	for (int64_t c = 0; c < n; c++) {
-		float k = sb[0] > 0 ? nearbyintf((src[c] - lo) / sb[0]) : 0;
+	if (!row_finite(src, n)) { /* no code stands for it: all NaN */
+		sb[0] = sb[1] = NAN;
+		memset(q, 0, (size_t)n);
+	} else if (isinf(sb[0])) {
+		store_int8_wide(q, src, n, lo, hi, sb);
+	} else {
+		for (int64_t c = 0; c < n; c++) {
+			float k = sb[0] > 0 ? nearbyintf((src[c] - lo) / sb[0])
+					    : 0;
 
-		q[c] = (uint8_t)(k < 0 ? 0 : k > 255 ? 255 : k);
+			q[c] = (uint8_t)(k < 0 ? 0 : k > 255 ? 255 : k);
+		}
 	}
 	for (int64_t c = n; c < ((n + 3) & ~(int64_t)3); c++)
 		q[c] = 0;

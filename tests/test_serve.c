@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -411,6 +412,102 @@ START_TEST(int8_rows)
 }
 END_TEST
 
+/* A checkpoint in dir of an SGD table (lr 1) of ROWS x DIM rows v, after
+ * one step that sends column 1 of row `inf_row` past the largest float. */
+static void save_with_inf_row(shemb_ctx *ctx, const char *dir,
+			      const float *v, int64_t inf_row)
+{
+	struct shemb_table_attr a;
+	int64_t *ids = tu_malloc(ROWS * sizeof(*ids)), offsets[2] = { 0, 1 };
+	float out[DIM], grad[DIM] = { 0, -FLT_MAX, 0, 0 }, *o = out;
+	const float *g = grad;
+	struct shemb_bags b;
+	shemb_table *t;
+
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = DIM;
+	a.lr = 1;
+	t = tu_table_attr(ctx, &a);
+	for (int64_t r = 0; r < ROWS; r++)
+		ids[r] = r;
+	ck_assert_int_eq(shemb_table_write_rows(t, ROWS, ids, v, SHEMB_F32,
+						0), 0);
+	shemb_bags_init(&b);
+	b.table = t;
+	b.nbags = 1;
+	b.nids = 1;
+	b.offsets = offsets;
+	b.ids = &inf_row;
+	ck_assert_int_eq(shemb_lookup(ctx, 1, &b, &o, 0), 0);
+	ck_assert_int_eq(shemb_backward(ctx, 1, &b, &g), 0);
+	ck_assert_int_eq(shemb_table_read_rows(t, 1, &inf_row, out,
+					       SHEMB_F32), 0);
+	ck_assert(isinf(out[1]));
+	ck_assert_int_eq(shemb_table_save(t, dir, 0), 0);
+	shemb_table_destroy(t);
+	free(ids);
+}
+
+/* Rows whose range exceeds the largest float (up to 2 * FLT_MAX) read
+ * back finite, each value within half a step of the saved one, the step
+ * being the row's range / 255 taken exactly (in double); a row holding
+ * an infinity reads back NaN. */
+START_TEST(int8_rows_of_any_finite_range)
+{
+	static const float wide[5][DIM] = {
+		{ -FLT_MAX, FLT_MAX, 0.0f, 1e38f },
+		{ -3e38f, -1e38f, 2e38f, 3.3e38f },
+		{ 1.0f, -2e38f, 2e38f, -1.0f },
+		{ -1.5f, 0.25f, 3.0f, 2.0f },
+		{ 1.0f, 3e38f, 2.0f, 3.0f }, /* column 1 becomes inf */
+	};
+	shemb_ctx *ctx;
+	shemb_table *u = NULL;
+	struct shemb_table_attr a;
+	float *x = tu_malloc(ROWS * DIM * 4), *got;
+	char *dir = tu_temp_dir("test_serve");
+
+	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
+	for (int64_t i = 0; i < ROWS; i++)
+		memcpy(x + i * DIM, wide[i % 5], sizeof(wide[0]));
+	save_with_inf_row(ctx, dir, x, 4);
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = DIM;
+	a.dtype = SHEMB_INT8;
+	a.read_only = 1;
+	ck_assert_int_eq(shemb_table_load(ctx, dir, &a, &u), 0);
+	got = tu_read_all_f32(u);
+	for (int c = 0; c < DIM; c++)
+		ck_assert(isnan(got[4 * DIM + c]));
+	for (int64_t i = 0; i < ROWS; i++) {
+		const float *w = wide[i % 5];
+		double lo = w[0], hi = w[0], half;
+
+		if (i == 4)
+			continue;
+		for (int c = 1; c < DIM; c++) {
+			lo = w[c] < lo ? w[c] : lo;
+			hi = w[c] > hi ? w[c] : hi;
+		}
+		half = (hi - lo) / 255 * 0.5001;
+		for (int c = 0; c < DIM; c++) {
+			float g = got[i * DIM + c];
+
+			ck_assert_msg(isfinite(g) && fabs((double)g - w[c]) <=
+					  half, "row %lld value %d: %g for %g",
+				      (long long)i, c, g, w[c]);
+		}
+	}
+	free(got);
+	free(x);
+	shemb_table_destroy(u);
+	shemb_ctx_destroy(ctx);
+	tu_remove_dir(dir);
+}
+END_TEST
+
 /* ---- lookups during reloads ---- */
 
 struct reader {
@@ -538,6 +635,7 @@ int main(void)
 	tcase_add_test(tc, reload_needs_room_for_two_copies);
 	tcase_add_test(tc, rows_stored_narrower);
 	tcase_add_test(tc, int8_rows);
+	tcase_add_test(tc, int8_rows_of_any_finite_range);
 	tcase_add_test(tc, lookups_see_one_checkpoint);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
