@@ -219,6 +219,9 @@ uint64_t shemb__dist_signature(int kind, const struct shemb__step *st)
 	for (int g = 0; g < st->ngroups; g++) {
 		const shemb_table *t = st->groups[g].table;
 
+		/* table_id may repeat: the same table is the one created
+		 * in the same place on every rank */
+		h = shemb__mix64(h ^ t->created);
 		h = shemb__mix64(h ^ (uint64_t)t->attr.table_id);
 		h = shemb__mix64(h ^ (uint64_t)t->shard.kind);
 	}

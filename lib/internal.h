@@ -75,6 +75,8 @@ struct shemb_ctx {
 				       * had no memory to remember one */
 	int64_t next_table_id;
 	uint64_t next_table_serial;
+	uint64_t tables_created;      /* successfully: numbers them alike
+				       * on every rank */
 	uint64_t *rank_bytes;         /* world > 1: table bytes each rank
 				       * holds, for choosing owners */
 	uint64_t *rank_budget;        /* ... and each rank's host budget,
@@ -106,6 +108,9 @@ struct shemb_table {
 	shemb_ctx *ctx;
 	struct shemb_table *prev, *next;
 	uint64_t serial;              /* lock order in multi-table calls */
+	uint64_t created;             /* its place among the tables made
+				       * (the same on every rank: steps
+				       * compare it; serial may differ) */
 	bool auto_id;                 /* table_id given by the context */
 	struct shemb_table_attr attr; /* effective; attr.name -> name */
 	char *name;

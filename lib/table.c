@@ -287,6 +287,7 @@ static void link_table(shemb_table *t)
 	shemb_ctx *ctx = t->ctx;
 
 	pthread_mutex_lock(&ctx->lock);
+	t->created = ctx->tables_created++;
 	t->next = ctx->tables;
 	if (ctx->tables)
 		ctx->tables->prev = t;

@@ -15,9 +15,10 @@
  * every table must equal the reference within 1e-5 relative (bf16 tables:
  * within their rounding), and bit for bit with --deterministic.
  *
- * Along the way: a table created differently on one rank, a bad id and a
- * non-finite gradient on one rank must fail the call on every rank and
- * change nothing.  Every few steps every rank writes rows (colliding ids,
+ * Along the way: a table created differently on one rank, a table other
+ * than the rest's (of the same table_id), a bad id and a non-finite
+ * gradient on one rank must fail the call on every rank and change
+ * nothing.  Every few steps every rank writes rows (colliding ids,
  * with and without resetting the optimizer state), after a write that one
  * rank's non-finite value fails everywhere.  At the end: bad shard attrs
  * are refused, the plans are described, SHARD_AUTO heeds the ranks' host
@@ -232,6 +233,76 @@ static void check_create_mismatch(void)
 	if (rc != SHEMB_ENOMEM || t)
 		FAIL("a table too large for rank %d: %d: %s", world - 1, rc,
 		     shemb_ctx_last_error(ctx));
+}
+
+/* Every row of t (16 x 4) must be want. */
+static void rows_all(shemb_table *t, float want, const char *what)
+{
+	int64_t ids[16];
+	float v[16 * 4];
+
+	for (int i = 0; i < 16; i++)
+		ids[i] = i;
+	CHECK_RC(ctx, shemb_table_read_rows(t, 16, ids, v, SHEMB_F32));
+	for (int i = 0; i < 16 * 4; i++)
+		if (v[i] != want)
+			FAIL("%s: row %d holds %g, not %g", what, i / 4, v[i],
+			     want);
+}
+
+/* Two tables may share a table_id: a step where the last rank passes the
+ * other one than the rest must fail on every rank and change nothing.
+ * Before, the ranks compared table_ids only: the lookup mixed the two
+ * tables' rows, and its backward updated each rank's own table. */
+static void check_tables_alike_in_id(void)
+{
+	int64_t offsets[2] = { 0, 16 }, ids[16];
+	float out[4], grad[4] = { 1, 1, 1, 1 }, *o = out;
+	const float *g = grad;
+	struct shemb_table_attr a;
+	struct shemb_bags b;
+	shemb_table *t[2];
+	int rc;
+
+	if (world == 1)
+		return;
+	for (int i = 0; i < 2; i++) {
+		shemb_table_attr_init(&a);
+		a.rows = 16;
+		a.dim = 4;
+		a.shard = SHEMB_SHARD_ROW;
+		a.table_id = 777;
+		a.init = SHEMB_INIT_CONSTANT;
+		a.init_value = i ? 100 : 1;
+		a.lr = 1;
+		CHECK_RC(ctx, shemb_table_create(ctx, &a, &t[i]));
+	}
+	for (int i = 0; i < 16; i++)
+		ids[i] = i;
+	shemb_bags_init(&b);
+	b.table = t[rank == world - 1];
+	b.nbags = 1;
+	b.offsets = offsets;
+	b.nids = 16;
+	b.ids = ids;
+	rc = shemb_lookup(ctx, 1, &b, &o, 0);
+	if (rc != SHEMB_EINVAL || !strstr(shemb_ctx_last_error(ctx),
+					  "other tables"))
+		FAIL("a lookup of two tables of one table_id: %d: %s", rc,
+		     shemb_ctx_last_error(ctx));
+	rows_all(t[0], 1, "first table after the refused lookup");
+	rows_all(t[1], 100, "second table after the refused lookup");
+	/* in step: each row gets a gradient of 1 from every rank */
+	b.table = t[0];
+	CHECK_RC(ctx, shemb_lookup(ctx, 1, &b, &o, 0));
+	for (int c = 0; c < 4; c++)
+		if (out[c] != 16)
+			FAIL("lookup of the first table: %g, not 16", out[c]);
+	CHECK_RC(ctx, shemb_backward(ctx, 1, &b, &g));
+	rows_all(t[0], 1 - (float)world, "first table after a backward");
+	rows_all(t[1], 100, "second table after the first's backward");
+	CHECK_RC(ctx, shemb_table_destroy(t[0]));
+	CHECK_RC(ctx, shemb_table_destroy(t[1]));
 }
 
 /* Bad shard attrs fail on every rank alike, before any exchange. */
@@ -1553,6 +1624,7 @@ int main(int argc, char **argv)
 	if (cold_dir[0] && !mkdtemp(cold_dir))
 		FAIL("mkdtemp %s failed", cold_dir);
 	check_create_mismatch();
+	check_tables_alike_in_id();
 	make_tables();
 	read_initial();
 	check_exact_read();
