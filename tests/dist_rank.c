@@ -250,10 +250,11 @@ static void rows_all(shemb_table *t, float want, const char *what)
 			     want);
 }
 
-/* Two tables may share a table_id: a step where the last rank passes the
- * other one than the rest must fail on every rank and change nothing.
- * Before, the ranks compared table_ids only: the lookup mixed the two
- * tables' rows, and its backward updated each rank's own table. */
+/* Two tables may share a table_id: a lookup or a row write where the
+ * last rank passes the other one than the rest must fail on every rank
+ * and change nothing.  Before, the ranks compared table_ids only: the
+ * lookup mixed the two tables' rows, its backward updated each rank's own
+ * table, and the write wrote both. */
 static void check_tables_alike_in_id(void)
 {
 	int64_t offsets[2] = { 0, 16 }, ids[16];
@@ -292,6 +293,16 @@ static void check_tables_alike_in_id(void)
 		     shemb_ctx_last_error(ctx));
 	rows_all(t[0], 1, "first table after the refused lookup");
 	rows_all(t[1], 100, "second table after the refused lookup");
+	for (int i = 0; i < 4; i++)
+		out[i] = 7;
+	rc = shemb_table_write_rows(t[rank == world - 1], 1, ids, out,
+				    SHEMB_F32, 0);
+	if (rc != SHEMB_EINVAL || !strstr(shemb_ctx_last_error(ctx),
+					  "other tables"))
+		FAIL("a write of two tables of one table_id: %d: %s", rc,
+		     shemb_ctx_last_error(ctx));
+	rows_all(t[0], 1, "first table after the refused write");
+	rows_all(t[1], 100, "second table after the refused write");
 	/* in step: each row gets a gradient of 1 from every rank */
 	b.table = t[0];
 	CHECK_RC(ctx, shemb_lookup(ctx, 1, &b, &o, 0));
