@@ -19,7 +19,8 @@ struct meta {
 	uint64_t sig;
 	uint64_t bytes;     /* of the next message to the receiver */
 	uint32_t offers;    /* SHEMB__OFFER_* bits */
-	char why[100];      /* the failure's detail, when status is set */
+	char why[228];      /* the failure's detail, when status is set
+			     * (the record: 256 bytes) */
 };
 
 int shemb__xchg_init(struct shemb__xchg *x, int world)

@@ -250,6 +250,29 @@ static void rows_all(shemb_table *t, float want, const char *what)
 			     want);
 }
 
+/* The last rank's detail of a failed lookup reaches the others whole,
+ * up to its end (the id), the table's name taking 98 characters of it.
+ * Before, the others got 99 characters of it. */
+static void check_detail_relayed(shemb_table *t)
+{
+	int64_t offsets[2] = { 0, 1 }, id = rank == world - 1 ? 1000 : 1;
+	float out[4], *o = out;
+	struct shemb_bags b;
+	const char *why;
+	int rc;
+
+	shemb_bags_init(&b);
+	b.table = t;
+	b.nbags = 1;
+	b.offsets = offsets;
+	b.nids = 1;
+	b.ids = &id;
+	rc = shemb_lookup(ctx, 1, &b, &o, 0);
+	why = shemb_ctx_last_error(ctx);
+	if (rc != SHEMB_EINVAL || !strstr(why, "id 1000 outside [0, 16)"))
+		FAIL("a bad id on rank %d: %d: %s", world - 1, rc, why);
+}
+
 /* Two tables may share a table_id: a lookup or a row write where the
  * last rank passes the other one than the rest must fail on every rank
  * and change nothing.  Before, the ranks compared table_ids only: the
@@ -276,6 +299,9 @@ static void check_tables_alike_in_id(void)
 		a.init = SHEMB_INIT_CONSTANT;
 		a.init_value = i ? 100 : 1;
 		a.lr = 1;
+		a.name = i ? NULL : "a_table_whose_name_takes_nearly_"
+				    "characters_of_the_detail_of_an_error_"
+				    "a_hundred_xxxxxxxxxxxxxxxxxxx";
 		CHECK_RC(ctx, shemb_table_create(ctx, &a, &t[i]));
 	}
 	for (int i = 0; i < 16; i++)
@@ -312,6 +338,7 @@ static void check_tables_alike_in_id(void)
 	CHECK_RC(ctx, shemb_backward(ctx, 1, &b, &g));
 	rows_all(t[0], 1 - (float)world, "first table after a backward");
 	rows_all(t[1], 100, "second table after the first's backward");
+	check_detail_relayed(t[0]);
 	CHECK_RC(ctx, shemb_table_destroy(t[0]));
 	CHECK_RC(ctx, shemb_table_destroy(t[1]));
 }

@@ -644,7 +644,7 @@ START_TEST(backward_with_other_bags_is_einval)
 END_TEST
 
 /*
- * SEMANTICS asks for the same offsets also without pooling.
+ * shemb_backward(3) asks for the same offsets also without pooling:
  * POOL_NONE sets pair by their offsets too, although their gradient does
  * not depend on them: other offsets are other bags.
  */
