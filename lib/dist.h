@@ -313,6 +313,10 @@ void shemb__pool_combine(const struct shemb__step *st, int g,
 void shemb__pool_pack_grads(const struct shemb__step *st, int g,
 			    const struct shemb__plan *p,
 			    const float *const *grad, int o, char *at);
+int shemb__pool_backward_coefs(const struct shemb__step *st, int g,
+			       const struct shemb__plan *p, float **out);
+void shemb__pool_take_coefs(struct shemb__route *r, int peer,
+			    const char *coefs);
 
 /* dist_dense.c: small replicated tables outside deterministic mode
  * exchange their gradients as one dense allreduce */

@@ -4,11 +4,13 @@
  * dist.h).
  *
  * Message to each peer: one int64 per table of the call (the number of
- * ids of a replicated table, else 0), then per table: for a replicated
+ * ids of a replicated table; for a table whose bags the owners pooled, 1
+ * if weights follow its rows; else 0), then per table: for a replicated
  * table its ids and their occurrence counts (int64) first; then the fp32
  * gradient rows, of the receiver's columns, for the ids the receiver got
  * in the lookup (or the ids just listed), in that order: one row per id,
- * or in deterministic mode one per occurrence.
+ * or in deterministic mode one per occurrence; pooled, one per pair, then
+ * maybe the weight of each id the receiver got (fp32, padded to 8 bytes).
  */
 #include "lib/dist.h"
 #include "lib/ckpt_io.h"
@@ -25,6 +27,8 @@
  * wire dtype. */
 struct grads {
 	void *rows;
+	float *coefs;   /* pooled at the owners: the backward's weights of
+			 * their ids, or NULL (dist_pool.c) */
 };
 
 static size_t grad_bytes(const shemb_table *t)
@@ -92,8 +96,10 @@ static int make_grads(struct shemb__step *st, int g, const float *const *grad,
 	struct shemb__update_job job;
 	int rc;
 
-	if (p->route->pooled)
-		return 0; /* the bags' own gradient rows go to the owners */
+	if (p->route->pooled) { /* the bags' own gradient rows go */
+		rc = shemb__pool_backward_coefs(st, g, p, &out->coefs);
+		return rc ? shemb__fail(st->ctx, rc, "no memory") : 0;
+	}
 	sets = calloc((size_t)grp->nsets + 1, sizeof(*sets));
 	job = shemb__plan_job(p, &v, grp->nsets, sets);
 	out->rows = malloc((size_t)n * (size_t)t->attr.dim * sizeof(float) + 8);
@@ -111,7 +117,15 @@ static int make_grads(struct shemb__step *st, int g, const float *const *grad,
 		  : 0;
 }
 
-static size_t bytes_to(const struct shemb__step *st, int g, int peer)
+/* The weights of pooled ids sent to peer. */
+static size_t coef_bytes(const struct shemb__route *r, int peer)
+{
+	return shemb__pad8(4 * (size_t)(r->occ_first[peer + 1] -
+					r->occ_first[peer]));
+}
+
+static size_t bytes_to(const struct shemb__step *st, const struct grads *gr,
+		       int g, int peer)
 {
 	const shemb_table *t = st->groups[g].table;
 	const struct shemb__plan *p = t->plan;
@@ -124,7 +138,8 @@ static size_t bytes_to(const struct shemb__step *st, int g, int peer)
 	if (!replicated(t) && p->route->pooled)
 		return shemb__pad8((size_t)(p->route->pair_first[peer + 1] -
 				     p->route->pair_first[peer]) *
-			    (size_t)t->attr.dim * sizeof(float));
+			    (size_t)t->attr.dim * sizeof(float)) +
+		       (gr->coefs ? coef_bytes(p->route, peer) : 0);
 	shemb__route_slots(p->route, peer, &lo, &hi);
 	for (int64_t s = lo; s < hi; s++)
 		rows += rows_of(p, p->route->unique_at[s], occ);
@@ -149,13 +164,19 @@ static void pack_one(const struct shemb__step *st, int g, int peer,
 		return;
 	}
 	if (!replicated(t) && p->route->pooled) {
-		*count = 0;
-		shemb__pool_pack_grads(st, g, p, grad, peer, *at);
-		int64_t np = p->route->pair_first[peer + 1] -
-			     p->route->pair_first[peer];
+		const struct shemb__route *r = p->route;
+		int64_t np = r->pair_first[peer + 1] - r->pair_first[peer];
+		int64_t no = r->occ_first[peer + 1] - r->occ_first[peer];
 
+		*count = gr->coefs != NULL;
+		shemb__pool_pack_grads(st, g, p, grad, peer, *at);
 		*at = shemb__zero_pad(*at, (size_t)np * (size_t)t->attr.dim *
 						   sizeof(float));
+		if (gr->coefs) {
+			memcpy(*at, gr->coefs + r->occ_first[peer],
+			       4 * (size_t)no);
+			*at = shemb__zero_pad(*at, 4 * (size_t)no);
+		}
 		return;
 	}
 	shemb__route_slots(p->route, peer, &lo, &hi);
@@ -224,15 +245,36 @@ static int64_t rows_from(const struct shemb__step *st, int g, int peer,
 	return shemb__route_rows_from(r, peer, occ);
 }
 
-static size_t part_bytes(const struct shemb__step *st, int g, int peer,
+/* The bytes of peer's gradient rows of table g at seg. */
+static size_t rows_bytes(const struct shemb__step *st, int g, int peer,
 			 const char *seg, int64_t count)
 {
 	const shemb_table *t = st->groups[g].table;
 	int c0, nc = ncols_at(t, t->shard.rank, &c0);
 
-	return (replicated(t) ? 16 * (size_t)count : 0) +
-	       shemb__pad8((size_t)rows_from(st, g, peer, seg, count) *
+	return shemb__pad8((size_t)rows_from(st, g, peer, seg, count) *
 			   (size_t)nc * grad_bytes(t));
+}
+
+/* Pooled at the owners: weights follow peer's rows of table g (count). */
+static bool coefs_follow(const struct shemb__step *st, int g, int64_t count)
+{
+	const shemb_table *t = st->groups[g].table;
+
+	return !replicated(t) && t->plan->route->pooled && count;
+}
+
+static size_t part_bytes(const struct shemb__step *st, int g, int peer,
+			 const char *seg, int64_t count)
+{
+	const shemb_table *t = st->groups[g].table;
+	const struct shemb__route *r = t->plan->route;
+	size_t n = rows_bytes(st, g, peer, seg, count);
+
+	if (coefs_follow(st, g, count))
+		n += shemb__pad8(4 * (size_t)(r->from_first[peer + 1] -
+					      r->from_first[peer]));
+	return (replicated(t) ? 16 * (size_t)count : 0) + n;
 }
 
 /* Where each table's part of each peer's message starts: start[p * G + g].
@@ -457,6 +499,14 @@ static int prepare_part(struct shemb__step *st, int g,
 		rc = replicated_route(st, g, x, start, &o->own);
 		r = &o->own;
 	}
+	for (int p = 0; !rc && p < x->world; p++) {
+		const char *seg = x->rbuf + start[(size_t)p * st->ngroups + g];
+		int64_t n = ((const int64_t *)(x->rbuf + x->rdispl[p]))[g];
+
+		if (coefs_follow(st, g, n))
+			shemb__pool_take_coefs(r, p, seg + rows_bytes(st, g, p,
+								       seg, n));
+	}
 	if (!rc)
 		rc = shemb__merge_build(r, per_occurrence(st->ctx), &o->m);
 	if (!rc) {
@@ -628,7 +678,7 @@ int shemb__dist_backward_open(struct shemb__step *st, const float *const *grad,
 	for (int p = 0; !status && p < world; p++) {
 		x->scount[p] = 8 * (size_t)st->ngroups;
 		for (int g = 0; g < st->ngroups; g++)
-			x->scount[p] += bytes_to(st, g, p);
+			x->scount[p] += bytes_to(st, &gr[g], g, p);
 	}
 	if (offer)
 		offer->agreed = offer->make(offer->arg, status);
@@ -653,6 +703,7 @@ void shemb__dist_backward_close(struct shemb__step *st,
 
 	for (int g = 0; gr && g < st->ngroups; g++) {
 		free(gr[g].rows);
+		free(gr[g].coefs);
 		SHEMB__STAT_ADD(st->groups[g].table, exchange_ns,
 				shemb__now_ns() - b->t0);
 	}

@@ -7,11 +7,12 @@
  * distinct ids.  The owner answers with one pooled row per pair, and the
  * rank adds the owners' rows of each bag in rank order.  In the backward
  * it sends each owner one gradient row per pair (the bag's), which the
- * owner weighs per id.  That moves fewer bytes when bags are long and
- * share few rows; SHEMB_POOL_AT_AUTO compares both per step (see
- * fewer_bytes_pooled).  Sums are
- * ordered differently from a single process's, so deterministic mode
- * never pools at the owners.
+ * owner weighs per id, with the weights of the backward's bags: where
+ * they have any, they follow the rows (the lookup's may differ).  That
+ * moves fewer bytes when bags are long and share few rows;
+ * SHEMB_POOL_AT_AUTO compares both per step (see fewer_bytes_pooled).
+ * Sums are ordered differently from a single process's, so deterministic
+ * mode never pools at the owners.
  *
  * A pooled table's part of the ids message to an owner: the number of
  * ids (int64), each pair's number of ids (int32, padded to 8 bytes), the
@@ -46,10 +47,11 @@ struct cursor {
 };
 
 /* One pass over the bags in plan order: count (fill false) or fill the
- * pairs and ids of each owner. */
+ * pairs and ids of each owner; with coefs, only the weight of each id,
+ * in the order of the owners' ids. */
 static void walk(const struct shemb__step *st, int g,
 		 const struct shemb__plan *p, const int64_t *u_of,
-		 struct cursor *cur, bool fill)
+		 struct cursor *cur, bool fill, float *coefs)
 {
 	const struct shemb__group *grp = &st->groups[g];
 	struct shemb__route *r = p->route;
@@ -85,6 +87,8 @@ static void walk(const struct shemb__step *st, int g,
 					r->occ_id[cur->occ[o]] = p->unique[u];
 					r->occ_coef[cur->occ[o]] = coef;
 				}
+				if (coefs)
+					coefs[cur->occ[o]] = coef;
 				cur->occ[o]++;
 			}
 		}
@@ -122,14 +126,28 @@ static int alloc_pairs(struct shemb__route *r, int64_t npairs, int64_t nocc)
  */
 #define POOLED_BYTES_AT_MOST_PART 2
 
-static bool fewer_bytes_pooled(const shemb_table *t,
+/* Whether a set of table g has weights: its backward then sends them
+ * again (shemb__pool_backward_coefs). */
+static bool weighted(const struct shemb__step *st, int g)
+{
+	const struct shemb__group *grp = &st->groups[g];
+
+	for (int s = 0; s < grp->nsets; s++)
+		if (grp->sets[s]->weights)
+			return true;
+	return false;
+}
+
+static bool fewer_bytes_pooled(const struct shemb__step *st, int g,
 			       const struct shemb__route *r)
 {
+	const shemb_table *t = st->groups[g].table;
 	size_t rows = (size_t)t->attr.dim * shemb__dtype_bytes(t->attr.dtype);
 	size_t f32 = (size_t)t->attr.dim * 4;
 	size_t whole = (size_t)r->nunique * (16 + rows + f32);
 	size_t pooled = (size_t)r->pair_first[r->world] * (4 + 2 * f32) +
-			(size_t)r->occ_first[r->world] * 12;
+			(size_t)r->occ_first[r->world] *
+				(weighted(st, g) ? 16 : 12);
 
 	return POOLED_BYTES_AT_MOST_PART * pooled <= whole;
 }
@@ -161,20 +179,20 @@ int shemb__pool_route(const struct shemb__step *st, int g,
 		rc = SHEMB_ENOMEM;
 		goto out;
 	}
-	walk(st, g, p, u_of, &cur, false);
+	walk(st, g, p, u_of, &cur, false, NULL);
 	for (int o = 0; o < w; o++) {
 		r->pair_first[o + 1] = r->pair_first[o] + cur.pair[o];
 		r->occ_first[o + 1] = r->occ_first[o] + cur.occ[o];
 	}
 	if (st->groups[g].table->attr.pool_at != SHEMB_POOL_AT_OWNER &&
-	    !fewer_bytes_pooled(st->groups[g].table, r))
+	    !fewer_bytes_pooled(st, g, r))
 		goto out;
 	rc = alloc_pairs(r, r->pair_first[w], r->occ_first[w]);
 	if (rc)
 		goto out;
 	memcpy(cur.pair, r->pair_first, (size_t)w * sizeof(int64_t));
 	memcpy(cur.occ, r->occ_first, (size_t)w * sizeof(int64_t));
-	walk(st, g, p, u_of, &cur, true);
+	walk(st, g, p, u_of, &cur, true, NULL);
 	r->pooled = true;
 out:
 	free(cur.pair);
@@ -182,6 +200,56 @@ out:
 	free(cur.last_bag);
 	free(u_of);
 	return rc;
+}
+
+/*
+ * Backward: the weight of each id the owners pooled, from the backward's
+ * own bags (which may weigh them otherwise than the lookup did), in the
+ * order of the owners' ids; NULL where no set of table g has weights
+ * (every weight is then the lookup's: 1, or 1 / len for MEAN).
+ */
+int shemb__pool_backward_coefs(const struct shemb__step *st, int g,
+			       const struct shemb__plan *p, float **out)
+{
+	const struct shemb__route *r = p->route;
+	int w = r->world, rc = 0;
+	struct cursor cur;
+	int64_t *u_of;
+	float *coefs;
+
+	*out = NULL;
+	if (!weighted(st, g))
+		return 0;
+	cur.pair = calloc((size_t)w, sizeof(int64_t));
+	cur.occ = malloc((size_t)w * sizeof(int64_t));
+	cur.last_bag = calloc((size_t)w, sizeof(int64_t));
+	u_of = malloc((size_t)(p->nids + 1) * sizeof(int64_t));
+	coefs = malloc((size_t)(r->occ_first[w] + 1) * sizeof(float));
+	if (cur.pair && cur.occ && cur.last_bag && u_of && coefs) {
+		shemb__plan_unique_of(p, u_of);
+		memcpy(cur.occ, r->occ_first, (size_t)w * sizeof(int64_t));
+		walk(st, g, p, u_of, &cur, false, coefs);
+		*out = coefs;
+	} else {
+		free(coefs);
+		rc = SHEMB_ENOMEM;
+	}
+	free(cur.pair);
+	free(cur.occ);
+	free(cur.last_bag);
+	free(u_of);
+	return rc;
+}
+
+/* Owner: the weights peer's backward sent for its ids (at coefs) replace
+ * those of its lookup. */
+void shemb__pool_take_coefs(struct shemb__route *r, int peer,
+			    const char *coefs)
+{
+	int64_t e0 = r->from_first[peer];
+
+	memcpy(&r->coef[e0], coefs,
+	       4 * (size_t)(r->from_first[peer + 1] - e0));
 }
 
 /* ---- the ids message ---- */

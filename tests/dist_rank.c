@@ -343,6 +343,61 @@ static void check_tables_alike_in_id(void)
 	CHECK_RC(ctx, shemb_table_destroy(t[1]));
 }
 
+/*
+ * A backward weighs the gradients with its own weights, whoever pools the
+ * bags: two sets of all 16 rows (SUM, MEAN) looked up with weight 1, the
+ * backward weighing them 2 and 3 with a gradient of 1, SGD at lr 1 from
+ * 0: every row ends at -world * (2 + 3 / 16), pooled at the owners as at
+ * the requesters.  Before, the owners weighed with the lookup's weights.
+ */
+static void check_backward_weights(void)
+{
+	int64_t offsets[2] = { 0, 16 }, ids[16];
+	float w1[16], w2[16], w3[16], out[2][4], grad[4] = { 1, 1, 1, 1 };
+	float *o[2] = { out[0], out[1] };
+	const float *g[2] = { grad, grad };
+	static const int at[] = { SHEMB_POOL_AT_OWNER, SHEMB_POOL_AT_REQUESTER };
+	struct shemb_table_attr a;
+	struct shemb_bags b[2];
+	shemb_table *t;
+
+	for (int i = 0; i < 16; i++) {
+		ids[i] = i;
+		w1[i] = 1;
+		w2[i] = 2;
+		w3[i] = 3;
+	}
+	for (size_t k = 0; world > 1 && k < sizeof(at) / sizeof(at[0]); k++) {
+		shemb_table_attr_init(&a);
+		a.rows = 16;
+		a.dim = 4;
+		a.shard = SHEMB_SHARD_ROW;
+		a.pool_at = at[k];
+		a.init = SHEMB_INIT_ZEROS;
+		a.lr = 1;
+		CHECK_RC(ctx, shemb_table_create(ctx, &a, &t));
+		for (int s = 0; s < 2; s++) {
+			shemb_bags_init(&b[s]);
+			b[s].table = t;
+			b[s].pooling = s ? SHEMB_POOL_MEAN : SHEMB_POOL_SUM;
+			b[s].nbags = 1;
+			b[s].offsets = offsets;
+			b[s].nids = 16;
+			b[s].ids = ids;
+			b[s].weights = w1;
+		}
+		CHECK_RC(ctx, shemb_lookup(ctx, 2, b, o, 0));
+		b[0].weights = w2;
+		b[1].weights = w3;
+		CHECK_RC(ctx, shemb_backward(ctx, 2, b, g));
+		rows_all(t, -(float)world * (2 + 3.0f / 16),
+			 at[k] == SHEMB_POOL_AT_OWNER
+				 ? "pooled at the owners, after a backward"
+				 : "pooled here, after a backward");
+		CHECK_RC(ctx, shemb_table_destroy(t));
+	}
+}
+
 /* Bad shard attrs fail on every rank alike, before any exchange. */
 static void check_rejections(void)
 {
@@ -1663,6 +1718,7 @@ int main(int argc, char **argv)
 		FAIL("mkdtemp %s failed", cold_dir);
 	check_create_mismatch();
 	check_tables_alike_in_id();
+	check_backward_weights();
 	make_tables();
 	read_initial();
 	check_exact_read();
