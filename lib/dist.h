@@ -234,8 +234,25 @@ size_t shemb__lookup_row_bytes(const struct shemb__step *st,
 size_t shemb__pooled_row_bytes(const shemb_table *t);
 int shemb__lookup_read_owned(struct shemb__step *st, shemb_table *t,
 			     int64_t n, const int64_t *rows, char *at);
+/* What pooling the rows of a lookup takes, taken before they move (the
+ * replicated tables pooled then), so that no rank fails once they came:
+ * a failure before is refused in the exchange, which fails the call on
+ * every rank. */
+struct shemb__pool_bufs {
+	char **base;          /* [ngroups]: rows of a table sent whole */
+	int64_t **rows_of;    /* [ngroups]: the row of each position */
+	const char **rows_at; /* [world]: tables pooled at the owners */
+	size_t *at;           /* where each table's rows are, received */
+};
+
+int shemb__lookup_pool_prepare(struct shemb__step *st,
+			       struct shemb__plan **plans, int world,
+			       float *const *out, struct shemb__pool_bufs *b);
+void shemb__lookup_pool_bufs_free(const struct shemb__step *st,
+				  struct shemb__pool_bufs *b);
 int shemb__lookup_pool_rows(struct shemb__step *st, struct shemb__plan **plans,
-			    const struct shemb__xchg *rows, float *const *out);
+			    const struct shemb__xchg *rows, float *const *out,
+			    const struct shemb__pool_bufs *b);
 
 /* dist_backward.c: a backward whose plans were checked (status 0) or
  * not; applies every table's updates. */

@@ -367,20 +367,16 @@ static void assemble(struct shemb__step *st, int g,
 }
 
 /* A table whose bags the owners pooled: add their rows, bag by bag. */
-static int pool_at_owners(struct shemb__step *st, int g,
-			  const struct shemb__plan *pl,
-			  const struct shemb__xchg *x, const size_t *at,
-			  float *const *out)
+static void pool_at_owners(struct shemb__step *st, int g,
+			   const struct shemb__plan *pl,
+			   const struct shemb__xchg *x, const size_t *at,
+			   float *const *out, const char **rows_at)
 {
-	const char **rows_at = calloc((size_t)x->world, sizeof(char *));
 	uint64_t t0 = shemb__now_ns();
 
-	if (!rows_at)
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	for (int p = 0; p < x->world; p++)
 		rows_at[p] = x->rbuf + x->rdispl[p] + at[p];
 	shemb__pool_combine(st, g, pl, out, rows_at);
-	free(rows_at);
 	for (int s = 0; s < st->groups[g].nsets; s++) {
 		SHEMB__STAT_ADD(st->groups[g].table, lookups, 1);
 		SHEMB__STAT_ADD(st->groups[g].table, bags,
@@ -389,41 +385,97 @@ static int pool_at_owners(struct shemb__step *st, int g,
 				st->groups[g].sets[s]->nids);
 	}
 	SHEMB__STAT_ADD(st->groups[g].table, pool_ns, shemb__now_ns() - t0);
-	return 0;
+}
+
+static bool replicated_table(const struct shemb__step *st, int g)
+{
+	return st->groups[g].table->shard.kind == SHEMB_SHARD_REPLICATED;
+}
+
+/*
+ * Before the rows move: the replicated tables pooled (from the rows
+ * here), and the memory the pooling of the others takes, so that no rank
+ * fails once the rows came (its failure would be its own, the others
+ * going on with their plans).  A failure here is refused in the
+ * exchanges, which fails the call on every rank.
+ */
+int shemb__lookup_pool_prepare(struct shemb__step *st,
+			       struct shemb__plan **plans, int world,
+			       float *const *out, struct shemb__pool_bufs *b)
+{
+	size_t ng = (size_t)st->ngroups;
+	int rc = 0;
+
+	memset(b, 0, sizeof(*b));
+	b->base = calloc(ng + 1, sizeof(*b->base));
+	b->rows_of = calloc(ng + 1, sizeof(*b->rows_of));
+	b->rows_at = calloc((size_t)world, sizeof(*b->rows_at));
+	b->at = table_offsets(st, plans, world, false);
+	if (!b->base || !b->rows_of || !b->rows_at || !b->at)
+		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	for (int g = 0; !rc && g < st->ngroups; g++) {
+		const struct shemb__plan *pl = plans[g];
+		size_t full = full_row_bytes(st, st->groups[g].table);
+
+		if (replicated_table(st, g)) {
+			rc = shemb__pool_local(st, &st->groups[g], pl, out);
+			if (!rc)
+				shemb__step_group_done(st, g);
+			continue;
+		}
+		if (pl->route->pooled)
+			continue;
+		b->base[g] = malloc((size_t)pl->nunique * full + 8);
+		b->rows_of[g] = malloc((size_t)(pl->nids + 1) *
+				       sizeof(int64_t));
+		if (!b->base[g] || !b->rows_of[g])
+			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	}
+	return rc;
+}
+
+void shemb__lookup_pool_bufs_free(const struct shemb__step *st,
+				  struct shemb__pool_bufs *b)
+{
+	for (int g = 0; g < st->ngroups; g++) {
+		if (b->base)
+			free(b->base[g]);
+		if (b->rows_of)
+			free(b->rows_of[g]);
+	}
+	free(b->base);
+	free(b->rows_of);
+	free(b->rows_at);
+	free(b->at);
+	memset(b, 0, sizeof(*b));
 }
 
 /* Table g's bags from the rows exchange x, its part at at[p] into each
- * peer's piece. */
+ * peer's piece, in the memory taken before (b); a replicated table's
+ * were pooled then. */
 static int pool_one(struct shemb__step *st, int g,
 		    const struct shemb__plan *pl, const struct shemb__xchg *x,
-		    const size_t *at, float *const *out)
+		    const size_t *at, float *const *out,
+		    const struct shemb__pool_bufs *b)
 {
 	shemb_table *t = st->groups[g].table;
 	size_t full = full_row_bytes(st, t);
 	struct shemb__store v = { .stride = full, .rows = pl->nunique,
 				  .dim = t->attr.dim,
-				  .dtype = row_dtype(st, t) };
-	int64_t *rows_of;
-	int rc;
+				  .dtype = row_dtype(st, t),
+				  .base = b->base[g],
+				  .bytes = (size_t)pl->nunique * full };
 
-	if (t->shard.kind == SHEMB_SHARD_REPLICATED)
-		return shemb__pool_local(st, &st->groups[g], pl, out);
-	if (pl->route->pooled)
-		return pool_at_owners(st, g, pl, x, at, out);
-	v.base = malloc((size_t)pl->nunique * full + 8);
-	v.bytes = (size_t)pl->nunique * full;
-	rows_of = malloc((size_t)(pl->nids + 1) * sizeof(int64_t));
-	if (!v.base || !rows_of) {
-		free(v.base);
-		free(rows_of);
-		return shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	if (replicated_table(st, g))
+		return 0;
+	if (pl->route->pooled) {
+		pool_at_owners(st, g, pl, x, at, out, b->rows_at);
+		return 0;
 	}
 	assemble(st, g, pl, x, at, v.base);
-	shemb__plan_unique_of(pl, rows_of); /* the rows pooled from */
-	rc = shemb__pool_group(st, &st->groups[g], pl, out, &v, rows_of);
-	free(v.base);
-	free(rows_of);
-	return rc;
+	shemb__plan_unique_of(pl, b->rows_of[g]); /* the rows pooled from */
+	return shemb__pool_group(st, &st->groups[g], pl, out, &v,
+				 b->rows_of[g]);
 }
 
 /* The rows exchange, table by table (rows_by_table). */
@@ -537,7 +589,8 @@ static int serve_and_start(struct shemb__step *st, struct shemb__plan **plans,
  */
 static int rows_by_table(struct shemb__step *st, struct shemb__plan **plans,
 			 const struct shemb__xchg *ids, const size_t *parts,
-			 struct shemb__xchg *rows, float *const *out)
+			 struct shemb__xchg *rows, float *const *out,
+			 const struct shemb__pool_bufs *b)
 {
 	struct tables_xchg tx;
 	uint64_t t0 = shemb__now_ns(), landed = 0;
@@ -556,8 +609,8 @@ static int rows_by_table(struct shemb__step *st, struct shemb__plan **plans,
 		end = end ? end : done;
 		if (!rc && !end)
 			rc = pool_one(st, g, plans[g], rows,
-				      tx.roff + (size_t)g * rows->world, out);
-		if (!rc && !end)
+				      tx.roff + (size_t)g * rows->world, out, b);
+		if (!rc && !end && !replicated_table(st, g))
 			shemb__step_group_done(st, g);
 	}
 	shemb__phase_time(st, SHEMB_PHASE_ROWS, (landed ? landed : t0) - t0);
@@ -590,6 +643,7 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 		    float *const *out, struct shemb__xchg *ids,
 		    struct shemb__xchg *rows)
 {
+	struct shemb__pool_bufs bufs = { 0 };
 	size_t *parts;
 	uint64_t t0 = shemb__now_ns();
 	int rc = shemb__xchg_run(st->ctx, ids);
@@ -619,9 +673,13 @@ static int exchange(struct shemb__step *st, struct shemb__plan **plans,
 			rc = shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
 	}
 	if (!rc)
-		rc = rows_by_table(st, plans, ids, parts, rows, out);
+		rc = shemb__lookup_pool_prepare(st, plans, ids->world, out,
+						&bufs);
+	if (!rc)
+		rc = rows_by_table(st, plans, ids, parts, rows, out, &bufs);
 	else
 		rc = refuse_tables(st, 0, rc);
+	shemb__lookup_pool_bufs_free(st, &bufs);
 	free(parts);
 	return rc;
 }
@@ -657,18 +715,17 @@ int shemb__dist_lookup_open(struct shemb__step *st, struct shemb__plan **plans,
 }
 
 int shemb__lookup_pool_rows(struct shemb__step *st, struct shemb__plan **plans,
-			    const struct shemb__xchg *rows, float *const *out)
+			    const struct shemb__xchg *rows, float *const *out,
+			    const struct shemb__pool_bufs *b)
 {
-	size_t *at = table_offsets(st, plans, rows->world, false);
-	int rc = at ? 0 : shemb__fail(st->ctx, SHEMB_ENOMEM, "no memory");
+	int rc = 0;
 
 	for (int g = 0; !rc && g < st->ngroups; g++) {
 		rc = pool_one(st, g, plans[g], rows,
-			      at + (size_t)g * rows->world, out);
-		if (!rc)
+			      b->at + (size_t)g * rows->world, out, b);
+		if (!rc && !replicated_table(st, g))
 			shemb__step_group_done(st, g);
 	}
-	free(at);
 	return rc;
 }
 

@@ -381,14 +381,20 @@ static void merge_part(struct relax *r, int g, int p, const char **e,
 	*l += shemb__pad8((size_t)j * rb);
 }
 
-/* Both messages into the layout of the lookup's one rows message. */
-static int merge(struct relax *r)
+/* Room for the lookup's one rows message, which merge() builds. */
+static int merge_room(struct relax *r)
 {
 	shemb__lookup_count_rows(&r->lst, r->plans, &r->rows);
 	for (int p = 0; p < r->rows.world; p++)
 		r->rows.scount[p] = 0; /* only the received side is built */
 	if (shemb__xchg_alloc(&r->rows))
 		return shemb__fail(r->ctx, SHEMB_ENOMEM, "no memory");
+	return 0;
+}
+
+/* Both messages into the layout of the lookup's one rows message. */
+static void merge(struct relax *r)
+{
 	for (int p = 0; p < r->rows.world; p++) {
 		const char *e = r->early.rbuf + r->early.rdispl[p];
 		const char *l = r->late.rbuf + r->late.rdispl[p];
@@ -397,7 +403,6 @@ static int merge(struct relax *r)
 		for (int g = 0; g < r->lst.ngroups; g++)
 			merge_part(r, g, p, &e, &l, &dst);
 	}
-	return 0;
 }
 
 /* ---- the pair ---- */
@@ -475,11 +480,13 @@ static int send_early(struct relax *r)
 }
 
 /* Once the update is applied: the early rows in, the late ones out and
- * in, and the pooling. */
+ * in, and the pooling, whose memory is taken (and replicated tables
+ * pooled) before the ranks meet: once they agreed, none fails alone. */
 static int send_late(struct relax *r, float *const *out)
 {
 	int world = r->ctx->attr.world_size, rc = r->status;
 	uint64_t t0 = shemb__now_ns();
+	struct shemb__pool_bufs bufs = { 0 };
 
 	if (rc)
 		shemb__fail(r->ctx, rc, "%s", r->why);
@@ -494,14 +501,22 @@ static int send_late(struct relax *r, float *const *out)
 		rc = shemb__fail(r->ctx, SHEMB_ENOMEM, "no memory");
 	for (int p = 0; !rc && p < world; p++)
 		rc = fill_late(r, p);
+	if (!rc)
+		rc = merge_room(r);
+	if (!rc)
+		rc = shemb__lookup_pool_prepare(&r->lst, r->plans, world, out,
+						&bufs);
 	rc = shemb__dist_all_ok(r->ctx, rc, "its rows of this lookup");
 	if (!rc)
 		rc = shemb__xchg_run(r->ctx, &r->late);
 	shemb__phase_time(&r->lst, SHEMB_PHASE_ROWS, shemb__now_ns() - t0);
-	if (!rc)
-		rc = merge(r);
-	return rc ? rc : shemb__lookup_pool_rows(&r->lst, r->plans, &r->rows,
-						 out);
+	if (!rc) {
+		merge(r);
+		rc = shemb__lookup_pool_rows(&r->lst, r->plans, &r->rows, out,
+					     &bufs);
+	}
+	shemb__lookup_pool_bufs_free(&r->lst, &bufs);
+	return rc;
 }
 
 static void relax_free(struct relax *r)

@@ -31,6 +31,9 @@
  *
  *   - the armed rank's call fails with SHEMB_ENOMEM or succeeds (its
  *     allocations were done before the armed one); any other code fails;
+ *     a lookup fails on every rank or on none, also where the rank
+ *     that pools a table's rows finds no memory for them
+ *     (check_pool_memory);
  *   - every other rank's call succeeds with every byte as sent (every
  *     bag the sum of its rows, as written), or fails with SHEMB_ENOMEM
  *     and a detail naming the armed rank;
@@ -317,9 +320,21 @@ static bool fail_now(void)
 	       armed_fails(&wide_arm);
 }
 
+/* The next allocation of exactly this many bytes on the calling thread
+ * fails (check_pool_memory); 0: none. */
+static atomic_size_t fail_size;
+
+static bool size_fails(size_t n)
+{
+	size_t want = n;
+
+	return n && is_caller &&
+	       atomic_compare_exchange_strong(&fail_size, &want, 0);
+}
+
 void *__wrap_malloc(size_t n)
 {
-	return fail_now() ? NULL : __real_malloc(n);
+	return fail_now() || size_fails(n) ? NULL : __real_malloc(n);
 }
 
 void *__wrap_calloc(size_t n, size_t size)
@@ -406,6 +421,8 @@ static void make_tables(void)
 		shemb_table_attr_init(&a);
 		a.rows = ROWS;
 		a.dim = DIM;
+		/* SHARD_AUTO would keep tables this small whole on each rank */
+		a.shard = SHEMB_SHARD_ROW;
 		a.pool_at = t ? SHEMB_POOL_AT_REQUESTER : SHEMB_POOL_AT_OWNER;
 		a.lr = 1.0f;
 		for (int64_t id = 0; id < ROWS; id++)
@@ -750,6 +767,78 @@ static void agree_applied(int i, int armed, bool ok)
 		     "applied it", i, armed, n, world);
 	if (n)
 		apply_reference(i);
+}
+
+/* Every rank failed the lookup of step i, or none did (rc: this rank's
+ * status).  Before, a rank that found no memory to pool the rows once
+ * they came failed alone, the others going on with their plans. */
+static void agree_failed(int i, int armed, int rc)
+{
+	uint64_t all[MAX_RANKS];
+	int n = 0;
+
+	CHECK_RC(ctx, shemb__allgather_word(ctx, rc != 0, all));
+	for (int r = 0; r < world; r++)
+		n += all[r] != 0;
+	if (n && n < world)
+		FAIL("lookup, step %d (rank %d armed): %d ranks of %d failed "
+		     "it", i, armed, n, world);
+}
+
+static void plan_backward(int i, struct lookup *l,
+			  float g[NT][BAGS * DIM]);
+
+/* The distinct ids of table t in lookup l. */
+static int64_t distinct_ids(const struct lookup *l, int t)
+{
+	int64_t n = 0;
+
+	for (int j = 0; j < BAGS * PER_BAG; j++) {
+		int k = 0;
+
+		while (k < j && l->ids[t][k] != l->ids[t][j])
+			k++;
+		n += k == j;
+	}
+	return n;
+}
+
+/*
+ * Rank r finds no memory for the rows it pools itself (table 1, pooled
+ * here: one fp32 row per distinct id, + 8 bytes): every rank fails the
+ * lookup, the others naming r, and a lookup and backward after it run
+ * in step.  Before, that memory was taken once the rows had come, and r
+ * failed alone while the others went on with their plans.
+ */
+static void check_pool_memory(int k)
+{
+	char who[32];
+	float g[NT][BAGS * DIM];
+	struct lookup l;
+	int rc;
+
+	for (int r = 0; r < world; r++) {
+		make_lookup(&l, k + r);
+		if (rank == r)
+			atomic_store(&fail_size, (size_t)distinct_ids(&l, 1) *
+							 DIM * sizeof(float) +
+						 8);
+		rc = run_lookup(&l);
+		if (rank == r && atomic_exchange(&fail_size, 0))
+			FAIL("pool memory, rank %d: nothing failed", r);
+		snprintf(who, sizeof(who), "rank %d", r);
+		if (rc != SHEMB_ENOMEM ||
+		    (rank != r && !strstr(shemb_ctx_last_error(ctx), who)))
+			FAIL("pool memory, rank %d without: %d (%s): %s", r,
+			     rc, shemb_strerror(rc),
+			     shemb_ctx_last_error(ctx));
+		plan_backward(k + r, &l, g);
+		CHECK_RC(ctx, shemb_backward(ctx, NT, l.b,
+					     (const float *const[]){ g[0],
+								     g[1] }));
+		apply_reference(k + r);
+		check_rows(k + r);
+	}
 }
 
 /* Step i's lookup, nothing armed, which plans the backward, and the
@@ -1365,6 +1454,8 @@ static bool step(enum kind kind, int i)
 	rc = kind == LOOKUP ? run_lookup(&l) : run_call(&a);
 	hit = disarm_step(&caller_arm, i);
 	check_status(kind, i, armed, rc, hit);
+	if (kind == LOOKUP)
+		agree_failed(i, armed, rc);
 	if (!rc && kind == LOOKUP)
 		check_lookup(&l, "armed lookup");
 	else if (!rc)
@@ -1637,6 +1728,8 @@ int main(int argc, char **argv)
 		burst();
 	for (int kind = BULK; kind < NKINDS; kind++)
 		walk((enum kind)kind);
+	if (!shortage)
+		check_pool_memory(3 * MAX_STEPS);
 	for (int t = 0; t < NT; t++)
 		CHECK_RC(ctx, shemb_table_destroy(tabs[t]));
 	check_no_wrong_message(ctx);
