@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_shemb_run.sh - shemb-run: the environment of the ranks, their output
 # behind prefixes, exit statuses, forwarded signals, --timeout, bad
-# arguments, and that no process of a job outlives the launcher.
+# arguments, a stdout that takes nothing more, and that no process of a
+# job outlives the launcher.
 #
 # Every run is bounded by timeout(1); the ranks record their pids in files
 # so that the script can check afterwards that none is left.
@@ -13,7 +14,14 @@ if ! command -v timeout > /dev/null 2>&1; then
 	exit 77
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_shemb_run.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
+pids=	# running in the background (stall_start): stopped on the way out
+cleanup()
+{
+	[ -z "$pids" ] || kill $pids 2> /dev/null
+	wait
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
 
 fail()
 {
@@ -60,6 +68,14 @@ wait_all()
 		sleep 0.05
 	done
 }
+# 60000 lines of 100 bytes, numbered: more than the launcher keeps for
+# its stdout (4 MiB) and the pipes hold together, so that no rank can
+# write them all while the launcher's stdout takes nothing
+numbered()
+{
+	awk -v r="$SHEMB_RANK" 'BEGIN {
+		for (i = 0; i < 60000; i++) printf "%d %d %090d\n", r, i, 0 }'
+}
 case $2 in
 sleep)
 	exec sleep 1000 ;;
@@ -87,6 +103,29 @@ straggler) # leaves a process behind that holds its stdout open
 	sleep 1000 &
 	echo $! > "$dir/$case.bg.$SHEMB_RANK"
 	echo started ;;
+write_sleep)
+	numbered
+	exec sleep 1000 ;;
+write_fail) # rank 1 exits 3; the others write, sleep and note SIGTERM
+	if [ "$SHEMB_RANK" != 1 ]; then
+		trap 'echo > "$dir/$case.term.$SHEMB_RANK"; exit 0' TERM
+		numbered
+		sleep 1000 &
+		wait
+		exit 0
+	fi
+	wait_all
+	exit 3 ;;
+write_int) # writes in the background, where SIGINT is ignored; a SIGINT
+	# to the rank is noted, and the writing goes on
+	trap 'echo > "$dir/$case.int.$SHEMB_RANK"' INT
+	echo > "$dir/$case.ready.$SHEMB_RANK"
+	numbered &
+	w=$!
+	wait "$w"
+	st=$?
+	[ "$st" -gt 128 ] && { wait "$w"; st=$?; }
+	exit "$st" ;;
 esac
 EOF
 chmod +x "$tmp/rank.sh" || exit 99
@@ -345,6 +384,184 @@ grep -q '^shemb-run: rank [0-2] was killed by signal 15' \
 	"$tmp/forward.err" || fail "forward: no line about the first rank"
 # Ctrl-\ too, which once left the ranks running
 signal_job quit QUIT 131
+
+# ---- a stdout that takes nothing more: the launcher still forwards
+# signals, enforces --timeout and stops the job when a rank fails, and the
+# ranks' lines come out whole and in order once stdout moves again
+
+# stall_start CASE ARGS...: shemb-run ARGS in the background (20 s at
+# most), its stdout into a FIFO that another process holds open but does
+# not read; sets bg, sleeper and launcher (the pid of shemb-run)
+stall_start()
+{
+	c=$1
+	shift
+	echo "+ shemb-run $* > FIFO not read" | tr -s '\n\t' '  ' |
+		cut -c 1-100
+	mkfifo "$tmp/$c.fifo" || fail "$c: mkfifo"
+	sleep 1000 < "$tmp/$c.fifo" &
+	sleeper=$!
+	reader=
+	timeout -k 2 20 "$run" "$@" > "$tmp/$c.fifo" 2> "$tmp/$c.err" &
+	bg=$!
+	pids="$sleeper $bg"
+	wait_pids "$c" 3
+	read -r _ launcher < "$tmp/$c.pid.0"
+}
+
+# unstall CASE: read the launcher's stdout into $tmp/CASE.out from now on
+unstall()
+{
+	cat "$tmp/$1.fifo" > "$tmp/$1.out" &
+	reader=$!
+	pids="$pids $reader"
+}
+
+# stall_end CASE STATUS: the launcher of CASE ends with STATUS
+stall_end()
+{
+	wait "$bg"
+	st=$?
+	kill "$sleeper"
+	wait "$sleeper" 2> /dev/null	# dash: "Terminated"
+	[ -z "$reader" ] || wait "$reader"
+	pids=
+	expect "$1" "$2"
+}
+
+# within SECONDS WHAT COMMAND...: until COMMAND succeeds, or fail
+within()
+{
+	i=0
+	secs=$1
+	what=$2
+	shift 2
+	until "$@"; do
+		i=$((i + 1))
+		[ "$i" -le $((secs * 20)) ] || fail "$what"
+		sleep 0.05
+	done
+}
+
+# ended CASE RANK...: those ranks have ended (zombies that the launcher
+# has not reaped yet, or gone)
+ended()
+{
+	c=$1
+	shift
+	for r; do
+		read -r pid _ < "$tmp/$c.pid.$r" || return 1
+		[ -d "/proc/$pid" ] || continue
+		grep -q '^[^)]*) Z' "/proc/$pid/stat" 2> /dev/null || return 1
+	done
+}
+
+# present KIND CASE RANK...: $tmp/CASE.KIND.RANK exists for each RANK
+present()
+{
+	k=$1
+	c=$2
+	shift 2
+	for r; do
+		[ -f "$tmp/$c.$k.$r" ] || return 1
+	done
+}
+
+# check_numbered FILE RANKS LINES: the lines of RANKS (as "0 2") that
+# numbered() wrote are whole, behind their rank, and each rank's are
+# numbered 0, 1, ... in order: LINES of them, or with LINES 0 any number,
+# the last of which may be cut short (its rank was killed writing it).
+check_numbered()
+{
+	awk -v ranks="$2" -v lines="$3" '
+		BEGIN {
+			n = split(ranks, rs, " ")
+			for (i = 1; i <= n; i++)
+				next_i[rs[i]] = 0
+			pad = sprintf("%090d", 0)
+		}
+		{
+			r = substr($0, 2, 1)
+			if (!(r in next_i) || cut[r]) {
+				bad = 1
+				exit
+			}
+			want = "[" r "] " r " " next_i[r] " " pad
+			if ($0 == want) {
+				next_i[r]++
+				next
+			}
+			if (lines > 0 || length($0) < 5 ||
+			    index(want, $0) != 1) {
+				bad = 1
+				exit
+			}
+			cut[r] = 1
+		}
+		END {
+			if (bad)
+				exit 1
+			for (r in next_i)
+				if (lines > 0 && next_i[r] != lines)
+					exit 1
+		}' "$1"
+}
+
+# SIGTERM reaches the ranks, which end; the launcher keeps waiting for its
+# stdout, until a signal that comes after the ranks' end gives it 3 s more
+stall_start stterm -n 3 "$tmp/rank.sh" stterm write_sleep
+kill -TERM "$launcher"
+within 10 "stterm: SIGTERM not forwarded while stdout is stalled" \
+	ended stterm 0 1 2
+kill -0 "$launcher" 2> /dev/null ||
+	fail "stterm: the output was given up after one signal"
+kill -TERM "$launcher"
+stall_end stterm 143
+grep -q '^shemb-run: rank [0-2] was killed by signal 15' "$tmp/stterm.err" ||
+	fail "stterm: no line about the first rank"
+grep -q '^shemb-run: dropped [0-9]* bytes of output' "$tmp/stterm.err" ||
+	fail "stterm: no line about the output dropped"
+gone stterm 3
+
+# --timeout, and 3 s for the output after the ranks' end
+stall_start sttime -n 3 --timeout 2 "$tmp/rank.sh" sttime write_sleep
+stall_end sttime 124
+grep -q '^shemb-run: timed out' "$tmp/sttime.err" ||
+	fail "sttime: no message (timeout(1) may have killed shemb-run)"
+gone sttime 3
+
+# a rank fails: the others are stopped, and their output waits
+stall_start stfail -n 3 "$tmp/rank.sh" stfail write_fail
+within 10 "stfail: the other ranks were not stopped" \
+	present term stfail 0 2
+within 10 "stfail: the other ranks did not end" ended stfail 0 1 2
+kill -0 "$launcher" 2> /dev/null || fail "stfail: the output was dropped"
+unstall stfail
+stall_end stfail 3
+grep -q '^shemb-run: rank 1 exited with status 3' "$tmp/stfail.err" ||
+	fail "stfail: no line about rank 1"
+check_numbered "$tmp/stfail.out" "0 2" 0 ||
+	fail "stfail: lines mixed, cut or out of order"
+gone stfail 3
+
+# a SIGINT the ranks take and go on: it is forwarded while stdout is
+# stalled, the ranks wait in their writes meanwhile (the launcher keeps
+# no more than its bound), and then every line comes out
+stall_start stint -n 3 "$tmp/rank.sh" stint write_int
+within 10 "stint: the ranks are not ready" present ready stint 0 1 2
+kill -INT "$launcher"
+within 10 "stint: SIGINT not forwarded while stdout is stalled" \
+	present int stint 0 1 2
+for r in 0 1 2; do
+	ended stint "$r" &&
+		fail "stint: rank $r wrote it all to a stalled stdout"
+done
+unstall stint
+stall_end stint 0
+[ -s "$tmp/stint.err" ] && fail "stint: stderr not empty"
+check_numbered "$tmp/stint.out" "0 1 2" 60000 ||
+	fail "stint: lines lost, mixed, cut or out of order"
+gone stint 3
 
 # ---- usage
 launch help 10 --help

@@ -16,7 +16,10 @@
  *
  * The launcher sleeps in poll() on the ranks' pipes and a signalfd that
  * carries SIGCHLD and the signals to forward; the deadlines (--timeout, the
- * grace period between SIGTERM and SIGKILL) are its timeout.
+ * grace period between SIGTERM and SIGKILL) are its timeout.  Threads write
+ * its stdout and stderr (shemb_run_sink.c): when these take nothing more,
+ * the launcher stops reading the pipes that feed them, and goes on with
+ * everything else.
  */
 #define _GNU_SOURCE
 #include "tools/shemb_run_options.h"
@@ -37,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -49,8 +53,12 @@
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 
-/* From SIGTERM to SIGKILL; also how long output may trail the last rank. */
+/* From SIGTERM to SIGKILL; also how long output may trail the last rank,
+ * and how long stdout gets to take what is left after a --timeout or a
+ * signal that comes once every rank has ended. */
 #define GRACE_MS 3000
+/* How long stderr gets for the note that output was dropped. */
+#define NOTE_MS 1000
 /* The job key: random bytes, given to the ranks in hex. */
 #define KEY_BYTES 16
 /* Descriptors besides the two pipes per rank: the standard ones, the
@@ -77,7 +85,7 @@ enum stage {
 	DRAINING,	/* every rank ended, left-over processes hold output */
 	TERMINATING,	/* SIGTERM sent to every group */
 	KILLING,	/* SIGKILL sent to every group */
-	ABANDONED,	/* output still open after SIGKILL: no longer read */
+	ABANDONED,	/* output still held after SIGKILL: no longer read */
 };
 
 /* Why the job ends early; the first cause is the one that counts. */
@@ -111,10 +119,13 @@ struct job {
 	int64_t timeout_deadline;	/* -1: no --timeout */
 	enum cause cause;
 	int failed_rank;
-	struct pollfd *pfds;		/* the signalfd, then open streams */
+	/* the signalfd, the writers' eventfd, then the streams read */
+	struct pollfd *pfds;
 	struct stream **pstreams;	/* pstreams[i] reads pfds[i] */
 	bool dropped[2];		/* streams of a broken sink closed */
-	struct sink sinks[2];		/* stdout, stderr */
+	int64_t output_deadline;	/* output left then is dropped; -1 */
+	bool output_dropped;
+	struct sinks sinks;		/* stdout, stderr */
 };
 
 /* ---- messages ---- */
@@ -131,9 +142,7 @@ note(struct job *job, const char *fmt, ...)
 	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
 	len = snprintf(line, sizeof(line), "shemb-run: %s\n", body);
-	sink_flush(&job->sinks[0]);
-	sink_write(&job->sinks[1], line, len);
-	sink_flush(&job->sinks[1]);
+	sink_write_after(&job->sinks.k[1], line, len, &job->sinks.k[0]);
 }
 
 static int fail_errno(struct job *job, const char *what)
@@ -331,10 +340,11 @@ static int job_init(struct job *job, const struct options *opt)
 	job->stage = RUNNING;
 	job->stage_deadline = -1;
 	job->timeout_deadline = -1;
+	job->output_deadline = -1;
 	job->failed_rank = -1;
 	job->ranks = calloc(n, sizeof(*job->ranks));
-	job->pfds = calloc(1 + 2 * (size_t)n, sizeof(*job->pfds));
-	job->pstreams = calloc(1 + 2 * (size_t)n, sizeof(*job->pstreams));
+	job->pfds = calloc(2 + 2 * (size_t)n, sizeof(*job->pfds));
+	job->pstreams = calloc(2 + 2 * (size_t)n, sizeof(*job->pstreams));
 	if (!job->ranks || !job->pfds || !job->pstreams)
 		return fail_errno(job, "calloc");
 	for (int r = 0; r < n; r++) {
@@ -398,6 +408,42 @@ static void close_streams(struct job *job)
 	}
 }
 
+/* Whether a process still holds the pipe open: one that nobody holds any
+ * more (POLLHUP) has at most data left to read. */
+static bool stream_held(const struct stream *s)
+{
+	struct pollfd p = { .fd = s->fd, .events = POLLIN };
+
+	if (s->fd < 0)
+		return false;
+	return poll(&p, 1, 0) < 0 || !(p.revents & POLLHUP);
+}
+
+static bool streams_held(struct job *job)
+{
+	for (int r = 0; r < job->started; r++) {
+		if (stream_held(&job->ranks[r].out) ||
+		    stream_held(&job->ranks[r].err))
+			return true;
+	}
+	return false;
+}
+
+/* Close the pipes that processes still hold; the others wait for their
+ * sink to take what they have left. */
+static void close_held_streams(struct job *job)
+{
+	for (int r = 0; r < job->started; r++) {
+		struct stream *ss[] = { &job->ranks[r].out,
+					&job->ranks[r].err };
+
+		for (size_t i = 0; i < ARRAY_SIZE(ss); i++) {
+			if (stream_held(ss[i]))
+				close_stream(job, ss[i]);
+		}
+	}
+}
+
 static void set_stage(struct job *job, enum stage stage)
 {
 	job->stage = stage;
@@ -407,7 +453,7 @@ static void set_stage(struct job *job, enum stage stage)
 	} else if (stage == KILLING) {
 		signal_groups(job, SIGKILL);
 	} else if (stage == ABANDONED) {
-		close_streams(job);
+		close_held_streams(job);
 		job->stage_deadline = -1;
 	}
 }
@@ -499,8 +545,8 @@ static int start_rank(struct job *job, int r)
 	rk->pid = pid;
 	job->started++;
 	job->running++;
-	stream_init(&rk->out, out[0], &job->sinks[0], prefix);
-	stream_init(&rk->err, err[0], &job->sinks[1], prefix);
+	stream_init(&rk->out, out[0], &job->sinks.k[0], prefix);
+	stream_init(&rk->err, err[0], &job->sinks.k[1], prefix);
 	job->open += 2;
 	/*
 	 * Make the group from this side too: the child may not have run yet,
@@ -623,8 +669,25 @@ static void check_ranks(struct job *job)
 		}
 		rank_ended(job, r, &si);
 	}
-	if (job->running == 0 && job->stage == RUNNING && job->open > 0)
+	if (job->running > 0)
+		return;
+	if (job->stage == RUNNING && job->open > 0)
 		set_stage(job, DRAINING);
+	if (job->cause == CAUSE_TIMEOUT && job->output_deadline < 0 &&
+	    !job->output_dropped)
+		job->output_deadline = now_ms() + GRACE_MS;
+}
+
+/* A signal to forward that comes once every rank has ended: the output
+ * gets GRACE_MS more to go out, and no time after a second one. */
+static void limit_output_wait(struct job *job)
+{
+	if (job->running > 0 || job->output_dropped)
+		return;
+	if (job->output_deadline < 0)
+		job->output_deadline = now_ms() + GRACE_MS;
+	else
+		job->output_deadline = now_ms();
 }
 
 /* ---- the loop ---- */
@@ -644,21 +707,30 @@ static void read_signals(struct job *job)
 		if (n <= 0)
 			break;
 		for (size_t i = 0; i < n / sizeof(si[0]); i++) {
-			if (si[i].ssi_signo == SIGCHLD)
+			if (si[i].ssi_signo == SIGCHLD) {
 				child = true;
-			else
-				signal_groups(job, si[i].ssi_signo);
+				continue;
+			}
+			signal_groups(job, si[i].ssi_signo);
+			limit_output_wait(job);
 		}
 	}
 	if (child)
 		check_ranks(job);
 }
 
+/* The pipes feeding a sink that is behind by too much are left unread:
+ * their ranks wait in their writes, as they would on the output itself. */
 static int gather_pollfds(struct job *job)
 {
+	bool backlogged[] = { sink_backlogged(&job->sinks.k[0]),
+			      sink_backlogged(&job->sinks.k[1]) };
 	int n = 0;
 
 	job->pfds[n].fd = job->sigfd;
+	job->pfds[n].events = POLLIN;
+	job->pstreams[n++] = NULL;
+	job->pfds[n].fd = sinks_event_fd(&job->sinks);
 	job->pfds[n].events = POLLIN;
 	job->pstreams[n++] = NULL;
 	for (int r = 0; r < job->started; r++) {
@@ -666,7 +738,7 @@ static int gather_pollfds(struct job *job)
 					&job->ranks[r].err };
 
 		for (size_t i = 0; i < ARRAY_SIZE(ss); i++) {
-			if (ss[i]->fd < 0)
+			if (ss[i]->fd < 0 || backlogged[i])
 				continue;
 			job->pfds[n].fd = ss[i]->fd;
 			job->pfds[n].events = POLLIN;
@@ -678,7 +750,7 @@ static int gather_pollfds(struct job *job)
 
 static void read_streams(struct job *job, int n)
 {
-	for (int i = 1; i < n; i++) {
+	for (int i = 2; i < n; i++) {
 		struct stream *s = job->pstreams[i];
 		int rc;
 
@@ -701,24 +773,22 @@ static void read_streams(struct job *job, int n)
 static void drop_broken_sinks(struct job *job)
 {
 	for (int k = 0; k < 2; k++) {
-		struct sink *sink = &job->sinks[k];
+		int error;
 
-		if (!sink->broken || job->dropped[k])
+		if (job->dropped[k] || !sink_broken(&job->sinks.k[k], &error))
 			continue;
 		job->dropped[k] = true;
-		if (k == 0 && sink->error != EPIPE)
-			note(job, "writing to stdout: %s",
-			     strerror(sink->error));
+		if (k == 0 && error != EPIPE)
+			note(job, "writing to stdout: %s", strerror(error));
 		for (int r = 0; r < job->started; r++)
 			close_stream(job, k ? &job->ranks[r].err
 					    : &job->ranks[r].out);
 	}
 }
 
-static int poll_timeout(const struct job *job)
+/* Milliseconds until deadline (-1: none), for poll(). */
+static int ms_until(int64_t deadline)
 {
-	int64_t deadline = job->stage == RUNNING ? job->timeout_deadline
-						 : job->stage_deadline;
 	int64_t left;
 
 	if (deadline < 0)
@@ -727,10 +797,86 @@ static int poll_timeout(const struct job *job)
 	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
 }
 
+static int poll_timeout(const struct job *job)
+{
+	int64_t deadline = job->stage == RUNNING ? job->timeout_deadline
+						 : job->stage_deadline;
+
+	if (deadline < 0 || (job->output_deadline >= 0 &&
+			     job->output_deadline < deadline))
+		deadline = job->output_deadline;
+	return ms_until(deadline);
+}
+
+/* What the ranks' pipes hold that was not read. */
+static uint64_t unread_bytes(struct job *job)
+{
+	uint64_t total = 0;
+
+	for (int r = 0; r < job->started; r++) {
+		struct stream *ss[] = { &job->ranks[r].out,
+					&job->ranks[r].err };
+
+		for (size_t i = 0; i < ARRAY_SIZE(ss); i++) {
+			int fd = ss[i]->fd, n;
+
+			if (fd >= 0 && ioctl(fd, FIONREAD, &n) == 0)
+				total += n;
+		}
+	}
+	return total;
+}
+
+/* Until everything put on k is written, ms at most; false if it is not. */
+static bool wait_idle(struct job *job, struct sink *k, int ms)
+{
+	int64_t end = now_ms() + ms;
+
+	while (!sink_idle(k)) {
+		struct pollfd p = { .fd = sinks_event_fd(&job->sinks),
+				    .events = POLLIN };
+
+		if (now_ms() >= end)
+			return false;
+		if (poll(&p, 1, ms_until(end)) > 0)
+			sinks_clear_event(&job->sinks);
+	}
+	return true;
+}
+
+/*
+ * Give up on the output that is not out yet: what the ranks' pipes hold is
+ * dropped, and so is what is queued for a stdout that did not take it.  A
+ * note on stderr says how much, if stderr takes it.
+ */
+static void drop_output(struct job *job)
+{
+	struct sink *out = &job->sinks.k[0], *err = &job->sinks.k[1];
+	uint64_t lost = unread_bytes(job);
+
+	job->output_deadline = -1;
+	job->output_dropped = true;
+	close_streams(job);
+	if (!sink_idle(out))
+		lost += sink_abandon(out);
+	if (lost)
+		note(job, "dropped %llu bytes of output not written in time",
+		     (unsigned long long)lost);
+	if (!wait_idle(job, err, NOTE_MS))
+		sink_abandon(err);
+}
+
 static void check_deadlines(struct job *job)
 {
 	int64_t now = now_ms();
 
+	/* Pipes that processes still hold are the stages' business first. */
+	if (job->output_deadline >= 0 && now >= job->output_deadline) {
+		if (streams_held(job))
+			job->output_deadline = now + GRACE_MS;
+		else
+			drop_output(job);
+	}
 	if (job->stage == RUNNING) {
 		if (job->timeout_deadline < 0 || now < job->timeout_deadline)
 			return;
@@ -741,7 +887,9 @@ static void check_deadlines(struct job *job)
 	}
 	if (job->stage_deadline < 0 || now < job->stage_deadline)
 		return;
-	if (job->stage == DRAINING)
+	if (job->stage == DRAINING && !streams_held(job))
+		job->stage_deadline = now + GRACE_MS;	/* data for a sink */
+	else if (job->stage == DRAINING)
 		set_stage(job, TERMINATING);
 	else if (job->stage == TERMINATING)
 		set_stage(job, KILLING);
@@ -765,10 +913,12 @@ static void run_job(struct job *job)
 		}
 		if (ready > 0 && job->pfds[0].revents)
 			read_signals(job);
+		if (ready > 0 && job->pfds[1].revents)
+			sinks_clear_event(&job->sinks);
 		if (ready > 0)
 			read_streams(job, n);
-		sink_flush(&job->sinks[0]);
-		sink_flush(&job->sinks[1]);
+		sink_flush(&job->sinks.k[0]);
+		sink_flush(&job->sinks.k[1]);
 		drop_broken_sinks(job);
 		check_deadlines(job);
 	}
@@ -795,6 +945,43 @@ static void reap_ranks(struct job *job)
 		rk->reaped = true;
 		shemb_run_remove_shm_regions(rk->pid);
 	}
+}
+
+/*
+ * Once the job is over: until stdout and stderr have taken what is queued,
+ * however long that takes, unless a --timeout or a signal limited the wait
+ * (limit_output_wait()).  The writers end then.
+ */
+static void finish_output(struct job *job)
+{
+	int64_t *deadline = &job->output_deadline;
+
+	close_streams(job);
+	while (!sink_idle(&job->sinks.k[0]) || !sink_idle(&job->sinks.k[1])) {
+		struct pollfd p[] = {
+			{ .fd = job->sigfd, .events = POLLIN },
+			{ .fd = sinks_event_fd(&job->sinks), .events = POLLIN },
+		};
+		int ready = poll(p, ARRAY_SIZE(p), ms_until(*deadline));
+
+		if (ready < 0 && errno != EINTR) {
+			fail_errno(job, "poll");
+			drop_output(job);
+			break;
+		}
+		if (ready > 0 && p[0].revents)
+			read_signals(job);
+		if (ready > 0 && p[1].revents)
+			sinks_clear_event(&job->sinks);
+		if (*deadline >= 0 && now_ms() >= *deadline)
+			drop_output(job);
+	}
+	for (int k = 0; k < 2; k++) {
+		if (job->sinks.k[k].lost)
+			note(job, "dropped %llu bytes of output: out of memory",
+			     (unsigned long long)job->sinks.k[k].lost);
+	}
+	sinks_close(&job->sinks);
 }
 
 static int exit_status(const struct job *job)
@@ -837,20 +1024,20 @@ int main(int argc, char **argv)
 		perror("shemb-run: standard descriptors");
 		return EXIT_LAUNCHER;
 	}
-	sink_init(&job.sinks[0], STDOUT_FILENO);
-	sink_init(&job.sinks[1], STDERR_FILENO);
+	job.sigfd = -1;
 	job.devnull = -1;
 	job.root_fd = -1;
-	if (job_init(&job, &opt) < 0 || prepare_environment(&job) < 0) {
-		job_free(&job);
-		return EXIT_LAUNCHER;
+	if (sinks_init(&job.sinks, STDOUT_FILENO, STDERR_FILENO) < 0)
+		note(&job, "cannot start the threads that write the output: %s",
+		     strerror(errno));
+	status = EXIT_LAUNCHER;
+	if (job_init(&job, &opt) == 0 && prepare_environment(&job) == 0) {
+		start_ranks(&job);
+		run_job(&job);
+		reap_ranks(&job);
+		status = exit_status(&job);
 	}
-	start_ranks(&job);
-	run_job(&job);
-	reap_ranks(&job);
-	status = exit_status(&job);
+	finish_output(&job);
 	job_free(&job);
-	sink_flush(&job.sinks[0]);
-	sink_flush(&job.sinks[1]);
 	return status;
 }

@@ -2,130 +2,22 @@
  * shemb_run_output.c - the ranks' output: read from their pipes, cut into
  * lines, prefixed with the rank, written to the launcher's stdout or stderr.
  *
- * The launcher is the only writer of its outputs, and it writes a line only
- * once it holds all of it (up to its newline or the end of the pipe), so
- * lines of different ranks never mix.  The part of a line read so far waits
- * in its stream, however long it gets.
+ * A line goes to the sink only once all of it is here (up to its newline
+ * or the end of the pipe), in one piece, so lines of different ranks never
+ * mix.  The part of a line read so far waits in its stream, however long
+ * it gets.
  */
 #define _GNU_SOURCE
 #include "tools/shemb_run_output.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 /* Bytes taken from a pipe at a time. */
 #define READ_BYTES 65536
-
-/* ---- sinks ---- */
-
-void sink_init(struct sink *k, int fd)
-{
-	k->fd = fd;
-	k->broken = false;
-	k->error = 0;
-	k->len = 0;
-}
-
-/*
- * The launcher does not own the file descriptions of its stdout and stderr;
- * whoever shares them may have made them non-blocking.  Wait for room then.
- */
-static int wait_writable(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-
-	for (;;) {
-		if (poll(&p, 1, -1) >= 0)
-			return 0;
-		if (errno != EINTR)
-			return -1;
-	}
-}
-
-/* Write all of iov[0..n), resuming after short writes. */
-static int write_all(int fd, struct iovec *iov, int n)
-{
-	while (n > 0) {
-		ssize_t done = writev(fd, iov, n);
-
-		if (done < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN && wait_writable(fd) == 0)
-				continue;
-			return -1;
-		}
-		while (n > 0 && (size_t)done >= iov->iov_len) {
-			done -= iov->iov_len;
-			iov++;
-			n--;
-		}
-		if (n > 0) {
-			iov->iov_base = (char *)iov->iov_base + done;
-			iov->iov_len -= done;
-		}
-	}
-	return 0;
-}
-
-static int sink_write_iov(struct sink *k, struct iovec *iov, int n)
-{
-	if (k->broken)
-		return -1;
-	if (write_all(k->fd, iov, n) < 0) {
-		k->broken = true;
-		k->error = errno;
-		return -1;
-	}
-	return 0;
-}
-
-int sink_flush(struct sink *k)
-{
-	struct iovec iov = { .iov_base = k->buf, .iov_len = k->len };
-
-	k->len = 0;
-	if (k->broken)
-		return -1;
-	return iov.iov_len ? sink_write_iov(k, &iov, 1) : 0;
-}
-
-/* Queue the pieces of iov as one unit: they are never split between two
- * writes of the sink by another unit. */
-static int sink_put(struct sink *k, struct iovec *iov, int n)
-{
-	size_t total = 0;
-
-	for (int i = 0; i < n; i++)
-		total += iov[i].iov_len;
-	if (k->broken)
-		return -1;
-	if (total > sizeof(k->buf) - k->len && sink_flush(k) < 0)
-		return -1;
-	if (total > sizeof(k->buf))
-		return sink_write_iov(k, iov, n);
-	for (int i = 0; i < n; i++) {
-		if (!iov[i].iov_len)
-			continue; /* an empty piece may have no base */
-		memcpy(k->buf + k->len, iov[i].iov_base, iov[i].iov_len);
-		k->len += iov[i].iov_len;
-	}
-	return 0;
-}
-
-int sink_write(struct sink *k, const char *data, size_t len)
-{
-	struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
-
-	return sink_put(k, &iov, 1);
-}
-
-/* ---- streams ---- */
 
 void stream_init(struct stream *s, int fd, struct sink *k, const char *prefix)
 {
