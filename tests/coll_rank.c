@@ -1022,8 +1022,8 @@ static void run_unwatched(void)
 	}
 }
 
-/* A table of rows x dim, and in b nbags bags of len ids each (into the
- * arrays given), the ids a mix of seed, position and rank. */
+/* A row-wise table of rows x dim, and in b nbags bags of len ids each
+ * (into the arrays given), the ids a mix of seed, position and rank. */
 static shemb_table *step_table(int64_t rows, int dim, int nbags, int len,
 			       int64_t *offsets, int64_t *ids, uint64_t seed,
 			       struct shemb_bags *b)
@@ -1034,6 +1034,9 @@ static shemb_table *step_table(int64_t rows, int dim, int nbags, int len,
 	shemb_table_attr_init(&ta);
 	ta.rows = rows;
 	ta.dim = dim;
+	/* spread, so that lookups exchange rows: SHARD_AUTO would keep a
+	 * small table whole on every rank */
+	ta.shard = SHEMB_SHARD_ROW;
 	CHECK(shemb_table_create(ctx, &ta, &t));
 	for (int k = 0; k <= nbags; k++)
 		offsets[k] = (int64_t)k * len;
