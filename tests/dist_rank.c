@@ -235,6 +235,20 @@ static void check_create_mismatch(void)
 		     shemb_ctx_last_error(ctx));
 }
 
+/* b: one bag of t holding ids[0 .. nids), offsets[2] its offsets. */
+static void one_bag(struct shemb_bags *b, shemb_table *t, int64_t *offsets,
+		    int64_t nids, const int64_t *ids)
+{
+	offsets[0] = 0;
+	offsets[1] = nids;
+	shemb_bags_init(b);
+	b->table = t;
+	b->nbags = 1;
+	b->offsets = offsets;
+	b->nids = nids;
+	b->ids = ids;
+}
+
 /* Every row of t (16 x 4) must be want. */
 static void rows_all(shemb_table *t, float want, const char *what)
 {
@@ -255,18 +269,13 @@ static void rows_all(shemb_table *t, float want, const char *what)
  * Before, the others got 99 characters of it. */
 static void check_detail_relayed(shemb_table *t)
 {
-	int64_t offsets[2] = { 0, 1 }, id = rank == world - 1 ? 1000 : 1;
+	int64_t offsets[2], id = rank == world - 1 ? 1000 : 1;
 	float out[4], *o = out;
 	struct shemb_bags b;
 	const char *why;
 	int rc;
 
-	shemb_bags_init(&b);
-	b.table = t;
-	b.nbags = 1;
-	b.offsets = offsets;
-	b.nids = 1;
-	b.ids = &id;
+	one_bag(&b, t, offsets, 1, &id);
 	rc = shemb_lookup(ctx, 1, &b, &o, 0);
 	why = shemb_ctx_last_error(ctx);
 	if (rc != SHEMB_EINVAL || !strstr(why, "id 1000 outside [0, 16)"))
@@ -280,7 +289,7 @@ static void check_detail_relayed(shemb_table *t)
  * table, and the write wrote both. */
 static void check_tables_alike_in_id(void)
 {
-	int64_t offsets[2] = { 0, 16 }, ids[16];
+	int64_t offsets[2], ids[16];
 	float out[4], grad[4] = { 1, 1, 1, 1 }, *o = out;
 	const float *g = grad;
 	struct shemb_table_attr a;
@@ -306,12 +315,7 @@ static void check_tables_alike_in_id(void)
 	}
 	for (int i = 0; i < 16; i++)
 		ids[i] = i;
-	shemb_bags_init(&b);
-	b.table = t[rank == world - 1];
-	b.nbags = 1;
-	b.offsets = offsets;
-	b.nids = 16;
-	b.ids = ids;
+	one_bag(&b, t[rank == world - 1], offsets, 16, ids);
 	rc = shemb_lookup(ctx, 1, &b, &o, 0);
 	if (rc != SHEMB_EINVAL || !strstr(shemb_ctx_last_error(ctx),
 					  "other tables"))
@@ -352,7 +356,7 @@ static void check_tables_alike_in_id(void)
  */
 static void check_backward_weights(void)
 {
-	int64_t offsets[2] = { 0, 16 }, ids[16];
+	int64_t offsets[2], ids[16];
 	float w1[16], w2[16], w3[16], out[2][4], grad[4] = { 1, 1, 1, 1 };
 	float *o[2] = { out[0], out[1] };
 	const float *g[2] = { grad, grad };
@@ -377,13 +381,8 @@ static void check_backward_weights(void)
 		a.lr = 1;
 		CHECK_RC(ctx, shemb_table_create(ctx, &a, &t));
 		for (int s = 0; s < 2; s++) {
-			shemb_bags_init(&b[s]);
-			b[s].table = t;
+			one_bag(&b[s], t, offsets, 16, ids);
 			b[s].pooling = s ? SHEMB_POOL_MEAN : SHEMB_POOL_SUM;
-			b[s].nbags = 1;
-			b[s].offsets = offsets;
-			b[s].nids = 16;
-			b[s].ids = ids;
 			b[s].weights = w1;
 		}
 		CHECK_RC(ctx, shemb_lookup(ctx, 2, b, o, 0));
@@ -1593,7 +1592,7 @@ static int disagree_on_determinism(void)
 {
 	struct shemb_table_attr ta;
 	struct shemb_bags b;
-	int64_t offsets[2] = { 0, 1 }, id = 3;
+	int64_t offsets[2], id = 3;
 	float out[8];
 	shemb_table *t;
 	int rc;
@@ -1602,12 +1601,7 @@ static int disagree_on_determinism(void)
 	ta.rows = 40;
 	ta.dim = 8;
 	CHECK_RC(ctx, shemb_table_create(ctx, &ta, &t));
-	shemb_bags_init(&b);
-	b.table = t;
-	b.nbags = 1;
-	b.offsets = offsets;
-	b.nids = 1;
-	b.ids = &id;
+	one_bag(&b, t, offsets, 1, &id);
 	rc = shemb_lookup(ctx, 1, &b, (float *const[]){ out }, 0);
 	if (world > 1 && rc != SHEMB_EINVAL)
 		FAIL("a lookup with deterministic mode on one rank only gave "
