@@ -297,6 +297,25 @@ static int check_outputs(struct shemb__step *st, float *const *out)
  * planned or not, and the ranks meet even when this one's input failed
  * its checks (status), so that all fail together.
  */
+/* Whether table g of a lookup keeps the plan built for it: a serving
+ * table never does (no backward trains it), the others unless the
+ * lookup asked for none. */
+static bool keeps_plan(const struct shemb__step *st, int g)
+{
+	return st->planned && !shemb__read_only(st->groups[g].table);
+}
+
+/* A lookup asked for a plan keeps one unless every table of the call is
+ * a serving table (shemb_table_reload(3)): then it is made as one
+ * without. */
+static bool plans_kept(const struct shemb__step *st, bool asked)
+{
+	for (int g = 0; asked && g < st->ngroups; g++)
+		if (!shemb__read_only(st->groups[g].table))
+			return true;
+	return false;
+}
+
 static struct shemb__plan **alloc_plans(struct shemb__step *st, int *rc)
 {
 	struct shemb__plan **plans;
@@ -317,7 +336,7 @@ static void settle_plans(struct shemb__step *st, struct shemb__plan **plans,
 	for (int g = 0; plans && g < st->ngroups; g++) {
 		if (!plans[g])
 			continue;
-		if (rc || !st->planned)
+		if (rc || !keeps_plan(st, g))
 			give_back(st->groups[g].table, plans[g]);
 		else
 			commit_plan(st->groups[g].table, plans[g]);
@@ -352,8 +371,7 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 
 	if (st->ngroups == 0 && !dist)
 		return rc;
-	for (int g = 0; planned && g < st->ngroups; g++)
-		planned = !shemb__read_only(st->groups[g].table);
+	planned = plans_kept(st, planned);
 	st->planned = planned;
 	st->kind = kind;
 	if (need_plans)
@@ -361,7 +379,7 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	shemb__step_lock(st, false);
 	for (int g = 0; kind == SHEMB__DIST_LOOKUP && g < st->ngroups; g++) {
 		shemb__tier_lookup_begin(st->groups[g].table);
-		if (planned)
+		if (keeps_plan(st, g))
 			shemb__tier_plan_begin(st->groups[g].table);
 	}
 	if (!rc && need_plans)
@@ -394,7 +412,7 @@ int shemb__lookup_then_begin(struct shemb__step *st, shemb_ctx *ctx,
 	if (rc)
 		return rc;
 	st->parts = then->parts;
-	st->planned = !(then->flags & SHEMB_LOOKUP_NO_GRAD);
+	st->planned = plans_kept(st, !(then->flags & SHEMB_LOOKUP_NO_GRAD));
 	st->kind = SHEMB__DIST_LOOKUP;
 	rc = check_outputs(st, then->out);
 	if (!rc)

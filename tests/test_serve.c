@@ -159,6 +159,85 @@ START_TEST(training_calls_are_refused)
 }
 END_TEST
 
+/* One bag of table t holding the one id *id, its offsets in off[2]. */
+static struct shemb_bags one_id(shemb_table *t, int64_t *off,
+				const int64_t *id)
+{
+	struct shemb_bags b;
+
+	off[0] = 0;
+	off[1] = 1;
+	shemb_bags_init(&b);
+	b.table = t;
+	b.nbags = 1;
+	b.offsets = off;
+	b.nids = 1;
+	b.ids = id;
+	return b;
+}
+
+/* Row id of t, column 0. */
+static float row0(shemb_table *t, int64_t id)
+{
+	float v[DIM];
+
+	ck_assert_int_eq(shemb_table_read_rows(t, 1, &id, v, SHEMB_F32), 0);
+	return v[0];
+}
+
+/*
+ * A planned lookup of a trainable table beside a serving one keeps the
+ * trainable table's plan (only a call of serving tables alone is made as
+ * one without): its backward trains that lookup's rows, and an earlier
+ * lookup's plan is replaced.  Before, such a call kept no plan at all:
+ * the backward failed, or paired with the plan of an earlier lookup.
+ */
+START_TEST(trainable_tables_keep_plans_beside_serving)
+{
+	int64_t id0 = 0, id1 = 1, off[2][2];
+	float out[2][DIM], grad[DIM];
+	float *outs[2] = { out[0], out[1] };
+	const float *g = grad;
+	struct shemb_table_attr a;
+	struct shemb_bags b[2];
+	shemb_table *t, *s;
+	shemb_ctx *ctx;
+	char *dir = tu_temp_dir("test_serve");
+
+	for (int c = 0; c < DIM; c++)
+		grad[c] = 1;
+	ck_assert_int_eq(tu_ctx_create(NULL, 2, &ctx), 0);
+	save_signed(ctx, dir, 1.0f, DIM);
+	s = load_serving(ctx, dir);
+	shemb_table_attr_init(&a);
+	a.rows = ROWS;
+	a.dim = DIM;
+	a.init = SHEMB_INIT_ZEROS;
+	a.lr = 1;
+	t = tu_table_attr(ctx, &a);
+	b[0] = one_id(t, off[0], &id1);
+	b[1] = one_id(s, off[1], &id1);
+	ck_assert_int_eq(shemb_lookup(ctx, 2, b, outs, 0), 0);
+	ck_assert_int_eq(shemb_backward(ctx, 1, b, &g), 0);
+	ck_assert(row0(t, 1) == -1);
+	/* the mixed lookup's plan replaces the one before it */
+	b[0] = one_id(t, off[0], &id0);
+	ck_assert_int_eq(shemb_lookup(ctx, 1, b, outs, 0), 0);
+	b[0] = one_id(t, off[0], &id1);
+	ck_assert_int_eq(shemb_lookup(ctx, 2, b, outs, 0), 0);
+	ck_assert_int_eq(shemb_backward(ctx, 1, b, &g), 0);
+	b[0] = one_id(t, off[0], &id0);
+	ck_assert_int_eq(shemb_backward(ctx, 1, b, &g), SHEMB_ESTATE);
+	ck_assert(row0(t, 0) == 0);
+	ck_assert(row0(t, 1) == -2);
+	ck_assert(row0(s, 1) == 2); /* save_signed: row r holds r + 1 */
+	shemb_table_destroy(t);
+	shemb_table_destroy(s);
+	shemb_ctx_destroy(ctx);
+	tu_remove_dir(dir);
+}
+END_TEST
+
 /* A context of one rank whose host budget is budget bytes, with the
  * serving table of dir loaded in *t (NULL where it does not fit). */
 static shemb_ctx *budget_ctx(uint64_t budget, const char *dir, shemb_table **t)
@@ -631,6 +710,7 @@ int main(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, attributes_are_checked);
 	tcase_add_test(tc, training_calls_are_refused);
+	tcase_add_test(tc, trainable_tables_keep_plans_beside_serving);
 	tcase_add_test(tc, reload_swaps_rows_or_changes_nothing);
 	tcase_add_test(tc, reload_needs_room_for_two_copies);
 	tcase_add_test(tc, rows_stored_narrower);
