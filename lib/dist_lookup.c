@@ -378,13 +378,13 @@ static void pool_at_owners(struct shemb__step *st, int g,
 		rows_at[p] = x->rbuf + x->rdispl[p] + at[p];
 	shemb__pool_combine(st, g, pl, out, rows_at);
 	for (int s = 0; s < st->groups[g].nsets; s++) {
-		SHEMB__STAT_ADD(st->groups[g].table, lookups, 1);
-		SHEMB__STAT_ADD(st->groups[g].table, bags,
-				st->groups[g].sets[s]->nbags);
-		SHEMB__STAT_ADD(st->groups[g].table, ids,
-				st->groups[g].sets[s]->nids);
+		st->groups[g].counted.lookups++;
+		st->groups[g].counted.bags +=
+			(uint64_t)st->groups[g].sets[s]->nbags;
+		st->groups[g].counted.ids +=
+			(uint64_t)st->groups[g].sets[s]->nids;
 	}
-	SHEMB__STAT_ADD(st->groups[g].table, pool_ns, shemb__now_ns() - t0);
+	st->groups[g].counted.pool_ns += shemb__now_ns() - t0;
 }
 
 static bool replicated_table(const struct shemb__step *st, int g)

@@ -95,8 +95,8 @@ static int build_plans(struct shemb__step *st, struct shemb__plan **plans)
 		if (st->kind != SHEMB__DIST_LOOKUP)
 			continue; /* reads and prefetches count in no
 				   * statistics but the tier's */
-		SHEMB__STAT_ADD(grp->table, plan_ns, shemb__now_ns() - t0);
-		SHEMB__STAT_ADD(grp->table, unique_ids, plans[g]->nunique);
+		grp->counted.plan_ns += shemb__now_ns() - t0;
+		grp->counted.unique_ids += (uint64_t)plans[g]->nunique;
 	}
 	return 0;
 }
@@ -119,7 +119,7 @@ static struct shemb__pool_job set_job(const struct shemb_bags *b,
 	};
 }
 
-int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
+int shemb__pool_group(struct shemb__step *st, struct shemb__group *grp,
 		      const struct shemb__plan *plan, float *const *out,
 		      const struct shemb__store *store, const int64_t *rows_of)
 {
@@ -151,13 +151,33 @@ int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
 					   "failed in the backend", t->name);
 		if (shemb__step_reads(st))
 			continue; /* a read counts in no statistics */
-		SHEMB__STAT_ADD(t, lookups, 1);
-		SHEMB__STAT_ADD(t, bags, b->nbags);
-		SHEMB__STAT_ADD(t, ids, b->nids);
+		grp->counted.lookups++;
+		grp->counted.bags += (uint64_t)b->nbags;
+		grp->counted.ids += (uint64_t)b->nids;
 	}
 	if (!shemb__step_reads(st))
-		SHEMB__STAT_ADD(t, pool_ns, shemb__now_ns() - t0);
+		grp->counted.pool_ns += shemb__now_ns() - t0;
 	return 0;
+}
+
+/* The call's statistics (each group's counted) into its tables', if it
+ * succeeded (rc 0). */
+static void commit_counts(struct shemb__step *st, int rc)
+{
+	for (int g = 0; g < st->ngroups; g++) {
+		struct shemb__lookup_counts *c = &st->groups[g].counted;
+		shemb_table *t = st->groups[g].table;
+
+		if (!rc) {
+			SHEMB__STAT_ADD(t, lookups, c->lookups);
+			SHEMB__STAT_ADD(t, bags, c->bags);
+			SHEMB__STAT_ADD(t, ids, c->ids);
+			SHEMB__STAT_ADD(t, unique_ids, c->unique_ids);
+			SHEMB__STAT_ADD(t, plan_ns, c->plan_ns);
+			SHEMB__STAT_ADD(t, pool_ns, c->pool_ns);
+		}
+		memset(c, 0, sizeof(*c));
+	}
 }
 
 /* A lookup without a plan of a table with a device tier: its ids, all
@@ -190,7 +210,7 @@ static const int64_t *group_ids(struct shemb__step *st,
 }
 
 static int pool_unplanned(struct shemb__step *st,
-			  const struct shemb__group *grp, float *const *out)
+			  struct shemb__group *grp, float *const *out)
 {
 	shemb_table *t = grp->table;
 	struct shemb__rows_view v;
@@ -210,7 +230,8 @@ static int pool_unplanned(struct shemb__step *st,
 
 /* A prefetch or announcement on one rank: the tier finds the distinct
  * rows by hashing, no plan needed. */
-static int ahead_local(struct shemb__step *st, const struct shemb__group *grp)
+static int ahead_local(struct shemb__step *st,
+		       const struct shemb__group *grp)
 {
 	int64_t *all, n;
 	const int64_t *ids = group_ids(st, grp, &n, &all);
@@ -226,7 +247,7 @@ static int ahead_local(struct shemb__step *st, const struct shemb__group *grp)
 /* A serving table's rows of the version current when the pooling began,
  * which a reload frees only once this reader left (serve.c). */
 static int pool_serving(struct shemb__step *st,
-			const struct shemb__group *grp,
+			struct shemb__group *grp,
 			const struct shemb__plan *plan, float *const *out)
 {
 	struct shemb__version *ver = shemb__serve_enter(grp->table);
@@ -236,7 +257,7 @@ static int pool_serving(struct shemb__step *st,
 	return rc;
 }
 
-int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
+int shemb__pool_local(struct shemb__step *st, struct shemb__group *grp,
 		      const struct shemb__plan *plan, float *const *out)
 {
 	shemb_table *t = grp->table;
@@ -328,11 +349,13 @@ static struct shemb__plan **alloc_plans(struct shemb__step *st, int *rc)
 	return plans;
 }
 
-/* Still under the tables' locks: a backward, which holds them
+/* The plans kept and the call's statistics counted, once it is over.
+ * Still under the tables' locks: a backward, which holds them
  * exclusively, never sees a plan change under it. */
 static void settle_plans(struct shemb__step *st, struct shemb__plan **plans,
 			 int rc)
 {
+	commit_counts(st, rc);
 	for (int g = 0; plans && g < st->ngroups; g++) {
 		if (!plans[g])
 			continue;
@@ -534,7 +557,7 @@ static int lookup_direct(shemb_ctx *ctx, int n, const struct shemb_bags *bags,
 	if (!rc && planned)
 		rc = build_plans(&st, plans);
 	for (int g = 0; !rc && g < st.ngroups; g++) {
-		const struct shemb__group *grp = &st.groups[g];
+		struct shemb__group *grp = &st.groups[g];
 		const struct shemb__plan *plan = plans ? plans[g] : NULL;
 
 		/* a serving table takes no lock: its readers are counted */

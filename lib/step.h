@@ -7,11 +7,18 @@
 
 #include "lib/internal.h"
 
+/* A lookup's statistics of one table, added to the table's once the
+ * whole call succeeded: shemb_table_stats(3) counts successful calls. */
+struct shemb__lookup_counts {
+	uint64_t lookups, bags, ids, unique_ids, plan_ns, pool_ns;
+};
+
 struct shemb__group {
 	shemb_table *table;
 	int nsets;
 	const struct shemb_bags **sets; /* this table's sets, call order */
 	int *index;                     /* their positions in the call */
+	struct shemb__lookup_counts counted;
 };
 
 
@@ -78,13 +85,13 @@ void shemb__step_unlock(struct shemb__step *st);
 
 /* lookup.c: pool each set of grp into out[its index], rows from store
  * (rows_of NULL: at the ids; else at rows_of[plan position]) */
-int shemb__pool_group(struct shemb__step *st, const struct shemb__group *grp,
+int shemb__pool_group(struct shemb__step *st, struct shemb__group *grp,
 		      const struct shemb__plan *plan, float *const *out,
 		      const struct shemb__store *store, const int64_t *rows_of);
 /* ... rows from the table's own store, through its device tier when it
  * has one (the plan's distinct ids are local rows: one rank, or a
  * replicated table) */
-int shemb__pool_local(struct shemb__step *st, const struct shemb__group *grp,
+int shemb__pool_local(struct shemb__step *st, struct shemb__group *grp,
 		      const struct shemb__plan *plan, float *const *out);
 int shemb__lookup_for_read(struct shemb__step *st, float *const *out,
 			   int status);

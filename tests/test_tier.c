@@ -750,16 +750,34 @@ END_TEST
 
 /* ---- a call over the tier's size ---- */
 
+/* The counters of a table that only successful lookups move. */
+struct lookup_counts {
+	uint64_t lookups, bags, ids, unique_ids, plan_ns, pool_ns;
+};
+
+static void counts_of(shemb_table *t, struct lookup_counts *c)
+{
+	struct shemb_table_stats st = { .size = sizeof(st) };
+
+	ck_assert_int_eq(shemb_table_stats(t, &st), 0);
+	*c = (struct lookup_counts){ st.lookups, st.bags, st.ids,
+				     st.unique_ids, st.plan_ns, st.pool_ns };
+}
+
+/* A call needing more distinct rows than the tier holds is refused, and
+ * changes neither a table nor a plan nor the counters of successful
+ * calls (shemb_table_stats(3)), which it used to move. */
 START_TEST(batch_over_capacity_is_refused)
 {
 	struct pair p;
 	struct tu_bags small, big;
 	const int64_t len1[] = { 3 }, ids1[] = { 1, 2, 1 };
 	const int64_t len2[] = { 2, 3 }, ids2[] = { 3, 4, 5, 6, 7 };
-	float o[2 * DIM], g[2 * DIM];
+	float o[2 * DIM], o2[2 * DIM], g[2 * DIM];
 	float *op = o;
 	const float *gp = g;
-	struct shemb_bags s, sb;
+	struct shemb_bags s, sb, two[2];
+	struct lookup_counts before[2], after[2];
 	struct tu_rng r;
 
 	pair_open(&p, SHEMB_F32, SHEMB_OPT_ADAGRAD, 4, SHEMB_CACHE_LRU,
@@ -769,9 +787,20 @@ START_TEST(batch_over_capacity_is_refused)
 	s = tu_bags_view(&small, p.tier, SHEMB_POOL_SUM);
 	sb = tu_bags_view(&big, p.tier, SHEMB_POOL_SUM);
 	ck_assert_int_eq(shemb_lookup(p.ctx, 1, &s, &op, 0), 0);
+	counts_of(p.host, &before[0]);
+	counts_of(p.tier, &before[1]);
 	ck_assert_int_eq(shemb_lookup(p.ctx, 1, &sb, &op, 0), SHEMB_ENOMEM);
 	ck_assert(tu_contains_all(shemb_ctx_last_error(p.ctx), "5", "distinct",
 				  "cache_rows", NULL));
+	/* a table pooled before the one that fails counts nothing either */
+	two[0] = tu_bags_view(&small, p.host, SHEMB_POOL_SUM);
+	two[1] = sb;
+	ck_assert_int_eq(shemb_lookup(p.ctx, 2, two,
+				      (float *const[]){ o, o2 }, 0),
+			 SHEMB_ENOMEM);
+	counts_of(p.host, &after[0]);
+	counts_of(p.tier, &after[1]);
+	ck_assert(!memcmp(before, after, sizeof(before)));
 	ck_assert_int_eq(shemb_prefetch(p.ctx, 1, &sb), 0); /* what fits */
 	assert_same_tables(&p);
 	/* the refused lookup left the first one's plan */
