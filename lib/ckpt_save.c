@@ -641,16 +641,13 @@ static bool can_build_on(const char *dir,
 	return true;
 }
 
-SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
-			       unsigned flags)
+static int save_table(shemb_table *table, const char *dir, unsigned flags)
 {
 	struct save sv = { 0 };
 	uint64_t prev = 0;
-	int rc;
+	int rc = shemb__stepq_drain(table->ctx); /* collective: keeps its
+						 * place */
 
-	if (!table)
-		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
-	rc = shemb__stepq_drain(table->ctx); /* collective: keeps its place */
 	if (!rc)
 		rc = check_args(table, dir, flags);
 	if (!rc && table->shard.rank == 0)
@@ -687,5 +684,22 @@ SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
 	if (!rc && table->shard.rank == 0)
 		remove_others(dir, sv.gen, &sv.before);
 	shemb__ckpt_manifest_free(&sv.before);
+	return rc;
+}
+
+/* Saves of one table take turns: each takes the set of rows changed
+ * since the one before and, done, becomes the one the next builds on.
+ * Two at once could take the one set both (one freeing it twice, the
+ * other's changes lost for the next incremental save). */
+SHEMB_API int shemb_table_save(shemb_table *table, const char *dir,
+			       unsigned flags)
+{
+	int rc;
+
+	if (!table)
+		return shemb__fail(NULL, SHEMB_EINVAL, "table is NULL");
+	pthread_mutex_lock(&table->save_lock);
+	rc = save_table(table, dir, flags);
+	pthread_mutex_unlock(&table->save_lock);
 	return rc;
 }

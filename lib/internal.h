@@ -133,9 +133,11 @@ struct shemb_table {
 	struct shemb__stats stats;
 
 	/* the last save (ckpt_save.c): its generation, and since it one bit
-	 * per local row changed (NULL before the first save) */
+	 * per local row changed (NULL before the first save); saves of the
+	 * table take their turns under save_lock */
 	uint64_t ckpt_gen;
 	uint8_t *ckpt_dirty;
+	pthread_mutex_t save_lock;
 
 	/* read_only: the rows lookups read (lib/serve.h) */
 	struct shemb__version *_Atomic serving;

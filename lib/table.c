@@ -340,6 +340,7 @@ static void table_free(shemb_table *t)
 	shemb__stats_free(t);
 	pthread_rwlock_destroy(&t->rows_lock);
 	pthread_mutex_destroy(&t->plan_lock);
+	pthread_mutex_destroy(&t->save_lock);
 	free(t->name);
 	free(t->cold_path);
 	free(t);
@@ -370,6 +371,7 @@ static int new_table(shemb_ctx *ctx, const struct shemb_table_attr *a,
 	t->ctx = ctx;
 	init_rows_lock(&t->rows_lock);
 	pthread_mutex_init(&t->plan_lock, NULL);
+	pthread_mutex_init(&t->save_lock, NULL);
 	rc = resolve(t, a);
 	if (!rc)
 		rc = shemb__stats_init(t);
