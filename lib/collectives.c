@@ -400,8 +400,11 @@ int shemb__request_step(shemb_ctx *ctx, int kind, int n,
 
 	if (!ctx)
 		return shemb__fail(NULL, SHEMB_EINVAL, "ctx is NULL");
-	if (!req)
-		return shemb__fail(ctx, SHEMB_EINVAL, "req is NULL");
+	if (!req) { /* across ranks, in turn: the others fail it too */
+		shemb__fail(ctx, SHEMB_EINVAL, "req is NULL");
+		return refuse_step_in_turn(ctx, kind, n, bags, bufs, flags,
+					   SHEMB_EINVAL);
+	}
 	*req = NULL;
 	r = new_request(ctx, NULL, NULL, NULL);
 	if (!r)

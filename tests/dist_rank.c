@@ -1259,16 +1259,17 @@ static void bad_backward(struct step *s)
 }
 
 /* A started step (or, with flags, a lookup) that the last rank cannot
- * take part in, for bags[0].size 0 or unknown flags: every rank fails
- * it, naming that rank, and the ranks stay in step.  Before, the last
- * rank failed it alone, and the others' step met its next one. */
-static int started(struct step *s, bool backward, unsigned flags)
+ * take part in, for bags[0].size 0, a NULL req or unknown flags: every
+ * rank fails it, naming that rank, and the ranks stay in step.  Before,
+ * the last rank failed it alone, and the others' step met its next one. */
+static int started(struct step *s, bool backward, unsigned flags,
+		   bool no_req)
 {
-	shemb_request *req = NULL;
+	shemb_request *req = NULL, **rp = no_req ? NULL : &req;
 	int rc = backward ? shemb_backward_start(ctx, s->nmine, s->mine,
-						 s->grad, &req)
+						 s->grad, rp)
 			  : shemb_lookup_start(ctx, s->nmine, s->mine, s->out,
-					       flags, &req);
+					       flags, rp);
 
 	if (!rc) {
 		rc = shemb_wait(req);
@@ -1285,13 +1286,16 @@ static void bad_started(struct step *s, bool backward)
 
 	if (last)
 		s->mine[0].size = 0;
-	rc = started(s, backward, 0);
+	rc = started(s, backward, 0, false);
 	s->mine[0].size = size;
 	expect_all_fail(rc, backward ? "started backward" : "started lookup",
 			"bags[0].size");
+	rc = started(s, backward, 0, last);
+	expect_all_fail(rc, backward ? "started backward" : "started lookup",
+			"req is NULL");
 	if (backward)
 		return;
-	rc = started(s, false, last ? 0x80u : 0);
+	rc = started(s, false, last ? 0x80u : 0, false);
 	expect_all_fail(rc, "started lookup", "flags 0x80");
 	rc = shemb_lookup(ctx, s->nmine, s->mine, s->out, last ? 0x80u : 0);
 	expect_all_fail(rc, "lookup", "flags 0x80");
