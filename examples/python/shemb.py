@@ -98,28 +98,36 @@ def _load(path=None):
     return lib
 
 
-def _address(buf, typecode):
-    """The address of a writable C-contiguous buffer of typecode 'q'
-    (int64) or 'f' (float32): array.array, a NumPy array."""
+def _carray(buf, typecode, writable):
+    """A ctypes array over a C-contiguous buffer (of any shape) of
+    typecode 'q' (int64) or 'f' (float32): array.array, a NumPy array, a
+    memoryview.  A buffer the library only reads may be read-only: it is
+    then copied.  The array must outlive the call that uses it."""
     view = memoryview(buf)
     formats = {"q": ("q", "<q", "=q", "l", "<l", "=l"),
                "f": ("f", "<f", "=f")}[typecode]
     size = 8 if typecode == "q" else 4
     if view.format not in formats or view.itemsize != size or \
-            not view.c_contiguous or view.ndim != 1:
-        raise TypeError("want a 1-D buffer of %s, not %s" %
+            not view.c_contiguous:
+        raise TypeError("want a C-contiguous buffer of %s, not %s" %
                         ("int64" if typecode == "q" else "float32",
                          view.format))
     ctype = ctypes.c_int64 if typecode == "q" else ctypes.c_float
-    return ctypes.addressof((ctype * len(view)).from_buffer(buf))
+    n = view.nbytes // size
+    if not view.readonly:
+        return (ctype * n).from_buffer(view)
+    if writable:
+        raise TypeError("the library writes this buffer: it must be "
+                        "writable")
+    return (ctype * n).from_buffer_copy(view)
 
 
-def _room(buf, floats, what):
-    """The library writes floats values into buf (or reads them): a
+def _room(arr, floats, what):
+    """The library writes floats values into arr (or reads them): a
     shorter buffer is refused here, as C cannot tell."""
-    if len(memoryview(buf)) < floats:
+    if len(arr) < floats:
         raise ValueError("%s holds %d floats, the call needs %d" %
-                         (what, len(memoryview(buf)), floats))
+                         (what, len(arr), floats))
 
 
 class Context:
@@ -132,6 +140,7 @@ class Context:
         attr = ctypes.create_string_buffer(4096)  # larger than the struct
         self.lib.shemb_ctx_attr_init_size(attr, len(attr))
         self.ptr = ctypes.c_void_p()
+        self.tables = []  # destroyed with the context
         self._check("shemb_ctx_create",
                     self.lib.shemb_ctx_create(attr, ctypes.byref(self.ptr)))
 
@@ -148,11 +157,20 @@ class Context:
         a.rows, a.dim, a.dtype = rows, dim, F32
         a.optimizer, a.lr = optimizer, lr
         t = ctypes.c_void_p()
+        if not self.ptr:
+            raise ValueError("the context is closed")
         self._check("shemb_table_create", self.lib.shemb_table_create(
             self.ptr, ctypes.byref(a), ctypes.byref(t)))
-        return Table(self, t, rows, dim)
+        table = Table(self, t, rows, dim)
+        self.tables.append(table)
+        return table
 
     def close(self):
+        """Destroys the context and, with it, its tables (their objects
+        then refuse every call)."""
+        for t in self.tables:
+            t.ptr = None
+        self.tables = []
         if self.ptr:
             self.lib.shemb_ctx_destroy(self.ptr)
             self.ptr = None
@@ -165,46 +183,63 @@ class Table:
     def __init__(self, ctx, ptr, rows, dim):
         self.ctx, self.ptr, self.rows, self.dim = ctx, ptr, rows, dim
 
+    def _live(self):
+        if not self.ptr or not self.ctx.ptr:
+            raise ValueError("the table or its context is closed")
+
     def _bags(self, offsets, ids, pooling):
+        """The bags, and the arrays they point into (kept by the caller
+        for the call)."""
+        self._live()
         b = Bags()
         self.ctx.lib.shemb_bags_init_size(ctypes.byref(b), ctypes.sizeof(b))
+        offs = _carray(offsets, "q", False)
+        idss = _carray(ids, "q", False)
         b.table = self.ptr
         b.pooling = pooling
-        b.nbags = len(offsets) - 1
-        b.offsets = _address(offsets, "q")
-        b.nids = len(ids)
-        b.ids = _address(ids, "q") if len(ids) else None
-        return b
+        b.nbags = len(offs) - 1
+        b.offsets = ctypes.addressof(offs)
+        b.nids = len(idss)
+        b.ids = ctypes.addressof(idss) if len(idss) else None
+        return b, (offs, idss)
 
     def _rows_of(self, b, pooling):
         return (b.nids if pooling == POOL_NONE else b.nbags) * self.dim
 
     def lookup(self, offsets, ids, out, pooling=POOL_SUM, keep_plan=True):
-        b = self._bags(offsets, ids, pooling)
-        _room(out, self._rows_of(b, pooling), "out")
-        outp = ctypes.c_void_p(_address(out, "f"))
+        b, keep = self._bags(offsets, ids, pooling)
+        o = _carray(out, "f", True)
+        _room(o, self._rows_of(b, pooling), "out")
+        outp = ctypes.c_void_p(ctypes.addressof(o))
         self.ctx._check("shemb_lookup", self.ctx.lib.shemb_lookup(
             self.ctx.ptr, 1, ctypes.byref(b), ctypes.byref(outp),
             0 if keep_plan else 1))
 
     def backward(self, offsets, ids, grad, pooling=POOL_SUM):
-        b = self._bags(offsets, ids, pooling)
-        _room(grad, self._rows_of(b, pooling), "grad")
-        gp = ctypes.c_void_p(_address(grad, "f"))
+        b, keep = self._bags(offsets, ids, pooling)
+        g = _carray(grad, "f", False)
+        _room(g, self._rows_of(b, pooling), "grad")
+        gp = ctypes.c_void_p(ctypes.addressof(g))
         self.ctx._check("shemb_backward", self.ctx.lib.shemb_backward(
             self.ctx.ptr, 1, ctypes.byref(b), ctypes.byref(gp)))
 
     def read_rows(self, ids, out):
-        _room(out, len(ids) * self.dim, "out")
+        self._live()
+        i = _carray(ids, "q", False)
+        o = _carray(out, "f", True)
+        _room(o, len(i) * self.dim, "out")
         self.ctx._check("shemb_table_read_rows",
                         self.ctx.lib.shemb_table_read_rows(
-                            self.ptr, len(ids), _address(ids, "q"),
-                            _address(out, "f"), F32))
+                            self.ptr, len(i), ctypes.addressof(i),
+                            ctypes.addressof(o), F32))
 
     def close(self):
-        if self.ptr:
+        """Destroys the table; after its context is closed, nothing is
+        left to do."""
+        if self.ptr and self.ctx.ptr:
             self.ctx.lib.shemb_table_destroy(self.ptr)
-            self.ptr = None
+            self.ctx.tables.remove(self)
+        self.ptr = None
 
 
 # ---- a toy model: learn rows whose bag sums hit targets ----
@@ -263,6 +298,34 @@ def pooled_by_hand(table, offsets, ids):
     return out
 
 
+def check_buffers(table, rng, truth):
+    """Read-only ids and offsets, and an output of shape (bags, dim),
+    give the lookup of plain arrays."""
+    offsets, ids, _ = make_batch(rng, truth)
+    want = array.array("f", bytes(4 * BAGS * DIM))
+    table.lookup(offsets, ids, want, keep_plan=False)
+    got = array.array("f", bytes(4 * BAGS * DIM))
+    table.lookup(memoryview(offsets.tobytes()).cast("q"),
+                 memoryview(ids.tobytes()).cast("q"),
+                 memoryview(got).cast("B").cast("f", [BAGS, DIM]),
+                 keep_plan=False)
+    if got != want:
+        raise SystemExit("read-only inputs or a 2-D output differ")
+
+
+def check_closed():
+    """A table whose context is closed refuses calls, and closes."""
+    ctx = Context()
+    table = ctx.table(10, DIM)
+    ctx.close()
+    try:
+        table.read_rows(array.array("q", [0]), array.array("f", [0] * DIM))
+        raise SystemExit("a table read after its context closed")
+    except ValueError:
+        pass
+    table.close()
+
+
 def train(steps=60, check=False):
     ctx = Context()
     print("libshemb %s, NumPy %s" % (
@@ -313,8 +376,11 @@ def train(steps=60, check=False):
             raise SystemExit("a lookup into 1 float of 2 bags ran")
         except ValueError:
             pass
+        check_buffers(table, rng, truth)
     table.close()
     ctx.close()
+    if check:
+        check_closed()
     if check and not last < 0.2 * first:
         raise SystemExit("the loss went from %g to %g only" % (first, last))
     return first, last
