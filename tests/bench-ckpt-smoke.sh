@@ -6,7 +6,8 @@ set -u
 . "$top_srcdir/tests/smoke.sh"
 
 mkdir "$tmp/dir"
-run ckpt "$bench" checkpoint --rows 5000 --dim 16 --reps 1 --dir "$tmp/dir"
+# --rows with a suffix, as the help promises (5120 rows)
+run ckpt "$bench" checkpoint --rows 5k --dim 16 --reps 1 --dir "$tmp/dir"
 need ckpt save_vs_disk
 need ckpt load_vs_disk
 need ckpt serving_bf16_vs_fp32

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "tools/bench.h"
+#include "tools/bench_comm.h"
 
 const char bench_ckpt_usage[] =
 	"Usage: shemb-bench checkpoint [options]\n"
@@ -58,23 +59,18 @@ static const struct option ckpt_long[] = {
 	{ NULL, 0, NULL, 0 }
 };
 
+/* Counts take a k, M or G suffix, as in the other modes. */
 static int ckpt_apply(void *p, int c, const char *arg)
 {
 	struct ckpt_opts *o = p;
-	char *end;
-	long long v = strtoll(arg, &end, 10);
-	bool num = *arg && !*end && v > 0;
 
 	switch (c) {
 	case CO_ROWS:
-		o->rows = v;
-		return num && v <= SHEMB_MAX_ROWS ? 0 : -1;
+		return comm_parse_count(arg, 1, SHEMB_MAX_ROWS, &o->rows);
 	case CO_DIM:
-		o->dim = (int)v;
-		return num && v <= SHEMB_MAX_DIM ? 0 : -1;
+		return comm_parse_int(arg, 1, SHEMB_MAX_DIM, &o->dim);
 	case CO_REPS:
-		o->reps = (int)v;
-		return num && v <= 1000 ? 0 : -1;
+		return comm_parse_int(arg, 1, 1000, &o->reps);
 	case CO_DIR:
 		o->dir = arg;
 		return 0;
