@@ -19,13 +19,11 @@
  * grace period between SIGTERM and SIGKILL) are its timeout.  Threads write
  * its stdout and stderr (shemb_run_sink.c): when these take nothing more,
  * the launcher stops reading the pipes that feed them, and goes on with
- * everything else.
+ * everything else.  The ranks' environment is made in shemb_run_env.c.
  */
 #define _GNU_SOURCE
-#include "tools/shemb_run_options.h"
-#include "tools/shemb_run_output.h"
+#include "tools/shemb_run_job.h"
 #include "tools/shm_regions.h"
-#include "tools/free_port.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,7 +40,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -50,17 +47,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-
 /* From SIGTERM to SIGKILL; also how long output may trail the last rank,
  * and how long stdout gets to take what is left after a --timeout or a
  * signal that comes once every rank has ended. */
 #define GRACE_MS 3000
 /* How long stderr gets for the note that output was dropped. */
 #define NOTE_MS 1000
-/* The job key: random bytes, given to the ranks in hex. */
-#define KEY_BYTES 16
 /* Descriptors besides the two pipes per rank: the standard ones, the
  * signalfd, /dev/null, a new rank's pipe ends, and some to spare. */
 #define SPARE_FDS 16
@@ -71,68 +63,10 @@
 #define EXIT_CANNOT_RUN 127
 
 
-/* The rank variables of other launchers, which the library reads when it
- * finds no SHEMB_RANK: a shemb-run inside an srun allocation must not pass
- * them on. */
-static const char *const foreign_vars[] = {
-	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-	"PMI_RANK", "PMI_SIZE",
-	"SLURM_PROCID", "SLURM_NTASKS",
-};
-
-enum stage {
-	RUNNING,	/* only --timeout is pending */
-	DRAINING,	/* every rank ended, left-over processes hold output */
-	TERMINATING,	/* SIGTERM sent to every group */
-	KILLING,	/* SIGKILL sent to every group */
-	ABANDONED,	/* output still held after SIGKILL: no longer read */
-};
-
-/* Why the job ends early; the first cause is the one that counts. */
-enum cause { CAUSE_NONE, CAUSE_RANK_FAILED, CAUSE_TIMEOUT, CAUSE_LAUNCHER };
-
-struct rank {
-	pid_t pid;		/* 0: not started */
-	bool ended;		/* its end was seen; still a zombie */
-	bool reaped;
-	int status;		/* exit code, or 128 + signal */
-	char prefix[16];
-	struct stream out, err;
-};
-
-struct job {
-	const struct options *opt;
-	struct rank *ranks;
-	int started;		/* ranks 0..started-1 have a process */
-	int running;		/* started and not ended */
-	int open;		/* streams not closed */
-	int sigfd;
-	int devnull;
-	int root_fd;		/* rank 0's listener until it starts; -1 */
-	pid_t self;
-	sigset_t saved_mask;
-	struct sigaction saved_sigpipe;
-	struct rlimit saved_nofile;
-	bool nofile_raised;
-	enum stage stage;
-	int64_t stage_deadline;		/* ms, CLOCK_MONOTONIC; -1: none */
-	int64_t timeout_deadline;	/* -1: no --timeout */
-	enum cause cause;
-	int failed_rank;
-	/* the signalfd, the writers' eventfd, then the streams read */
-	struct pollfd *pfds;
-	struct stream **pstreams;	/* pstreams[i] reads pfds[i] */
-	bool dropped[2];		/* streams of a broken sink closed */
-	int64_t output_deadline;	/* output left then is dropped; -1 */
-	bool output_dropped;
-	struct sinks sinks;		/* stdout, stderr */
-};
-
 /* ---- messages ---- */
 
 /* A line of the launcher's own on stderr, after the ranks' output so far. */
-static void __attribute__((format(printf, 2, 3)))
-note(struct job *job, const char *fmt, ...)
+void note(struct job *job, const char *fmt, ...)
 {
 	char body[400], line[512];
 	va_list ap;
@@ -145,106 +79,10 @@ note(struct job *job, const char *fmt, ...)
 	sink_write_after(&job->sinks.k[1], line, len, &job->sinks.k[0]);
 }
 
-static int fail_errno(struct job *job, const char *what)
+int fail_errno(struct job *job, const char *what)
 {
 	note(job, "%s: %s", what, strerror(errno));
 	return -1;
-}
-
-/* ---- the environment of the ranks ---- */
-
-/* A listener at 127.0.0.1 and a free port (tools/free_port.h), which
- * rank 0 inherits as SHEMB_ROOT_FD: the port is never free between the
- * choice and rank 0's start, for another program to take. */
-static int free_root(struct job *job, char *buf, size_t len)
-{
-	unsigned port = 0;
-
-	if (job->opt->nranks > 1)
-		job->root_fd = shemb_tool_listen_free_port(&port);
-	else	/* one rank meets nobody: no listener to hold */
-		port = shemb_tool_free_port();
-	if (!port)
-		return fail_errno(job, "binding a free port on 127.0.0.1");
-	snprintf(buf, len, "127.0.0.1:%u", port);
-	return 0;
-}
-
-static void close_root(struct job *job)
-{
-	if (job->root_fd >= 0 && close(job->root_fd) < 0)
-		fail_errno(job, "close");
-	job->root_fd = -1;
-}
-
-/* In rank 0's child: keep the listener across exec, and name it. */
-static int pass_root(struct job *job)
-{
-	char num[16];
-
-	if (job->root_fd < 0)
-		return unsetenv("SHEMB_ROOT_FD");
-	snprintf(num, sizeof(num), "%d", job->root_fd);
-	return fcntl(job->root_fd, F_SETFD, 0) < 0 ? -1 :
-	       setenv("SHEMB_ROOT_FD", num, 1);
-}
-
-static int make_job_key(struct job *job, char *hex)
-{
-	unsigned char raw[KEY_BYTES];
-	size_t got = 0;
-
-	while (got < sizeof(raw)) {
-		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return fail_errno(job, "getrandom");
-		}
-		got += n;
-	}
-	for (size_t i = 0; i < sizeof(raw); i++)
-		sprintf(hex + 2 * i, "%02x", raw[i]);
-	return 0;
-}
-
-static int set_env(struct job *job, const char *name, const char *value)
-{
-	if (setenv(name, value, 1) == 0)
-		return 0;
-	note(job, "setting %s: %s", name, strerror(errno));
-	return -1;
-}
-
-/* What every rank shares goes into the launcher's own environment, which
- * the ranks inherit; each rank adds SHEMB_RANK. */
-static int prepare_environment(struct job *job)
-{
-	const struct options *o = job->opt;
-	char root[64], key[2 * KEY_BYTES + 1], size[16];
-
-	for (size_t i = 0; i < ARRAY_SIZE(foreign_vars); i++) {
-		if (unsetenv(foreign_vars[i]) < 0)
-			return fail_errno(job, "unsetenv");
-	}
-	if (unsetenv("SHEMB_ROOT_FD") < 0)	/* an outer job's */
-		return fail_errno(job, "unsetenv");
-	snprintf(size, sizeof(size), "%d", o->nranks);
-	if (set_env(job, "SHEMB_WORLD_SIZE", size) < 0)
-		return -1;
-	if (!o->root && free_root(job, root, sizeof(root)) < 0)
-		return -1;
-	if (set_env(job, "SHEMB_ROOT", o->root ? o->root : root) < 0)
-		return -1;
-	/* an empty key is no key: the job would admit anyone */
-	if ((!getenv("SHEMB_JOB_KEY") || !*getenv("SHEMB_JOB_KEY")) &&
-	    (make_job_key(job, key) < 0 ||
-	     set_env(job, "SHEMB_JOB_KEY", key) < 0))
-		return -1;
-	if (o->provider && set_env(job, "SHEMB_PROVIDER", o->provider) < 0)
-		return -1;
-	return 0;
 }
 
 /* ---- the launcher's own setup ---- */
