@@ -202,6 +202,8 @@ int shemb__dist_all_ok(shemb_ctx *ctx, int status, const char *what);
 
 /* The signature of a step over st's tables. */
 uint64_t shemb__dist_signature(int kind, const struct shemb__step *st);
+/* h with table t mixed in, as every rank names it (dist_meta.c). */
+uint64_t shemb__dist_mix_table(uint64_t h, const shemb_table *t);
 
 /* dist_lookup.c: the exchanges of a lookup whose plans are built (every
  * table, planned or not); pools into out. */

@@ -208,6 +208,14 @@ int shemb__dist_all_ok(shemb_ctx *ctx, int status, const char *what)
 	return rc;
 }
 
+/* table_id may repeat: the same table is the one created in the same
+ * place on every rank. */
+uint64_t shemb__dist_mix_table(uint64_t h, const shemb_table *t)
+{
+	h = shemb__mix64(h ^ t->created);
+	return shemb__mix64(h ^ (uint64_t)t->attr.table_id);
+}
+
 uint64_t shemb__dist_signature(int kind, const struct shemb__step *st)
 {
 	uint64_t h = shemb__mix64((uint64_t)kind << 32 |
@@ -220,10 +228,7 @@ uint64_t shemb__dist_signature(int kind, const struct shemb__step *st)
 	for (int g = 0; g < st->ngroups; g++) {
 		const shemb_table *t = st->groups[g].table;
 
-		/* table_id may repeat: the same table is the one created
-		 * in the same place on every rank */
-		h = shemb__mix64(h ^ t->created);
-		h = shemb__mix64(h ^ (uint64_t)t->attr.table_id);
+		h = shemb__dist_mix_table(h, t);
 		h = shemb__mix64(h ^ (uint64_t)t->shard.kind);
 	}
 	return h | 1; /* never 0, the signature of a failed call */

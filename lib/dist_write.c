@@ -121,10 +121,7 @@ static uint64_t write_signature(const shemb_table *t, unsigned flags)
 {
 	uint64_t h = shemb__mix64((uint64_t)SHEMB__DIST_WRITE << 32 | flags);
 
-	/* the same table is the one created in the same place everywhere
-	 * (table_ids may repeat) */
-	h = shemb__mix64(h ^ t->created);
-	return shemb__mix64(h ^ (uint64_t)t->attr.table_id) | 1;
+	return shemb__dist_mix_table(h, t) | 1;
 }
 
 int shemb__dist_write(shemb_table *t, int64_t n, const int64_t *ids,
