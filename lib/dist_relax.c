@@ -538,9 +538,6 @@ static int lookup_before(struct relax *r)
 	int world = r->ctx->attr.world_size, rc = 0;
 	int was = shemb__traffic_prio(r->ctx, SHEMB_PRIO_LOOKUP);
 
-	for (int g = 0; g < r->lst.ngroups; g++)
-		shemb__tier_lookup_begin(r->lst.groups[g].table);
-
 	if (shemb__xchg_init(&r->early, world) ||
 	    shemb__xchg_init(&r->late, world) ||
 	    shemb__xchg_init(&r->rows, world))

@@ -349,13 +349,17 @@ static struct shemb__plan **alloc_plans(struct shemb__step *st, int *rc)
 	return plans;
 }
 
-/* The plans kept and the call's statistics counted, once it is over.
- * Still under the tables' locks: a backward, which holds them
- * exclusively, never sees a plan change under it. */
+/* The plans kept, the device tiers told (shemb__tier_lookup_settle) and
+ * the call's statistics counted, once it is over.  Still under the
+ * tables' locks: a backward, which holds them exclusively, never sees a
+ * plan change under it. */
 static void settle_plans(struct shemb__step *st, struct shemb__plan **plans,
 			 int rc)
 {
 	commit_counts(st, rc);
+	for (int g = 0; st->kind == SHEMB__DIST_LOOKUP && g < st->ngroups;
+	     g++)
+		shemb__tier_lookup_settle(st->groups[g].table, !rc);
 	for (int g = 0; plans && g < st->ngroups; g++) {
 		if (!plans[g])
 			continue;
@@ -400,11 +404,9 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	if (need_plans)
 		plans = alloc_plans(st, &rc);
 	shemb__step_lock(st, false);
-	for (int g = 0; kind == SHEMB__DIST_LOOKUP && g < st->ngroups; g++) {
-		shemb__tier_lookup_begin(st->groups[g].table);
+	for (int g = 0; kind == SHEMB__DIST_LOOKUP && g < st->ngroups; g++)
 		if (keeps_plan(st, g))
 			shemb__tier_plan_begin(st->groups[g].table);
-	}
 	if (!rc && need_plans)
 		rc = build_plans(st, plans);
 	if (dist)

@@ -87,7 +87,10 @@ int shemb__tier_records(shemb_table *t, int64_t n, const int64_t *rows,
  * uses up the oldest queued step.  Other policies ignore it. */
 int shemb__tier_announce(shemb_table *t, int64_t n, const int64_t *rows,
 			 bool distinct);
-void shemb__tier_lookup_begin(shemb_table *t);
+/* A lookup of t is over: a successful one uses up the oldest announced
+ * step; a failed one gives back the plan it began (plan_begin), so that
+ * the rows of the plan before it keep their place for its backward. */
+void shemb__tier_lookup_settle(shemb_table *t, bool ok);
 
 /* A planned lookup of t starts (its rows are kept for its backward), or
  * the backward that ends it is done. */

@@ -429,18 +429,6 @@ int shemb__tier_announce(shemb_table *t, int64_t n, const int64_t *rows,
 	return rc;
 }
 
-void shemb__tier_lookup_begin(shemb_table *t)
-{
-	struct shemb__tier *tr = t->tier;
-
-	if (!tr || tr->policy != SHEMB_CACHE_LOOKAHEAD)
-		return;
-	shemb__loader_wait(t);
-	pthread_mutex_lock(&tr->lock);
-	shemb__ahead_pop(tr);
-	pthread_mutex_unlock(&tr->lock);
-}
-
 /* The announcement now, in call order; the loads by the loader thread
  * (or now, when it cannot take them). */
 int shemb__tier_prefetch(shemb_table *t, int64_t n, const int64_t *rows,

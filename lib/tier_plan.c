@@ -30,10 +30,50 @@ void shemb__tier_plan_begin(shemb_table *t)
 		return;
 	shemb__loader_wait(t);
 	pthread_mutex_lock(&tr->lock);
+	tr->undo_armed = true;
+	tr->undo_open = tr->plan_open;
 	tr->plan++;
 	if (tr->plan_open) /* a plan without its backward */
 		replace_plan_rows(tr);
 	tr->plan_open = true;
+	pthread_mutex_unlock(&tr->lock);
+}
+
+/*
+ * The lookup that began the current plan failed: the plan before it is
+ * the current one again, open as it was.  The rows the failed call
+ * stamped join it (some of them may be its own, which the stamps no
+ * longer tell apart): kept a little too long rather than evicted before
+ * its backward.  Where no plan was open, they are no plan's.
+ */
+static void plan_undo(struct shemb__tier *tr)
+{
+	uint64_t failed = tr->plan;
+	uint64_t back = tr->undo_open ? failed - 1 : 0;
+
+	tr->plan = failed - 1;
+	tr->plan_open = tr->undo_open;
+	for (int32_t s = 0; s < tr->nslots; s++) {
+		if (tr->slot[s].plan == failed)
+			tr->slot[s].plan = back;
+		if (tr->slot[s].list >= 0) /* pinned slots are filed at unpin */
+			shemb__lists_refile(tr, s);
+	}
+}
+
+void shemb__tier_lookup_settle(shemb_table *t, bool ok)
+{
+	struct shemb__tier *tr = t->tier;
+
+	if (!tr)
+		return;
+	shemb__loader_wait(t);
+	pthread_mutex_lock(&tr->lock);
+	if (ok && tr->policy == SHEMB_CACHE_LOOKAHEAD)
+		shemb__ahead_pop(tr);
+	if (!ok && tr->undo_armed)
+		plan_undo(tr);
+	tr->undo_armed = false;
 	pthread_mutex_unlock(&tr->lock);
 }
 
@@ -46,6 +86,7 @@ void shemb__tier_plan_end(shemb_table *t)
 		return;
 	shemb__loader_wait(t);
 	pthread_mutex_lock(&tr->lock);
+	tr->undo_armed = false;
 	if (tr->plan_open) {
 		tr->plan_open = false;
 		replace_plan_rows(tr);

@@ -817,6 +817,65 @@ START_TEST(batch_over_capacity_is_refused)
 }
 END_TEST
 
+/*
+ * A refused planned lookup leaves the device tier as it was: the rows of
+ * the plan before it stay out of a prefetch's reach until its backward,
+ * under every policy, and it uses up no announced step.  It used to
+ * unprotect them (the backward then loaded them again) and to use up a
+ * step.
+ */
+START_TEST(refused_lookup_leaves_the_tier)
+{
+	shemb_ctx *ctx = new_ctx();
+	const int64_t cur[] = { 1, 2 }, big[] = { 10, 11, 12, 13, 14 };
+	const int64_t nxt[] = { 20, 21, 22, 23 };
+
+	for (size_t pi = 0; pi < TU_ARRAY_SIZE(policies); pi++) {
+		shemb_table *t = cache_table(ctx, 4, policies[pi]);
+		struct tu_bags b;
+		int64_t len[] = { 1, 1 };
+		struct shemb_bags s;
+		float out[2 * 4];
+		float *o = out;
+		const float *g = out;
+		uint64_t misses;
+
+		tu_bags_from(&b, 2, len, cur, NULL);
+		s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
+		ck_assert_int_eq(shemb_lookup(ctx, 1, &s, &o, 0), 0);
+		ck_assert_int_eq(call_ids(ctx, t, 5, big, IDS_TRAIN, NULL),
+				 SHEMB_ENOMEM);
+		prefetch_ids(ctx, t, 4, nxt); /* two free slots: two loads */
+		misses = stats_of(t).cache_misses;
+		ck_assert_uint_eq(misses, 4);
+		ck_assert_int_eq(shemb_backward(ctx, 1, &s, &g), 0);
+		ck_assert_uint_eq(stats_of(t).cache_misses, misses);
+		tu_bags_free(&b);
+		shemb_table_destroy(t);
+	}
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(refused_lookup_uses_up_no_announced_step)
+{
+	shemb_ctx *ctx = new_ctx();
+	shemb_table *t = cache_table(ctx, 4, SHEMB_CACHE_LOOKAHEAD);
+	const int64_t r[] = { 5 }, big[] = { 10, 11, 12, 13, 14 };
+
+	for (int i = 0; i < 256; i++)
+		announce_ids(ctx, t, 1, r);
+	ck_assert_int_eq(call_ids(ctx, t, 5, big, IDS_LOOKUP, NULL),
+			 SHEMB_ENOMEM);
+	ck_assert_int_eq(call_ids(ctx, t, 1, r, IDS_ANNOUNCE, NULL),
+			 SHEMB_EINVAL); /* still 256 */
+	lookup_ids(ctx, t, 1, r, false); /* uses one up */
+	announce_ids(ctx, t, 1, r);
+	shemb_table_destroy(t);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
 /* ---- the cold file failing ---- */
 
 /* Steps over rows 0 .. 7 with a tier of 4: rows go to and from the file. */
@@ -1244,6 +1303,8 @@ static Suite *tier_suite(void)
 	suite_add_tcase(s, ts);
 	tcase_set_timeout(tf, 60);
 	tcase_add_test(tf, batch_over_capacity_is_refused);
+	tcase_add_test(tf, refused_lookup_leaves_the_tier);
+	tcase_add_test(tf, refused_lookup_uses_up_no_announced_step);
 	tcase_add_test(tf, cold_read_error_fails_the_step);
 	tcase_add_test(tf, cold_write_error_keeps_the_dirty_rows);
 	tcase_add_test(tf, cold_truncated_file_is_an_io_error);
