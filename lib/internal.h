@@ -73,7 +73,7 @@ struct shemb_ctx {
 					   * no memory */
 	bool held_all;                /* ... all of the library's, having
 				       * had no memory to remember one */
-	int64_t next_table_id;
+	uint64_t next_table_id;       /* INT64_MAX + 1: none left */
 	uint64_t next_table_serial;
 	uint64_t tables_created;      /* successfully: numbers them alike
 				       * on every rank */

@@ -105,11 +105,16 @@ static int resolve(shemb_table *t, const struct shemb_table_attr *a)
 	t->attr = *a;
 	pthread_mutex_lock(&ctx->lock);
 	t->auto_id = t->attr.table_id < 0;
+	if (t->auto_id && ctx->next_table_id > INT64_MAX) {
+		pthread_mutex_unlock(&ctx->lock);
+		return shemb__fail(ctx, SHEMB_EINVAL, "no automatic table_id "
+				   "is left: a table of this context has "
+				   "table_id INT64_MAX (give this one an id)");
+	}
 	if (t->auto_id)
-		t->attr.table_id = ctx->next_table_id;
-	ctx->next_table_id = t->attr.table_id + 1 > ctx->next_table_id
-				     ? t->attr.table_id + 1
-				     : ctx->next_table_id;
+		t->attr.table_id = (int64_t)ctx->next_table_id;
+	if ((uint64_t)t->attr.table_id + 1 > ctx->next_table_id)
+		ctx->next_table_id = (uint64_t)t->attr.table_id + 1;
 	t->serial = ctx->next_table_serial++;
 	pthread_mutex_unlock(&ctx->lock);
 
@@ -126,7 +131,9 @@ static int resolve(shemb_table *t, const struct shemb_table_attr *a)
 		t->cold_path = copy_string(a->cold_path);
 		t->attr.cold_path = t->cold_path;
 	}
-	return t->name && (t->cold_path || !a->cold_path) ? 0 : SHEMB_ENOMEM;
+	if (!t->name || (a->cold_path && !t->cold_path))
+		return shemb__fail(ctx, SHEMB_ENOMEM, "no memory for the table");
+	return 0;
 }
 
 /*
@@ -316,8 +323,9 @@ static void give_back_id(shemb_table *t)
 	shemb_ctx *ctx = t->ctx;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (t->auto_id && ctx->next_table_id == t->attr.table_id + 1)
-		ctx->next_table_id = t->attr.table_id;
+	if (t->auto_id &&
+	    ctx->next_table_id == (uint64_t)t->attr.table_id + 1)
+		ctx->next_table_id = (uint64_t)t->attr.table_id;
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -373,10 +381,11 @@ static int new_table(shemb_ctx *ctx, const struct shemb_table_attr *a,
 	pthread_mutex_init(&t->plan_lock, NULL);
 	pthread_mutex_init(&t->save_lock, NULL);
 	rc = resolve(t, a);
-	if (!rc)
-		rc = shemb__stats_init(t);
 	if (rc)
-		return shemb__fail(ctx, rc, "no memory for the table");
+		return rc;
+	if (shemb__stats_init(t))
+		return shemb__fail(ctx, SHEMB_ENOMEM,
+				   "no memory for the table");
 	return shemb__shard_plan(ctx, &t->attr, &t->shard);
 }
 

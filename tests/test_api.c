@@ -690,6 +690,37 @@ START_TEST(failed_create_takes_no_table_id)
 }
 END_TEST
 
+/*
+ * A table of table_id INT64_MAX leaves no automatic id: a create with -1
+ * is refused (it once got INT64_MIN, an id the library then refused to
+ * load from its own checkpoint), creates nothing, and given ids still
+ * work.
+ */
+START_TEST(no_automatic_id_after_the_largest)
+{
+	shemb_ctx *ctx = new_ctx();
+	struct shemb_table_attr a;
+	shemb_table *t = NULL, *u = NULL;
+
+	shemb_table_attr_init(&a);
+	a.rows = 10;
+	a.dim = 4;
+	a.table_id = INT64_MAX;
+	ck_assert_int_eq(shemb_table_create(ctx, &a, &t), 0);
+	a.table_id = -1;
+	ck_assert_int_eq(shemb_table_create(ctx, &a, &u), SHEMB_EINVAL);
+	ck_assert_ptr_null(u);
+	ck_assert(tu_contains_all(shemb_ctx_last_error(ctx), "table_id",
+				  "INT64_MAX", NULL));
+	a.table_id = 3;
+	ck_assert_int_eq(shemb_table_create(ctx, &a, &u), 0);
+	shemb_table_attr_init(&a);
+	ck_assert_int_eq(shemb_table_get_attr(u, &a), 0);
+	ck_assert_int_eq(a.table_id, 3);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
 /* ---- error details ---- */
 
 START_TEST(last_error_after_failed_ctx_create)
@@ -948,6 +979,28 @@ START_TEST(stats_size_too_small)
 }
 END_TEST
 
+/* "fills the fields that fit in stats->size bytes": a size that ends
+ * inside a field leaves that field alone (its first bytes were written). */
+START_TEST(stats_fill_whole_fields)
+{
+	shemb_ctx *ctx = new_ctx();
+	shemb_table *t = tu_table(ctx, 5, 2, SHEMB_F32, SHEMB_OPT_SGD);
+	const size_t cut = offsetof(struct shemb_table_stats, sent_bytes);
+	unsigned char buf[sizeof(struct shemb_table_stats)];
+	struct shemb_table_stats st;
+
+	memset(buf, 0xab, sizeof(buf));
+	memcpy(&st, buf, sizeof(st));
+	st.size = cut + 2;
+	ck_assert_int_eq(shemb_table_stats(t, &st), 0);
+	ck_assert_uint_eq(st.size, cut + 2);
+	ck_assert_uint_eq(st.lookups, 0);    /* fields that fit: written */
+	ck_assert_uint_eq(st.update_ns, 0);
+	ck_assert(!memcmp((char *)&st + cut, buf + cut, sizeof(buf) - cut));
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
 static Suite *api_suite(void)
 {
 	Suite *s = suite_create("api");
@@ -988,8 +1041,10 @@ static Suite *api_suite(void)
 	tcase_add_test(tc, stats_count_what_was_done);
 	tcase_add_test(tc, stats_reset_zeroes_timers);
 	tcase_add_test(tc, stats_size_too_small);
+	tcase_add_test(tc, stats_fill_whole_fields);
 	suite_add_tcase(s, tc);
 	tcase_add_test(reg, failed_create_takes_no_table_id);
+	tcase_add_test(reg, no_automatic_id_after_the_largest);
 	suite_add_tcase(s, reg);
 	return s;
 }
