@@ -55,9 +55,10 @@ SHEMB_API int shemb_table_stats(const shemb_table *t,
 		.relaxed_lookups = LOAD(m, relaxed_lookups),
 		.early_rows = LOAD(m, early_rows),
 	};
+	/* whole fields only: every field is 8 bytes */
 	memcpy((char *)out + sizeof(size_t), (char *)&s + sizeof(size_t),
-	       (out->size < sizeof(s) ? out->size : sizeof(s)) -
-		       sizeof(size_t));
+	       ((out->size < sizeof(s) ? out->size : sizeof(s)) -
+		sizeof(size_t)) / 8 * 8);
 	return 0;
 }
 
