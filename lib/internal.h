@@ -111,7 +111,9 @@ struct shemb_table {
 	uint64_t created;             /* its place among the tables made
 				       * (the same on every rank: steps
 				       * compare it; serial may differ) */
-	bool auto_id;                 /* table_id given by the context */
+	uint64_t next_id_before;      /* the context's next automatic id */
+	uint64_t next_id_after;       /* before and after the create (0:
+				       * not moved yet) */
 	struct shemb_table_attr attr; /* effective; attr.name -> name */
 	char *name;
 	char *cold_path;              /* attr.cold_path's copy */

@@ -28,6 +28,7 @@
 /* Fewer rows than this per rank are not worth spreading. */
 #define MIN_ROWS_PER_RANK 64
 
+/* B of shemb_table_create(3): the size class of the table. */
 static uint64_t table_bytes(const struct shemb_table_attr *a)
 {
 	uint64_t row = (uint64_t)a->dim * (a->dtype == SHEMB_F32 ? 4 : 2) +
@@ -35,6 +36,13 @@ static uint64_t table_bytes(const struct shemb_table_attr *a)
 								 a->dim);
 
 	return row * (uint64_t)a->rows;
+}
+
+/* What the whole table takes in memory, its records padded: what a rank
+ * that holds it claims of its budget, hence what room is counted in. */
+static uint64_t stored_bytes(const struct shemb_table_attr *a)
+{
+	return (uint64_t)shemb__record_bytes(a, a->dim) * (uint64_t)a->rows;
 }
 
 /* Bytes of host budget rank r has left for tables (as accounted). */
@@ -80,13 +88,13 @@ static int choose_kind(const shemb_ctx *ctx, const struct shemb_table_attr *a)
 
 	if (world == 1)
 		return SHEMB_SHARD_ROW;
-	if (bytes <= REPLICATE_BYTES && bytes <= least_room(ctx) / 8)
+	if (bytes <= REPLICATE_BYTES && stored_bytes(a) <= least_room(ctx) / 8)
 		return SHEMB_SHARD_REPLICATED;
 	if (a->expected_skew >= COLUMN_SKEW &&
 	    a->dim >= COLUMN_MIN_DIM_PER_RANK * world)
 		return SHEMB_SHARD_COLUMN;
 	if (a->rows < (int64_t)MIN_ROWS_PER_RANK * world &&
-	    bytes <= room_on(ctx, roomiest(ctx)))
+	    stored_bytes(a) <= room_on(ctx, roomiest(ctx)))
 		return SHEMB_SHARD_TABLE;
 	return SHEMB_SHARD_ROW;
 }
@@ -162,20 +170,40 @@ int shemb__shard_plan(shemb_ctx *ctx, const struct shemb_table_attr *a,
 	return 0;
 }
 
-/* Account the bytes each rank holds, for the owners of later tables. */
+/* The bytes of table a that rank r stores under plan s: its rows of a
+ * row-wise table, every row of its columns of a column-wise one. */
+static uint64_t share_of(const struct shemb_table_attr *a,
+			 const struct shemb__shard *s, int r)
+{
+	uint64_t rows = (uint64_t)a->rows, w = (uint64_t)s->world;
+	int col0, ncols;
+
+	switch (s->kind) {
+	case SHEMB_SHARD_TABLE:
+		return r == s->owner ? stored_bytes(a) : 0;
+	case SHEMB_SHARD_ROW:
+		rows = rows > (uint64_t)r ? (rows - (uint64_t)r + w - 1) / w
+					  : 0;
+		return rows * shemb__record_bytes(a, a->dim);
+	case SHEMB_SHARD_COLUMN:
+		shemb__shard_columns(s, r, &col0, &ncols);
+		return rows * shemb__record_bytes(a, ncols);
+	default:
+		return stored_bytes(a);
+	}
+}
+
+/* Account the bytes each rank holds, for the owners of later tables.
+ * Every rank counts alike, from the attributes the ranks compared (not
+ * from cold_path, which may differ between them). */
 void shemb__shard_account(shemb_ctx *ctx, const struct shemb_table_attr *a,
 			  const struct shemb__shard *s, bool add)
 {
-	uint64_t bytes = table_bytes(a), per = bytes / (uint64_t)s->world;
-
 	if (s->world == 1)
 		return;
 	pthread_mutex_lock(&ctx->lock);
 	for (int r = 0; r < s->world; r++) {
-		uint64_t v = s->kind == SHEMB_SHARD_REPLICATED ? bytes
-			     : s->kind == SHEMB_SHARD_TABLE
-				     ? (r == s->owner ? bytes : 0)
-				     : per;
+		uint64_t v = share_of(a, s, r);
 
 		ctx->rank_bytes[r] += add ? v : -v;
 	}

@@ -33,27 +33,37 @@ static size_t next_pow2(size_t x)
 	return p;
 }
 
+/* Optimizer state per record: none for an int8 table, which only
+ * serves. */
+static int state_floats(const struct shemb_table_attr *a, int ncols)
+{
+	return a->dtype == SHEMB_INT8 ? 0
+				      : shemb__opt_state_floats(a->optimizer,
+								ncols);
+}
+
 /*
  * A record is the row, then its optimizer state (fp32).  Records of up to
  * 32 bytes take a power of two, larger ones a multiple of 64: with the
  * store cache-line aligned, no record straddles more lines than it must.
  */
+size_t shemb__record_bytes(const struct shemb_table_attr *a, int ncols)
+{
+	size_t raw = round_up(shemb__row_bytes(a->dtype, ncols), 4) +
+		     (size_t)state_floats(a, ncols) * sizeof(float);
+
+	return raw > 32 ? round_up(raw, 64) : next_pow2(raw);
+}
+
 static void layout(struct shemb__store *s, const struct shemb_table_attr *a,
 		   const struct shemb__shard *sh)
 {
-	size_t row = shemb__row_bytes(a->dtype, sh->ncols);
-	size_t raw;
-
 	s->rows = sh->local_rows;
 	s->dim = sh->ncols;
 	s->dtype = a->dtype;
-	/* an int8 table only serves: no optimizer state */
-	s->nstate = a->dtype == SHEMB_INT8
-			    ? 0
-			    : shemb__opt_state_floats(a->optimizer, sh->ncols);
-	s->state_off = round_up(row, 4);
-	raw = s->state_off + (size_t)s->nstate * sizeof(float);
-	s->stride = raw > 32 ? round_up(raw, 64) : next_pow2(raw);
+	s->nstate = state_floats(a, sh->ncols);
+	s->state_off = round_up(shemb__row_bytes(a->dtype, sh->ncols), 4);
+	s->stride = shemb__record_bytes(a, sh->ncols);
 	s->bytes = (size_t)sh->local_rows * s->stride;
 }
 
@@ -104,17 +114,18 @@ static int resolve(shemb_table *t, const struct shemb_table_attr *a)
 
 	t->attr = *a;
 	pthread_mutex_lock(&ctx->lock);
-	t->auto_id = t->attr.table_id < 0;
-	if (t->auto_id && ctx->next_table_id > INT64_MAX) {
+	if (t->attr.table_id < 0 && ctx->next_table_id > INT64_MAX) {
 		pthread_mutex_unlock(&ctx->lock);
 		return shemb__fail(ctx, SHEMB_EINVAL, "no automatic table_id "
 				   "is left: a table of this context has "
 				   "table_id INT64_MAX (give this one an id)");
 	}
-	if (t->auto_id)
+	if (t->attr.table_id < 0)
 		t->attr.table_id = (int64_t)ctx->next_table_id;
+	t->next_id_before = ctx->next_table_id;
 	if ((uint64_t)t->attr.table_id + 1 > ctx->next_table_id)
 		ctx->next_table_id = (uint64_t)t->attr.table_id + 1;
+	t->next_id_after = ctx->next_table_id;
 	t->serial = ctx->next_table_serial++;
 	pthread_mutex_unlock(&ctx->lock);
 
@@ -224,7 +235,8 @@ static uint64_t fingerprint(const shemb_table *t)
 	h = mix_in(h, (uint64_t)a->init << 32 | (uint64_t)a->optimizer);
 	h = mix_in(h, (uint64_t)a->weight_decay_mode << 32 |
 			      (uint32_t)a->wire_dtype);
-	h = mix_in(h, (uint64_t)a->pool_at << 1 | (a->cache_rows > 0));
+	h = mix_in(h, (uint64_t)a->pool_at << 2 | (uint64_t)!!a->read_only << 1 |
+			      (a->cache_rows > 0));
 	h = mix_in(h, (uint64_t)t->shard.kind << 32 |
 			      (uint32_t)t->shard.owner);
 	for (size_t i = 0; i < sizeof(fl) / sizeof(fl[0]); i++)
@@ -316,16 +328,17 @@ static void unlink_table(shemb_table *t)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-/* A failed create gives its automatic id back, unless another table took
- * the next one meanwhile, so ids keep following successful creations. */
+/* A failed create, with an automatic id or a given one, leaves the next
+ * automatic id as it found it, unless another create moved it meanwhile:
+ * ids keep following successful creations, alike on every rank (a rank
+ * that refused the attributes never moved it). */
 static void give_back_id(shemb_table *t)
 {
 	shemb_ctx *ctx = t->ctx;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (t->auto_id &&
-	    ctx->next_table_id == (uint64_t)t->attr.table_id + 1)
-		ctx->next_table_id = (uint64_t)t->attr.table_id;
+	if (t->next_id_after && ctx->next_table_id == t->next_id_after)
+		ctx->next_table_id = t->next_id_before;
 	pthread_mutex_unlock(&ctx->lock);
 }
 

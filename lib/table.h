@@ -30,4 +30,8 @@ int shemb__table_attr_check(shemb_ctx *ctx, const struct shemb_table_attr *a);
 /* fp32 values of optimizer state per row */
 int shemb__opt_state_floats(int optimizer, int dim);
 
+/* Bytes of a record of table a holding ncols of its columns: the row,
+ * its optimizer state, the padding (shemb_table_create(3), MEMORY). */
+size_t shemb__record_bytes(const struct shemb_table_attr *a, int ncols);
+
 #endif

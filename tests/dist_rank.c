@@ -191,6 +191,33 @@ static void make_tables(void)
 		}
 }
 
+/* A table with an automatic id, created alike on every rank: it must
+ * succeed, and every rank give it the same id. */
+static void check_next_id_alike(void)
+{
+	struct shemb_table_attr a;
+	shemb_table *t = NULL;
+	int64_t id, hi, neg_lo;
+
+	shemb_table_attr_init(&a);
+	a.rows = 50;
+	a.dim = 4;
+	CHECK_RC(ctx, shemb_table_create(ctx, &a, &t));
+	shemb_table_attr_init(&a);
+	CHECK_RC(ctx, shemb_table_get_attr(t, &a));
+	id = a.table_id;
+	CHECK_RC(ctx, shemb_allreduce(ctx, &id, &hi, 1, SHEMB_I64,
+				      SHEMB_REDUCE_MAX, NULL));
+	id = -a.table_id;
+	CHECK_RC(ctx, shemb_allreduce(ctx, &id, &neg_lo, 1, SHEMB_I64,
+				      SHEMB_REDUCE_MAX, NULL));
+	if (hi != -neg_lo)
+		FAIL("an automatic id after a failed create: %lld here, %lld "
+		     "to %lld over the ranks", (long long)a.table_id,
+		     (long long)-neg_lo, (long long)hi);
+	shemb_table_destroy(t);
+}
+
 /* A table created unlike on the other ranks, refused by one rank, or
  * too large for one rank, fails everywhere. */
 static void check_create_mismatch(void)
@@ -215,6 +242,7 @@ static void check_create_mismatch(void)
 	/* attrs one rank refuses: every rank fails, the others naming it
 	 * and giving its detail */
 	a.dim = rank == world - 1 ? 0 : 4;
+	a.table_id = 500;
 	rc = shemb_table_create(ctx, &a, &t);
 	if (rc != SHEMB_EINVAL || t)
 		FAIL("a table one rank refused: %d", rc);
@@ -223,6 +251,21 @@ static void check_create_mismatch(void)
 	    (!strstr(shemb_ctx_last_error(ctx), who) ||
 	     !strstr(shemb_ctx_last_error(ctx), "dim")))
 		FAIL("detail: %s", shemb_ctx_last_error(ctx));
+	/* the failed creates left the next automatic id alike: before, the
+	 * ranks that got to the id took 501, the last rank did not, and
+	 * every create with an automatic id failed from then on */
+	check_next_id_alike();
+
+	/* a serving table on one rank only: refused, as any other
+	 * difference (before, created, and every step then failed) */
+	a.dim = 4;
+	a.read_only = rank == world - 1;
+	rc = shemb_table_create(ctx, &a, &t);
+	if (rc != SHEMB_EINVAL || t)
+		FAIL("a table read_only on rank %d only: %d", world - 1, rc);
+	if (!strstr(shemb_ctx_last_error(ctx), "unlike"))
+		FAIL("detail: %s", shemb_ctx_last_error(ctx));
+	a.read_only = 0;
 
 	/* a table only its owner has no memory for: it exists nowhere */
 	a.dim = 64;

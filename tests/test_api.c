@@ -690,6 +690,34 @@ START_TEST(failed_create_takes_no_table_id)
 }
 END_TEST
 
+/* Nor does a failed create with an id given ("one more than the largest
+ * table_id given so far to a table"): before, the next automatic id was
+ * 1001 after a failed create of table 1000, and none was left after a
+ * failed create of table INT64_MAX. */
+START_TEST(failed_create_with_an_id_moves_no_automatic_id)
+{
+	shemb_ctx *ctx = ctx_with_budget(64 << 10);
+	const int64_t given[] = { 1000, INT64_MAX };
+	struct shemb_table_attr a;
+	shemb_table *t = NULL;
+
+	for (int i = 0; i < 2; i++) {
+		shemb_table_attr_init(&a);
+		a.rows = 100000;
+		a.dim = 16;
+		a.table_id = given[i];
+		ck_assert_int_eq(shemb_table_create(ctx, &a, &t),
+				 SHEMB_ENOMEM);
+		ck_assert_ptr_null(t);
+	}
+	t = tu_table(ctx, 10, 4, SHEMB_F32, SHEMB_OPT_SGD);
+	shemb_table_attr_init(&a);
+	ck_assert_int_eq(shemb_table_get_attr(t, &a), 0);
+	ck_assert_int_eq(a.table_id, 0);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
 /*
  * A table of table_id INT64_MAX leaves no automatic id: a create with -1
  * is refused (it once got INT64_MIN, an id the library then refused to
@@ -1044,6 +1072,7 @@ static Suite *api_suite(void)
 	tcase_add_test(tc, stats_fill_whole_fields);
 	suite_add_tcase(s, tc);
 	tcase_add_test(reg, failed_create_takes_no_table_id);
+	tcase_add_test(reg, failed_create_with_an_id_moves_no_automatic_id);
 	tcase_add_test(reg, no_automatic_id_after_the_largest);
 	suite_add_tcase(s, reg);
 	return s;
