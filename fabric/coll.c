@@ -93,6 +93,8 @@ static int add_chunks(struct op *op, int r, bool send, int peer, void *buf,
 		x->pull = op->pull && !send;
 		x->ack = op->pull && send;
 		x->off = off;
+		x->run_pos = (int)k;
+		x->run_after = (int)((len - off - n + chunk - 1) / chunk);
 	}
 	return 0;
 }

@@ -249,16 +249,33 @@ static int default_chunks_in_flight(const struct fab *f, bool crowded,
  * 512 KiB slices, 153-168 in 128 KiB. */
 #define PULL_SLICE ((size_t)128 << 10)
 
+/*
+ * The chunks asked for, over shm at least twice what it injects: shm
+ * completes a send it injects at once, before the receiver took it, so
+ * max_chunks would not bound the messages a peer has in flight to a
+ * rank, which shm keeps in the entries its receives need (engine.c,
+ * hold_receive()): 2 MiB in chunks of 1000 bytes failed a receive.
+ * Twice, so that an allreduce's chunks, cut to whole elements, stay
+ * above it.
+ */
+static size_t chunk_asked(const struct fab *f, size_t chunk)
+{
+	size_t least = is_shm(f->provider) ? 2 * f->inject_size : 0;
+
+	return chunk && chunk < least ? least : chunk;
+}
+
 /* What the attrs asked for on both lanes, else each lane's default. */
 static void set_chunking(struct fab *f, const struct shemb__fabric_cfg *cfg,
 			 bool crowded)
 {
-	f->pull_chunk = cfg->chunk_bytes ? cfg->chunk_bytes : PULL_CHUNK;
+	size_t asked = chunk_asked(f, cfg->chunk_bytes);
+
+	f->pull_chunk = asked ? asked : PULL_CHUNK;
 	f->pull_slice = crowded ? PULL_SLICE : f->pull_chunk;
 	for (int lane = 0; lane < NLANES; lane++) {
-		f->chunk[lane] = cfg->chunk_bytes
-				 ? cfg->chunk_bytes
-				 : default_chunk(f, crowded, lane);
+		f->chunk[lane] = asked ? asked
+				       : default_chunk(f, crowded, lane);
 		f->max_chunks[lane] = cfg->chunks_in_flight
 				      ? cfg->chunks_in_flight
 				      : default_chunks_in_flight(f, crowded,

@@ -23,9 +23,10 @@
 #include "fabric/engine.h"
 
 /* Sends in flight, headers and chunks of every op (each op's chunks
- * have their own bound, max_chunks); receives are cheap to post early, so
- * that messages land in place rather than being buffered (up to what the
- * provider takes: max_recvs). */
+ * have their own bound, max_chunks); receives are posted ahead of their
+ * messages, so that these land in place rather than being buffered: a
+ * window of each peer's chunks (hold_receive()), within what the
+ * provider takes (max_recvs). */
 #define MAX_SENDS_POSTED 1024
 #define CHECK_EVERY_NS 1000000ull
 
@@ -298,13 +299,57 @@ static bool is_chunk(const struct xfer *x)
 	return x->send && !x->is_hdr;
 }
 
+/* A receive of data (a chunk, or a chunk to copy out of the peer's
+ * memory), as coll.c builds them in runs, one per peer and round. */
+static bool is_chunk_receive(const struct xfer *x)
+{
+	return !x->send && !x->is_hdr && !x->drain && !x->sink && !x->ack;
+}
+
+/*
+ * A run's receives are queued a window at a time: the first max_chunks
+ * of them (as many as the peer may have data sends in flight in the
+ * op), then one more as each completes.  The first of the run not yet
+ * received is then always posted, and the peer's sends, which go in the
+ * run's order, always find their receives; and the receives an op holds
+ * stay few.  Before, an op queued all of its receives, up to what the
+ * provider holds (max_recvs): shm (1024) also keeps there the messages
+ * that come before their receives, and with collectives of more chunks
+ * than that in flight together, another collective's messages took the
+ * last entries and a receive was refused (FI_ENOMEM).  One window for
+ * the op's receives from all its peers, instead of one per run, could
+ * give it all to one peer's while another peer's sends, in flight to
+ * this rank, held that peer's own window shut: 4 ranks then stopped.
+ */
+static bool hold_receive(const struct fab *f, const struct xfer *x)
+{
+	return is_chunk_receive(x) && !x->released &&
+	       x->run_pos >= f->max_chunks[x->op->lane];
+}
+
+/* A data receive completed: the one a window after it in its run may be
+ * queued. */
+static void release_receive(struct fab *f, struct xfer *x)
+{
+	int w = f->max_chunks[x->op->lane];
+
+	if (x->run_after < w || x->op->done)
+		return;
+	x[w].released = true;
+	shemb__fab_enqueue(f, &x[w]);
+}
+
 /* x waits in its op's own list: the op has max_chunks data sends queued
- * or posted.  Keeping them out of the engine's queue spares every post
- * a walk past them (a 64 MiB collective in 128 KiB chunks has 512). */
+ * or posted; or, a receive beyond its run's window, until the one a
+ * window before it completes.  Keeping them out of the engine's queues
+ * spares every post a walk past them (a 64 MiB collective in 128 KiB
+ * chunks has 512). */
 static bool defer(struct fab *f, struct xfer *x)
 {
 	struct op *op = x->op;
 
+	if (hold_receive(f, x))
+		return true;
 	if (!is_chunk(x))
 		return false;
 	if (op->chunks_queued < f->max_chunks[op->lane]) {
@@ -744,6 +789,8 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 		len = x->len; /* the copy was whole; its message, empty */
 	if (is_chunk(x))
 		undefer(f, op);
+	else if (is_chunk_receive(x))
+		release_receive(f, x);
 	if (shemb__xfer_takes_message(x) && err != FI_ECANCELED)
 		op->caught[shemb__xfer_lane(x)]++; /* for settle.c */
 	if (x->ack && x->drain_late && !err)

@@ -197,6 +197,12 @@ struct xfer {
 	bool cancel_later;           /* a receive on the bulk lane to
 				      * cancel once no thread reads that
 				      * lane (mop.c) */
+	int run_pos, run_after;      /* a data receive: its place among the
+				      * chunks from its peer in its round,
+				      * and how many follow it there */
+	bool released;               /* ... queued though that place is
+				      * beyond the window (engine.c,
+				      * hold_receive()) */
 	size_t off;                  /* pull: the chunk's offset in the
 				      * peer's piece */
 	size_t copied;               /* pull: bytes of it copied so far */

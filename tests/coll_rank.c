@@ -19,7 +19,9 @@
  * plain loop.  Exit 0 when every check passed; a message and 1 otherwise.
  *
  * Scenarios: alltoallv, alltoallv-big (one 64 MiB pair), allgatherv,
- * allreduce, barrier, concurrent, priorities (40 collectives of random
+ * allreduce, barrier, concurrent, many-chunks (an allreduce and an
+ * alltoallv of 8 MiB a peer, urgent, together: run with small chunks,
+ * thousands of receives), priorities (40 collectives of random
  * priorities in flight), staggered (rings, pairwise alltoallv and
  * allgatherv several megabytes deep in flight, waited for in orders that
  * differ between ranks), late-start (an allreduce and an allgatherv,
@@ -402,6 +404,53 @@ static float *start_sum(int i, shemb_request **req)
 	CHECK(shemb_allreduce(ctx, d, d, 5000, SHEMB_F32, SHEMB_REDUCE_SUM,
 			      req));
 	return red;
+}
+
+/*
+ * many-chunks: an allreduce of 8 MiB and an alltoallv of 8 MiB to every
+ * peer, started together on the urgent lane and waited for in turn.  In
+ * chunks of 16 KiB, 4 ranks over shm needed some 2300 chunk receives at
+ * once, more than shm's 1024 entries, which also keep the messages that
+ * came early: a receive was refused (SHEMB_EIO) every time.
+ */
+static void run_many_chunks(void)
+{
+	const size_t bytes = (size_t)8 << 20, count = bytes / sizeof(float);
+	size_t sc[64], sd[64];
+	shemb_request *ar = NULL, *a2a = NULL;
+	float *x = malloc(bytes), *y = malloc(bytes);
+	unsigned char *sb = malloc(bytes * (size_t)world);
+	unsigned char *rb = malloc(bytes * (size_t)world);
+
+	if (!x || !y || !sb || !rb)
+		FAIL("no memory");
+	for (size_t k = 0; k < count; k++)
+		x[k] = (float)(rank + 1 + k % 3);
+	for (int j = 0; j < world; j++) {
+		sc[j] = bytes;
+		sd[j] = (size_t)j * bytes;
+		memset(sb + sd[j], rank * 16 + j, bytes);
+	}
+	CHECK(shemb_allreduce_prio(ctx, x, y, count, SHEMB_F32,
+				   SHEMB_REDUCE_SUM, SHEMB_PRIO_LOOKUP, &ar));
+	CHECK(shemb_alltoallv_prio(ctx, sb, sc, sd, rb, sc, sd,
+				   SHEMB_PRIO_LOOKUP, &a2a));
+	CHECK(shemb_wait(ar));
+	CHECK(shemb_wait(a2a));
+	shemb_request_free(ar);
+	shemb_request_free(a2a);
+	for (size_t k = 0; k < count; k++)
+		if (y[k] != (float)(world * (world + 1) / 2 +
+				    world * (int)(k % 3)))
+			FAIL("allreduce: value %zu is %g", k, y[k]);
+	for (int j = 0; j < world; j++)
+		for (size_t k = 0; k < bytes; k++)
+			if (rb[sd[j] + k] != (unsigned char)(j * 16 + rank))
+				FAIL("alltoallv: byte %zu from rank %d", k, j);
+	free(x);
+	free(y);
+	free(sb);
+	free(rb);
 }
 
 static void run_concurrent(void)
@@ -1593,10 +1642,10 @@ static int pin_to_one_cpu(void)
 }
 
 /*
- * The chunking in use (the bulk lane's): the one asked for, or the
- * documented default.  The ranks of these tests share one host and
- * job_cpus CPUs between them: more ranks than those make shm's defaults
- * the small ones.
+ * The chunking in use (the bulk lane's): the one asked for (over shm, at
+ * least 8192 bytes), or the documented default.  The ranks of these
+ * tests share one host and job_cpus CPUs between them: more ranks than
+ * those make shm's defaults the small ones.
  */
 static void want_in_use(const struct shemb_ctx_attr *a, size_t chunk,
 			int in_flight, int job_cpus)
@@ -1606,6 +1655,8 @@ static void want_in_use(const struct shemb_ctx_attr *a, size_t chunk,
 
 	if (!chunk)
 		chunk = !shm ? 1u << 20 : crowded ? 64u << 10 : 4u << 20;
+	else if (shm && chunk < 8192)
+		chunk = 8192;
 	if (!in_flight)
 		in_flight = !shm ? 32 : crowded ? 4 : 16;
 	if (a->chunk_bytes != chunk || a->chunks_in_flight != in_flight)
@@ -1764,6 +1815,8 @@ int main(int argc, char **argv)
 			CHECK(shemb_barrier(ctx, NULL));
 	else if (!strcmp(s, "concurrent"))
 		run_concurrent();
+	else if (!strcmp(s, "many-chunks"))
+		run_many_chunks();
 	else if (!strcmp(s, "priorities"))
 		run_priorities();
 	else if (!strcmp(s, "staggered"))

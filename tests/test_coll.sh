@@ -69,6 +69,10 @@ for p in shm "tcp;ofi_rxm"; do
 	one "$p" 2 alltoallv --pin
 	one "$p" 4 priorities --caller --chunk 100000
 	one "$p" 4 alltoallv --chunk 1000
+	# two urgent collectives of thousands of chunks in flight together:
+	# more receives than shm holds (its chunks no smaller than 8 KiB)
+	one "$p" 4 many-chunks --chunk 16384
+	one "$p" 4 many-chunks --chunk 1000
 	# the path of providers that want registered buffers (verbs, efa)
 	SHEMB_FABRIC_REGISTER=1 one "$p" 3 concurrent
 	SHEMB_FABRIC_REGISTER=1 one "$p" 2 alltoallv-big
