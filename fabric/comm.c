@@ -16,6 +16,7 @@
 #include "shemb.h"
 #include "fabric/boot.h"
 #include "fabric/engine.h"
+#include "fabric/fi_load.h"
 #include "fabric/fabric.h"
 
 #define NAME_SLOT 256
@@ -401,9 +402,12 @@ static void init_sync(struct fab *f)
 int shemb__fabric_open(const struct shemb__fabric_cfg *cfg, void **comm,
 		       char *err, size_t errlen)
 {
-	struct fab *f = calloc(1, sizeof(*f));
-	int rc;
+	struct fab *f;
+	int rc = shemb__fi_load(err, errlen);
 
+	if (rc)
+		return rc;
+	f = calloc(1, sizeof(*f));
 	if (!f)
 		return SHEMB_ENOMEM;
 	if (cfg->world_size > MAX_WORLD) {

@@ -21,6 +21,7 @@
 
 #include "shemb.h"
 #include "fabric/engine.h"
+#include "fabric/fi_load.h"
 
 /* Sends in flight, headers and chunks of every op (each op's chunks
  * have their own bound, max_chunks); receives are posted ahead of their
@@ -526,7 +527,7 @@ static void refused(struct fab *f, struct xfer *x, ssize_t rc)
 			   "rank %d: %s", x->send ? "send" : "receive",
 			   x->peer, rc == -FI_EKEYREJECTED
 			   ? "its buffer cannot be registered"
-			   : fi_strerror((int)-rc));
+			   : shemb__fi_strerror((int)-rc));
 }
 
 static void unlink_xfer(struct xfer **at, struct xfer **tail,
@@ -808,7 +809,8 @@ static void on_transfer(struct fab *f, struct xfer *x, size_t len, int err)
 	}
 	if (err) {
 		shemb__fab_transfer_failed(f, op, x->peer, err,
-					   "transfer with", fi_strerror(err));
+					   "transfer with",
+					   shemb__fi_strerror(err));
 		return;
 	}
 	if (!x->send && x->is_hdr && !take_header(f, x, len))

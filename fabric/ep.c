@@ -29,6 +29,7 @@
 
 #include "shemb.h"
 #include "fabric/engine.h"
+#include "fabric/fi_load.h"
 
 #define MR_SLOTS 64
 
@@ -68,7 +69,7 @@ static int name_shm_region(struct fi_info *info)
 static struct fi_info *make_hints(const char *provider, const char *node,
 				  size_t inject)
 {
-	struct fi_info *h = fi_allocinfo();
+	struct fi_info *h = shemb__fi_dupinfo(NULL);
 
 	if (!h)
 		return NULL;
@@ -88,7 +89,7 @@ static struct fi_info *make_hints(const char *provider, const char *node,
 	if (provider && *provider)
 		h->fabric_attr->prov_name = strdup(provider);
 	if (provider && !strncmp(provider, "shm", 3) && name_shm_region(h)) {
-		fi_freeinfo(h);
+		shemb__fi_freeinfo(h);
 		return NULL;
 	}
 	return h;
@@ -102,9 +103,9 @@ static int query(struct fi_info **info, const char *provider,
 
 	if (!hints)
 		return -FI_ENOMEM;
-	rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node,
-			NULL, node ? FI_SOURCE : 0, hints, info);
-	fi_freeinfo(hints);
+	rc = shemb__fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+			       node, NULL, node ? FI_SOURCE : 0, hints, info);
+	shemb__fi_freeinfo(hints);
 	return rc;
 }
 
@@ -132,10 +133,10 @@ static void ask_inject(struct fab *f, const char *provider, const char *node)
 	/* the question must not change the provider or the domain: those
 	 * that inject less are left out of the second answer */
 	if (!same_domain(f->info, more)) {
-		fi_freeinfo(more);
+		shemb__fi_freeinfo(more);
 		return;
 	}
-	fi_freeinfo(f->info);
+	shemb__fi_freeinfo(f->info);
 	f->info = more;
 }
 
@@ -161,7 +162,8 @@ static int getinfo(struct fab *f, const char *provider, const char *node,
 	if (rc) {
 		snprintf(err, errlen, "libfabric provider '%s' gives no "
 			 "endpoint for tagged messages%s%s: %s", provider,
-			 node ? " on " : "", node ? node : "", fi_strerror(-rc));
+			 node ? " on " : "", node ? node : "",
+			 shemb__fi_strerror(-rc));
 		return SHEMB_ENOTSUP;
 	}
 	ask_inject(f, provider, node);
@@ -222,13 +224,13 @@ static int open_lane(struct fab *f, int lane)
 	if (!rc)
 		rc = fi_enable(f->ep[lane]);
 	if (info && info != f->info)
-		fi_freeinfo(info);
+		shemb__fi_freeinfo(info);
 	return rc;
 }
 
 static int open_objects(struct fab *f)
 {
-	int rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
+	int rc = shemb__fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
 
 	if (!rc)
 		rc = fi_domain(f->fabric, f->info, &f->domain, NULL);
@@ -265,7 +267,7 @@ int shemb__ep_open(struct fab *f, const char *provider, const char *node,
 	rc = open_objects(f);
 	if (rc) {
 		snprintf(err, errlen, "opening a '%s' endpoint failed: %s",
-			 f->provider, fi_strerror(-rc));
+			 f->provider, shemb__fi_strerror(-rc));
 		return SHEMB_EIO;
 	}
 	f->max_recvs = recv_room(f->info);
@@ -325,7 +327,7 @@ void shemb__ep_close(struct fab *f)
 	}
 	close_fid(f->domain ? &f->domain->fid : NULL);
 	close_fid(f->fabric ? &f->fabric->fid : NULL);
-	fi_freeinfo(f->info);
+	shemb__fi_freeinfo(f->info);
 	free(f->peers);
 	f->info = NULL;
 	f->peers = NULL;

@@ -27,3 +27,14 @@ if grep -q '^#define HAVE_JEMALLOC 1' "$top_builddir/config.h"; then
 else
 	[ $rc -eq 0 ] || exit 1
 fi
+# The same host as two ranks (the launcher's environment) over
+# tcp;ofi_rxm, whose provider sets no handler of its own: libfabric is
+# loaded then, and the host's handlers must stay.
+tls=
+if grep -q '^#define HAVE_JEMALLOC 1' "$top_builddir/config.h"; then
+	tls=glibc.rtld.optional_static_tls=65536
+fi
+out=$(GLIBC_TUNABLES=$tls timeout 120 "$top_builddir/tools/shemb-run" -n 2 \
+	--provider "tcp;ofi_rxm" --timeout 100 "$host" "$so" 2>&1) ||
+	{ echo "two ranks: $out"; exit 1; }
+echo "two ranks: $out"

@@ -1,10 +1,17 @@
 /*
  * dlopen_host.c - load libshemb at run time, as Python's ctypes or a plugin
- * host does, and make one table and one lookup through dlsym.
+ * host does, and make one table and one lookup through dlsym; with the
+ * launcher's environment, the context is one of several ranks.
+ * The host sets handlers of the signals that a dependency of libfabric
+ * (libinfinipath) took over as it was loaded, with libshemb, before it:
+ * they must still be the host's after the load, the context and its
+ * destruction.  Before, loading libshemb replaced them.
  * Usage: dlopen_host PATH-TO-libshemb.so
  * Exit 0 on success, 2 when dlopen fails (message on stdout), 1 otherwise.
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include <shemb.h>
@@ -67,6 +74,41 @@ static int one_lookup(const struct api *a)
 	return bad;
 }
 
+static const int host_signals[] = { SIGSEGV, SIGBUS, SIGILL, SIGABRT,
+				    SIGINT, SIGTERM };
+
+static void host_handler(int sig)
+{
+	(void)sig;
+}
+
+static void set_host_handlers(void)
+{
+	for (size_t i = 0; i < sizeof(host_signals) / sizeof(int); i++)
+		signal(host_signals[i], host_handler);
+}
+
+/* 0 when every handler is still the host's, else 1 (and which not). */
+static int host_handlers_kept(const char *when)
+{
+	int bad = 0;
+
+	for (size_t i = 0; i < sizeof(host_signals) / sizeof(int); i++) {
+		struct sigaction now;
+		Dl_info where = { 0 };
+
+		if (sigaction(host_signals[i], NULL, &now) ||
+		    now.sa_handler == host_handler)
+			continue;
+		dladdr((void *)now.sa_handler, &where);
+		printf("%s, signal %d has a handler of %s\n", when,
+		       host_signals[i],
+		       where.dli_fname ? where.dli_fname : "no object");
+		bad = 1;
+	}
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	struct api a;
@@ -75,6 +117,7 @@ int main(int argc, char **argv)
 
 	if (argc != 2)
 		return 1;
+	set_host_handlers();
 	h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		printf("dlopen failed: %s\n", dlerror());
@@ -84,7 +127,9 @@ int main(int argc, char **argv)
 		printf("missing symbols\n");
 		return 1;
 	}
-	rc = one_lookup(&a);
+	rc = host_handlers_kept("after the load");
+	rc |= one_lookup(&a);
+	rc |= host_handlers_kept("after the context");
 	printf("dlopen + lookup: %s\n", rc ? "FAILED" : "ok");
 	dlclose(h);
 	return rc;
