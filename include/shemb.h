@@ -10,7 +10,8 @@
  *    when a call fails.  shemb_ctx_last_error() gives a detail message.
  *  - Attribute structs start with `size_t size` and are filled with defaults
  *    by their *_attr_init() function, so they can grow without breaking
- *    programs built against an older header.
+ *    programs built against an older header (a new field always makes the
+ *    struct larger: none goes in the padding at its end).
  *  - Every create has a destroy that accepts NULL.
  *  - Batches are CSR bags, as PyTorch's EmbeddingBag takes them.
  *
@@ -89,7 +90,8 @@ enum shemb_log_level {
 	SHEMB_LOG_DEBUG = 4
 };
 
-/* Receives one log line (no trailing newline); called from any thread. */
+/* Receives one log line (no trailing newline), on the thread of the call
+ * it is about. */
 typedef void (*shemb_log_fn)(void *arg, int level, const char *msg);
 
 /*

@@ -2,6 +2,7 @@
  * error.c - status strings and the per-thread detail of the last failure.
  */
 #include "lib/internal.h"
+#include "lib/thread.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,7 +55,10 @@ int shemb__fail(const shemb_ctx *ctx, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(last_error.msg, sizeof(last_error.msg), fmt, ap);
 	va_end(ap);
-	if (ctx)
+	/* a failure on a thread of the library (a started step's) reaches
+	 * the application's thread, which logs it: log_fn runs on the
+	 * thread of the call it logs */
+	if (ctx && !shemb__on_library_thread())
 		shemb__log(ctx, SHEMB_LOG_DEBUG, "%s: %s", shemb_strerror(code),
 			   last_error.msg);
 	return code;

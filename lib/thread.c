@@ -72,12 +72,20 @@ struct start {
 	sem_t asked;
 };
 
+static _Thread_local bool library_thread;
+
+bool shemb__on_library_thread(void)
+{
+	return library_thread;
+}
+
 static void *thread_main(void *p)
 {
 	struct start *s = p;
 	void *(*fn)(void *) = s->fn;
 	void *arg = s->arg;
 
+	library_thread = true;
 	ask_slice(s->slice_us); /* a hint: failure is fine */
 	sem_post(&s->asked); /* s, on the creator's stack, is gone after */
 	return fn(arg);

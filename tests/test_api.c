@@ -6,6 +6,7 @@
 #include <check.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -823,6 +824,58 @@ static void log_some(int level, struct log_record *rec)
 	shemb_ctx_destroy(ctx);
 }
 
+/* Lines about one failure, and on which threads they came. */
+struct failure_lines {
+	pthread_t caller;
+	int about_it, elsewhere;
+};
+
+static void note_failure_line(void *arg, int level, const char *msg)
+{
+	struct failure_lines *f = arg;
+
+	if (level != SHEMB_LOG_DEBUG || !strstr(msg, "id 5000"))
+		return;
+	f->about_it++;
+	f->elsewhere += !pthread_equal(pthread_self(), f->caller);
+}
+
+/* "log_fn is called on the thread that made the libshemb call", and
+ * each failed call gives one DEBUG line: a started step that fails does
+ * on the caller's thread, once.  Before, the thread of started steps
+ * logged it too. */
+START_TEST(failed_started_step_logs_once_on_the_caller)
+{
+	struct failure_lines f = { .caller = pthread_self() };
+	struct shemb_ctx_attr a;
+	shemb_ctx *ctx = NULL;
+	shemb_table *t;
+	struct shemb_bags b;
+	int64_t off[2] = { 0, 1 }, id = 5000;
+	float out[2], *o = out;
+	shemb_request *req = NULL;
+
+	shemb_ctx_attr_init(&a);
+	a.log_level = SHEMB_LOG_DEBUG;
+	a.log_fn = note_failure_line;
+	a.log_arg = &f;
+	ck_assert_int_eq(shemb_ctx_create(&a, &ctx), 0);
+	t = tu_table(ctx, 1000, 2, SHEMB_F32, SHEMB_OPT_SGD);
+	shemb_bags_init(&b);
+	b.table = t;
+	b.nbags = 1;
+	b.offsets = off;
+	b.nids = 1;
+	b.ids = &id;
+	ck_assert_int_eq(shemb_lookup_start(ctx, 1, &b, &o, 0, &req), 0);
+	ck_assert_int_eq(shemb_wait(req), SHEMB_EINVAL);
+	shemb_request_free(req);
+	ck_assert_int_eq(f.about_it, 1);
+	ck_assert_int_eq(f.elsewhere, 0);
+	shemb_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(log_callback_levels)
 {
 	struct log_record rec;
@@ -1066,6 +1119,7 @@ static Suite *api_suite(void)
 	tcase_add_test(tc, last_error_after_failed_ctx_create);
 	tcase_add_test(tc, last_error_belongs_to_its_context);
 	tcase_add_test(tc, log_callback_levels);
+	tcase_add_test(tc, failed_started_step_logs_once_on_the_caller);
 	tcase_add_test(tc, stats_count_what_was_done);
 	tcase_add_test(tc, stats_reset_zeroes_timers);
 	tcase_add_test(tc, stats_size_too_small);
