@@ -266,6 +266,25 @@ static size_t chunk_asked(const struct fab *f, size_t chunk)
 	return chunk && chunk < least ? least : chunk;
 }
 
+/*
+ * Over shm, at most a quarter of the receives it holds per peer: each
+ * peer may have that many chunks of one collective in flight to a rank,
+ * which needs receives for them posted (engine.c, hold_receive()) or
+ * entries to keep them in, from the same 1016 (ep.c).  With 256, the
+ * largest chunks_in_flight, two collectives of small chunks on 4 ranks
+ * took them all again.
+ */
+static int in_flight_allowed(const struct fab *f, int n)
+{
+	int most;
+
+	if (!is_shm(f->provider) || f->world < 2)
+		return n;
+	most = f->max_recvs / (4 * (f->world - 1));
+	most = most > 0 ? most : 1;
+	return n < most ? n : most;
+}
+
 /* What the attrs asked for on both lanes, else each lane's default. */
 static void set_chunking(struct fab *f, const struct shemb__fabric_cfg *cfg,
 			 bool crowded)
@@ -277,10 +296,10 @@ static void set_chunking(struct fab *f, const struct shemb__fabric_cfg *cfg,
 	for (int lane = 0; lane < NLANES; lane++) {
 		f->chunk[lane] = asked ? asked
 				       : default_chunk(f, crowded, lane);
-		f->max_chunks[lane] = cfg->chunks_in_flight
-				      ? cfg->chunks_in_flight
-				      : default_chunks_in_flight(f, crowded,
-								 lane);
+		f->max_chunks[lane] = in_flight_allowed(
+			f, cfg->chunks_in_flight
+				   ? cfg->chunks_in_flight
+				   : default_chunks_in_flight(f, crowded, lane));
 	}
 }
 

@@ -564,7 +564,7 @@ static void begin_plans(struct relax *r)
 
 		if (!shemb__tiered(t))
 			continue;
-		shemb__tier_plan_begin(t);
+		shemb__tier_plan_begin(t, &r->lst.groups[g].begun);
 		if (!r->is_early || !r->is_early[g] || !r->plans ||
 		    !r->plans[g] || !r->plans[g]->route)
 			continue;

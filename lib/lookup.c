@@ -359,7 +359,8 @@ static void settle_plans(struct shemb__step *st, struct shemb__plan **plans,
 	commit_counts(st, rc);
 	for (int g = 0; st->kind == SHEMB__DIST_LOOKUP && g < st->ngroups;
 	     g++)
-		shemb__tier_lookup_settle(st->groups[g].table, !rc);
+		shemb__tier_lookup_settle(st->groups[g].table, !rc,
+					  &st->groups[g].begun);
 	for (int g = 0; plans && g < st->ngroups; g++) {
 		if (!plans[g])
 			continue;
@@ -406,7 +407,8 @@ static int run_lookup(struct shemb__step *st, float *const *out,
 	shemb__step_lock(st, false);
 	for (int g = 0; kind == SHEMB__DIST_LOOKUP && g < st->ngroups; g++)
 		if (keeps_plan(st, g))
-			shemb__tier_plan_begin(st->groups[g].table);
+			shemb__tier_plan_begin(st->groups[g].table,
+					       &st->groups[g].begun);
 	if (!rc && need_plans)
 		rc = build_plans(st, plans);
 	if (dist)

@@ -6,6 +6,7 @@
 #define SHEMB_STEP_H
 
 #include "lib/internal.h"
+#include "lib/tier.h"
 
 /* A lookup's statistics of one table, added to the table's once the
  * whole call succeeded: shemb_table_stats(3) counts successful calls. */
@@ -19,6 +20,7 @@ struct shemb__group {
 	const struct shemb_bags **sets; /* this table's sets, call order */
 	int *index;                     /* their positions in the call */
 	struct shemb__lookup_counts counted;
+	struct shemb__plan_begun begun; /* the tier's plan this call began */
 };
 
 

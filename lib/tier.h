@@ -16,6 +16,14 @@
 
 struct shemb__tier;
 
+/* The plan a planned lookup began in a table's device tier, and whether
+ * the one before it was still open: what the call gives back if it
+ * fails (tier_plan.c).  plan 0: it began none. */
+struct shemb__plan_begun {
+	uint64_t plan;
+	bool was_open;
+};
+
 /* How a call uses the rows it acquires. */
 enum shemb__rows_use {
 	SHEMB__ROWS_READ = 0,   /* lookups and reads */
@@ -88,13 +96,16 @@ int shemb__tier_records(shemb_table *t, int64_t n, const int64_t *rows,
 int shemb__tier_announce(shemb_table *t, int64_t n, const int64_t *rows,
 			 bool distinct);
 /* A lookup of t is over: a successful one uses up the oldest announced
- * step; a failed one gives back the plan it began (plan_begin), so that
- * the rows of the plan before it keep their place for its backward. */
-void shemb__tier_lookup_settle(shemb_table *t, bool ok);
+ * step; a failed one gives back the plan it began (b, from plan_begin),
+ * so that the rows of the plan before it keep their place for its
+ * backward. */
+void shemb__tier_lookup_settle(shemb_table *t, bool ok,
+			       const struct shemb__plan_begun *b);
 
-/* A planned lookup of t starts (its rows are kept for its backward), or
- * the backward that ends it is done. */
-void shemb__tier_plan_begin(shemb_table *t);
+/* A planned lookup of t starts (its rows are kept for its backward; *b
+ * says which plan it began, for lookup_settle), or the backward that
+ * ends it is done. */
+void shemb__tier_plan_begin(shemb_table *t, struct shemb__plan_begun *b);
 void shemb__tier_plan_end(shemb_table *t);
 /* Local rows rows[0 .. n) that are resident join the open plan, as if its
  * lookup had read them: a relaxed lookup reads its early rows before its

@@ -86,8 +86,6 @@ struct shemb__tier {
 	struct shemb__slot *slot;       /* [nslots] */
 	uint64_t plan;                  /* the current planned lookup */
 	bool plan_open;                 /* ... and its backward is to come */
-	bool undo_armed;                /* a lookup began a plan: if it */
-	bool undo_open;                 /* fails, plan_open again is this */
 	int32_t *free_slots;
 	int32_t nfree;
 	int64_t npinned;                /* pins held, all calls */

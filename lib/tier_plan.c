@@ -22,58 +22,62 @@ static void replace_plan_rows(struct shemb__tier *tr)
 	}
 }
 
-void shemb__tier_plan_begin(shemb_table *t)
+void shemb__tier_plan_begin(shemb_table *t, struct shemb__plan_begun *b)
 {
 	struct shemb__tier *tr = t->tier;
 
+	b->plan = 0;
 	if (!tr)
 		return;
 	shemb__loader_wait(t);
 	pthread_mutex_lock(&tr->lock);
-	tr->undo_armed = true;
-	tr->undo_open = tr->plan_open;
-	tr->plan++;
-	if (tr->plan_open) /* a plan without its backward */
+	b->was_open = tr->plan_open;
+	b->plan = ++tr->plan;
+	if (b->was_open) /* a plan without its backward */
 		replace_plan_rows(tr);
 	tr->plan_open = true;
 	pthread_mutex_unlock(&tr->lock);
 }
 
 /*
- * The lookup that began the current plan failed: the plan before it is
- * the current one again, open as it was.  The rows the failed call
- * stamped join it (some of them may be its own, which the stamps no
- * longer tell apart): kept a little too long rather than evicted before
- * its backward.  Where no plan was open, they are no plan's.
+ * The lookup that began plan b failed: the plan before it is the current
+ * one again, open as it was, unless a later lookup began another since
+ * (which replaced both).  The rows the failed call stamped join it (some
+ * of them may be its own, which the stamps no longer tell apart): kept
+ * a little too long rather than evicted before its backward.  Where no
+ * plan was open, they are no plan's.
  */
-static void plan_undo(struct shemb__tier *tr)
+static void plan_undo(struct shemb__tier *tr,
+		      const struct shemb__plan_begun *b)
 {
-	uint64_t failed = tr->plan;
-	uint64_t back = tr->undo_open ? failed - 1 : 0;
+	uint64_t back = b->was_open ? b->plan - 1 : 0;
 
-	tr->plan = failed - 1;
-	tr->plan_open = tr->undo_open;
+	if (tr->plan != b->plan)
+		return;
+	tr->plan = b->plan - 1;
+	tr->plan_open = b->was_open;
 	for (int32_t s = 0; s < tr->nslots; s++) {
-		if (tr->slot[s].plan == failed)
+		if (tr->slot[s].plan == b->plan)
 			tr->slot[s].plan = back;
 		if (tr->slot[s].list >= 0) /* pinned slots are filed at unpin */
 			shemb__lists_refile(tr, s);
 	}
 }
 
-void shemb__tier_lookup_settle(shemb_table *t, bool ok)
+void shemb__tier_lookup_settle(shemb_table *t, bool ok,
+			       const struct shemb__plan_begun *b)
 {
 	struct shemb__tier *tr = t->tier;
+	bool pop = ok && tr && tr->policy == SHEMB_CACHE_LOOKAHEAD;
 
-	if (!tr)
+	if (!tr || (!pop && (ok || !b->plan)))
 		return;
 	shemb__loader_wait(t);
 	pthread_mutex_lock(&tr->lock);
-	if (ok && tr->policy == SHEMB_CACHE_LOOKAHEAD)
+	if (pop)
 		shemb__ahead_pop(tr);
-	if (!ok && tr->undo_armed)
-		plan_undo(tr);
-	tr->undo_armed = false;
+	else
+		plan_undo(tr, b);
 	pthread_mutex_unlock(&tr->lock);
 }
 
@@ -86,7 +90,6 @@ void shemb__tier_plan_end(shemb_table *t)
 		return;
 	shemb__loader_wait(t);
 	pthread_mutex_lock(&tr->lock);
-	tr->undo_armed = false;
 	if (tr->plan_open) {
 		tr->plan_open = false;
 		replace_plan_rows(tr);

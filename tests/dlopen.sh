@@ -30,6 +30,7 @@ fi
 # The same host as two ranks (the launcher's environment) over
 # tcp;ofi_rxm, whose provider sets no handler of its own: libfabric is
 # loaded then, and the host's handlers must stay.
+grep -q '^#define HAVE_LIBFABRIC 1' "$top_builddir/config.h" || exit 0
 tls=
 if grep -q '^#define HAVE_JEMALLOC 1' "$top_builddir/config.h"; then
 	tls=glibc.rtld.optional_static_tls=65536

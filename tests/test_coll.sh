@@ -121,6 +121,8 @@ if "$top_builddir/tools/shemb-run" -n 2 --provider shm --timeout 60 \
 	# the senders wait for must not exhaust them
 	one shm 2 alltoallv-big --single-copy 1 --chunk 65536
 	one shm 4 staggered --single-copy 1 --chunk 16384
+	# the most chunks in flight, which shm's receives bound
+	one shm 4 many-chunks --chunk 8192 --in-flight 256
 else
 	echo "note: this host lets no process read another's memory" \
 	     "(process_vm_readv): single copy untested"

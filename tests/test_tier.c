@@ -857,6 +857,69 @@ START_TEST(refused_lookup_leaves_the_tier)
 }
 END_TEST
 
+/* A lookup refused on another thread, which began no plan, gives back
+ * none: the plan of a lookup running beside it stays, and its rows stay
+ * out of a prefetch's reach until its backward.  Before, the refused
+ * lookup undid whichever plan the tier had begun last (about one
+ * backward in 150 of this loop then loaded its rows again). */
+struct refusing {
+	shemb_ctx *ctx;
+	shemb_table *t;
+	atomic_bool stop;
+};
+
+static void *refuse_lookups(void *arg)
+{
+	struct refusing *r = arg;
+	static const int64_t big[] = { 10, 11, 12, 13, 14 };
+	float out[16 * 4];
+
+	while (!atomic_load(&r->stop))
+		ck_assert_int_eq(call_ids(r->ctx, r->t, 5, big, IDS_LOOKUP,
+					  out),
+				 SHEMB_ENOMEM);
+	return NULL;
+}
+
+START_TEST(refused_lookup_beside_leaves_the_plan)
+{
+	const int64_t cur[] = { 1, 2 }, nxt[] = { 20, 21, 22, 23 };
+	struct refusing r = { .stop = false };
+	struct shemb_ctx_attr a;
+	struct tu_bags b;
+	int64_t len[] = { 1, 1 };
+	struct shemb_bags s;
+	float out[2 * 4];
+	float *o = out;
+	const float *g = out;
+	pthread_t th;
+	int missed = 0;
+
+	shemb_ctx_attr_init(&a);
+	a.nthreads = 1;
+	ck_assert_int_eq(shemb_ctx_create(&a, &r.ctx), 0);
+	r.t = cache_table(r.ctx, 4, SHEMB_CACHE_LRU);
+	tu_bags_from(&b, 2, len, cur, NULL);
+	s = tu_bags_view(&b, r.t, SHEMB_POOL_SUM);
+	ck_assert_int_eq(pthread_create(&th, NULL, refuse_lookups, &r), 0);
+	for (int i = 0; i < 5000; i++) {
+		uint64_t misses;
+
+		ck_assert_int_eq(shemb_lookup(r.ctx, 1, &s, &o, 0), 0);
+		prefetch_ids(r.ctx, r.t, 4, nxt);
+		misses = stats_of(r.t).cache_misses;
+		ck_assert_int_eq(shemb_backward(r.ctx, 1, &s, &g), 0);
+		missed += stats_of(r.t).cache_misses != misses;
+	}
+	atomic_store(&r.stop, true);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(missed, 0);
+	tu_bags_free(&b);
+	shemb_table_destroy(r.t);
+	shemb_ctx_destroy(r.ctx);
+}
+END_TEST
+
 START_TEST(refused_lookup_uses_up_no_announced_step)
 {
 	shemb_ctx *ctx = new_ctx();
@@ -1305,6 +1368,7 @@ static Suite *tier_suite(void)
 	tcase_add_test(tf, batch_over_capacity_is_refused);
 	tcase_add_test(tf, refused_lookup_leaves_the_tier);
 	tcase_add_test(tf, refused_lookup_uses_up_no_announced_step);
+	tcase_add_test(tf, refused_lookup_beside_leaves_the_plan);
 	tcase_add_test(tf, cold_read_error_fails_the_step);
 	tcase_add_test(tf, cold_write_error_keeps_the_dirty_rows);
 	tcase_add_test(tf, cold_truncated_file_is_an_io_error);
