@@ -686,37 +686,57 @@ START_TEST(too_many_announced_steps)
 }
 END_TEST
 
+/* A planned lookup of rows 1 and 2 (a bag each), kept for its
+ * backward. */
+struct planned {
+	struct tu_bags b;
+	struct shemb_bags s;
+	float out[2 * 4];
+};
+
+static void planned_lookup(shemb_ctx *ctx, shemb_table *t, struct planned *p)
+{
+	static const int64_t rows[] = { 1, 2 };
+	int64_t len[] = { 1, 1 };
+	float *o = p->out;
+
+	tu_bags_from(&p->b, 2, len, rows, NULL);
+	p->s = tu_bags_view(&p->b, t, SHEMB_POOL_SUM);
+	ck_assert_int_eq(shemb_lookup(ctx, 1, &p->s, &o, 0), 0);
+}
+
+/* Its backward: the misses it took (0: its rows were still there). */
+static uint64_t planned_backward(shemb_ctx *ctx, shemb_table *t,
+				 struct planned *p)
+{
+	const float *g = p->out;
+	uint64_t before = stats_of(t).cache_misses;
+
+	ck_assert_int_eq(shemb_backward(ctx, 1, &p->s, &g), 0);
+	tu_bags_free(&p->b);
+	return stats_of(t).cache_misses - before;
+}
+
 /* A prefetch of the next step takes none of the rows the current step's
  * backward will update, under any policy, though they were used least. */
 START_TEST(prefetch_spares_the_current_step)
 {
 	shemb_ctx *ctx = new_ctx();
-	const int64_t old[] = { 10, 11 }, cur[] = { 1, 2 }, nxt[] = { 20, 21 };
+	const int64_t old[] = { 10, 11 }, nxt[] = { 20, 21 };
 
 	for (size_t pi = 0; pi < TU_ARRAY_SIZE(policies); pi++) {
 		shemb_table *t = cache_table(ctx, 4, policies[pi]);
-		struct tu_bags b;
-		int64_t len[] = { 1, 1 };
-		struct shemb_bags s;
-		float out[2 * 4];
-		float *o = out;
-		const float *g = out;
-		uint64_t misses;
+		struct planned p;
 
 		for (int i = 0; i < 3; i++)
 			lookup_ids(ctx, t, 2, old, false);
-		tu_bags_from(&b, 2, len, cur, NULL);
-		s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
-		ck_assert_int_eq(shemb_lookup(ctx, 1, &s, &o, 0), 0);
+		planned_lookup(ctx, t, &p);
 		prefetch_ids(ctx, t, 2, nxt);
-		misses = stats_of(t).cache_misses;
-		ck_assert_uint_eq(misses, 6);
-		ck_assert_int_eq(shemb_backward(ctx, 1, &s, &g), 0);
-		ck_assert_uint_eq(stats_of(t).cache_misses, misses);
+		ck_assert_uint_eq(stats_of(t).cache_misses, 6);
+		ck_assert_uint_eq(planned_backward(ctx, t, &p), 0);
 		lookup_ids(ctx, t, 2, nxt, false);
-		ck_assert_uint_eq(stats_of(t).cache_misses, misses);
+		ck_assert_uint_eq(stats_of(t).cache_misses, 6);
 		ck_assert_uint_eq(stats_of(t).prefetch_hits, 2);
-		tu_bags_free(&b);
 		shemb_table_destroy(t);
 	}
 	shemb_ctx_destroy(ctx);
@@ -827,30 +847,19 @@ END_TEST
 START_TEST(refused_lookup_leaves_the_tier)
 {
 	shemb_ctx *ctx = new_ctx();
-	const int64_t cur[] = { 1, 2 }, big[] = { 10, 11, 12, 13, 14 };
+	const int64_t big[] = { 10, 11, 12, 13, 14 };
 	const int64_t nxt[] = { 20, 21, 22, 23 };
 
 	for (size_t pi = 0; pi < TU_ARRAY_SIZE(policies); pi++) {
 		shemb_table *t = cache_table(ctx, 4, policies[pi]);
-		struct tu_bags b;
-		int64_t len[] = { 1, 1 };
-		struct shemb_bags s;
-		float out[2 * 4];
-		float *o = out;
-		const float *g = out;
-		uint64_t misses;
+		struct planned p;
 
-		tu_bags_from(&b, 2, len, cur, NULL);
-		s = tu_bags_view(&b, t, SHEMB_POOL_SUM);
-		ck_assert_int_eq(shemb_lookup(ctx, 1, &s, &o, 0), 0);
+		planned_lookup(ctx, t, &p);
 		ck_assert_int_eq(call_ids(ctx, t, 5, big, IDS_TRAIN, NULL),
 				 SHEMB_ENOMEM);
 		prefetch_ids(ctx, t, 4, nxt); /* two free slots: two loads */
-		misses = stats_of(t).cache_misses;
-		ck_assert_uint_eq(misses, 4);
-		ck_assert_int_eq(shemb_backward(ctx, 1, &s, &g), 0);
-		ck_assert_uint_eq(stats_of(t).cache_misses, misses);
-		tu_bags_free(&b);
+		ck_assert_uint_eq(stats_of(t).cache_misses, 4);
+		ck_assert_uint_eq(planned_backward(ctx, t, &p), 0);
 		shemb_table_destroy(t);
 	}
 	shemb_ctx_destroy(ctx);
@@ -883,15 +892,9 @@ static void *refuse_lookups(void *arg)
 
 START_TEST(refused_lookup_beside_leaves_the_plan)
 {
-	const int64_t cur[] = { 1, 2 }, nxt[] = { 20, 21, 22, 23 };
+	const int64_t nxt[] = { 20, 21, 22, 23 };
 	struct refusing r = { .stop = false };
 	struct shemb_ctx_attr a;
-	struct tu_bags b;
-	int64_t len[] = { 1, 1 };
-	struct shemb_bags s;
-	float out[2 * 4];
-	float *o = out;
-	const float *g = out;
 	pthread_t th;
 	int missed = 0;
 
@@ -899,22 +902,17 @@ START_TEST(refused_lookup_beside_leaves_the_plan)
 	a.nthreads = 1;
 	ck_assert_int_eq(shemb_ctx_create(&a, &r.ctx), 0);
 	r.t = cache_table(r.ctx, 4, SHEMB_CACHE_LRU);
-	tu_bags_from(&b, 2, len, cur, NULL);
-	s = tu_bags_view(&b, r.t, SHEMB_POOL_SUM);
 	ck_assert_int_eq(pthread_create(&th, NULL, refuse_lookups, &r), 0);
 	for (int i = 0; i < 5000; i++) {
-		uint64_t misses;
+		struct planned p;
 
-		ck_assert_int_eq(shemb_lookup(r.ctx, 1, &s, &o, 0), 0);
+		planned_lookup(r.ctx, r.t, &p);
 		prefetch_ids(r.ctx, r.t, 4, nxt);
-		misses = stats_of(r.t).cache_misses;
-		ck_assert_int_eq(shemb_backward(r.ctx, 1, &s, &g), 0);
-		missed += stats_of(r.t).cache_misses != misses;
+		missed += planned_backward(r.ctx, r.t, &p) != 0;
 	}
 	atomic_store(&r.stop, true);
 	pthread_join(th, NULL);
 	ck_assert_int_eq(missed, 0);
-	tu_bags_free(&b);
 	shemb_table_destroy(r.t);
 	shemb_ctx_destroy(r.ctx);
 }

@@ -45,6 +45,7 @@ START_TEST(marked_rows_join_the_open_plan)
 	struct shemb_ctx_attr ca;
 	struct shemb_table_attr a;
 	struct shemb__rows_view pinned;
+	struct shemb__plan_begun begun;
 	int64_t marked[4] = { 0, 1, 4, 50 }, four = 4;
 	shemb_ctx *ctx;
 	shemb_table *t;
@@ -62,7 +63,7 @@ START_TEST(marked_rows_join_the_open_plan)
 	/* rows 0..3 read before the plan, as a relaxed lookup's early rows */
 	read_rows(t, 0, 4, SHEMB__ROWS_READ);
 	ck_assert_int_eq(list_of(t, 0), 0);
-	shemb__tier_plan_begin(t);
+	shemb__tier_plan_begin(t, &begun);
 	read_rows(t, 8, 2, SHEMB__ROWS_PLANNED); /* the plan's own rows */
 	ck_assert_int_eq(list_of(t, 8), SHEMB__LIST_PLAN);
 	/* row 4 is held by a call while it is marked */
