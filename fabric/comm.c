@@ -254,7 +254,7 @@ static int default_chunks_in_flight(const struct fab *f, bool crowded,
  * The chunks asked for, over shm at least twice what it injects: shm
  * completes a send it injects at once, before the receiver took it, so
  * max_chunks would not bound the messages a peer has in flight to a
- * rank, which shm keeps in the entries its receives need (engine.c,
+ * rank, which shm keeps in the entries its receives need (queue.c,
  * hold_receive()): 2 MiB in chunks of 1000 bytes failed a receive.
  * Twice, so that an allreduce's chunks, cut to whole elements, stay
  * above it.
@@ -269,7 +269,7 @@ static size_t chunk_asked(const struct fab *f, size_t chunk)
 /*
  * Over shm, at most a quarter of the receives it holds per peer: each
  * peer may have that many chunks of one collective in flight to a rank,
- * which needs receives for them posted (engine.c, hold_receive()) or
+ * which needs receives for them posted (queue.c, hold_receive()) or
  * entries to keep them in, from the same 1016 (ep.c).  With 256, the
  * largest chunks_in_flight, two collectives of small chunks on 4 ranks
  * took them all again.

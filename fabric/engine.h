@@ -201,7 +201,7 @@ struct xfer {
 				      * chunks from its peer in its round,
 				      * and how many follow it there */
 	bool released;               /* ... queued though that place is
-				      * beyond the window (engine.c,
+				      * beyond the window (queue.c,
 				      * hold_receive()) */
 	size_t off;                  /* pull: the chunk's offset in the
 				      * peer's piece */
@@ -740,6 +740,11 @@ void shemb__fab_mop_keep(struct fab *f, const struct shemb__ctrl *c);
  * keeps it. */
 void shemb__fab_unqueue(struct fab *f, struct op *op);
 void shemb__fab_enqueue(struct fab *f, struct xfer *x);
+/* queue.c: x after every transfer of the queue of its op's priority or
+ * above; and, x completed, what its op's bounds held back queued */
+void shemb__fab_insert_by_prio(struct xfer **head, struct xfer **tail,
+			       struct xfer *x);
+void shemb__fab_queue_room(struct fab *f, struct xfer *x);
 void shemb__fab_maybe_free(struct fab *f, struct op *op);
 /* Room in f->discard for any message of either lane: false if none. */
 bool shemb__fab_discard_room(struct fab *f);

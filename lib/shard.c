@@ -163,9 +163,8 @@ int shemb__shard_plan(shemb_ctx *ctx, const struct shemb_table_attr *a,
 		while ((1ll << s->bits) < a->rows || s->bits == 0)
 			s->bits++;
 		s->key = (uint64_t)a->table_id * 0x2545f4914f6cdd1dull;
-		s->local_rows = a->rows > s->rank ? (a->rows - s->rank +
-						     world - 1) / world
-						  : 0;
+		s->local_rows = shemb__shard_row_count(a->rows, world,
+						       s->rank);
 	}
 	return 0;
 }
@@ -175,19 +174,17 @@ int shemb__shard_plan(shemb_ctx *ctx, const struct shemb_table_attr *a,
 static uint64_t share_of(const struct shemb_table_attr *a,
 			 const struct shemb__shard *s, int r)
 {
-	uint64_t rows = (uint64_t)a->rows, w = (uint64_t)s->world;
 	int col0, ncols;
 
 	switch (s->kind) {
 	case SHEMB_SHARD_TABLE:
 		return r == s->owner ? stored_bytes(a) : 0;
 	case SHEMB_SHARD_ROW:
-		rows = rows > (uint64_t)r ? (rows - (uint64_t)r + w - 1) / w
-					  : 0;
-		return rows * shemb__record_bytes(a, a->dim);
+		return (uint64_t)shemb__shard_row_count(a->rows, s->world, r) *
+		       shemb__record_bytes(a, a->dim);
 	case SHEMB_SHARD_COLUMN:
 		shemb__shard_columns(s, r, &col0, &ncols);
-		return rows * shemb__record_bytes(a, ncols);
+		return (uint64_t)a->rows * shemb__record_bytes(a, ncols);
 	default:
 		return stored_bytes(a);
 	}

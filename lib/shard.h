@@ -155,6 +155,13 @@ static inline int64_t shemb__shard_global(const struct shemb__shard *s,
 }
 
 /* Rank r's columns under SHARD_COLUMN (all columns otherwise). */
+/* The rows rank r holds of a row-wise table of rows rows over world
+ * ranks. */
+static inline int64_t shemb__shard_row_count(int64_t rows, int world, int r)
+{
+	return rows > r ? (rows - r + world - 1) / world : 0;
+}
+
 static inline void shemb__shard_columns(const struct shemb__shard *s, int r,
 					int *col0, int *ncols)
 {
