@@ -51,15 +51,20 @@ expect()
 }
 
 # One rank of a test job, started as: rank.sh CASE MODE.  It writes
-# "PID PPID" (PPID: the launcher) to $tmp/CASE.pid.RANK first.
+# "PID PPID" (PPID: the launcher) to $tmp/CASE.pid.RANK once it is ready
+# for what its case expects: after its traps are set, since a rank that
+# sees every pid written may make the launcher signal the others.
 cat > "$tmp/rank.sh" << EOF
 #!/bin/sh
 dir='$tmp'
 EOF
 cat >> "$tmp/rank.sh" << 'EOF'
 case=$1
-f=$dir/$case.pid.$SHEMB_RANK
-echo "$$ $PPID" > "$f.tmp" && mv "$f.tmp" "$f" || exit 99
+started()
+{
+	f=$dir/$case.pid.$SHEMB_RANK
+	echo "$$ $PPID" > "$f.tmp" && mv "$f.tmp" "$f" || exit 99
+}
 # until every rank of the job has written its pid
 wait_all()
 {
@@ -78,47 +83,58 @@ numbered()
 }
 case $2 in
 sleep)
+	started
 	exec sleep 1000 ;;
 fail)	# rank 1 exits 3 while the others sleep and note SIGTERM
 	if [ "$SHEMB_RANK" != 1 ]; then
 		trap 'echo > "$dir/$case.term.$SHEMB_RANK"; exit 0' TERM
+		started
 		sleep 1000 &
 		wait
 		exit 0
 	fi
+	started
 	wait_all
 	exit 3 ;;
 kill9)	# rank 1 is killed by SIGKILL while the others sleep
+	started
 	[ "$SHEMB_RANK" = 1 ] || exec sleep 1000
 	wait_all
 	kill -KILL $$ ;;
 stubborn) # rank 0 ignores SIGTERM, rank 1 exits 5
 	if [ "$SHEMB_RANK" = 0 ]; then
 		trap '' TERM
+		started
 		exec sleep 1000
 	fi
+	started
 	wait_all
 	exit 5 ;;
 straggler) # leaves a process behind that holds its stdout open
+	started
 	sleep 1000 &
 	echo $! > "$dir/$case.bg.$SHEMB_RANK"
 	echo started ;;
 write_sleep)
+	started
 	numbered
 	exec sleep 1000 ;;
 write_fail) # rank 1 exits 3; the others write, sleep and note SIGTERM
 	if [ "$SHEMB_RANK" != 1 ]; then
 		trap 'echo > "$dir/$case.term.$SHEMB_RANK"; exit 0' TERM
+		started
 		numbered
 		sleep 1000 &
 		wait
 		exit 0
 	fi
+	started
 	wait_all
 	exit 3 ;;
 write_int) # writes in the background, where SIGINT is ignored; a SIGINT
 	# to the rank is noted, and the writing goes on
 	trap 'echo > "$dir/$case.int.$SHEMB_RANK"' INT
+	started
 	echo > "$dir/$case.ready.$SHEMB_RANK"
 	numbered &
 	w=$!
@@ -152,13 +168,14 @@ gone()
 	done
 }
 
-# wait_pids CASE N: until N ranks of CASE have written their pids (5 s)
+# wait_pids CASE N: until N ranks of CASE have written their pids (20 s:
+# a loaded machine may be slow to start them)
 wait_pids()
 {
 	i=0
 	while [ "$(ls "$tmp/$1".pid.? 2> /dev/null | wc -l)" -lt "$2" ]; do
 		i=$((i + 1))
-		[ "$i" -le 100 ] || fail "$1: the ranks did not start"
+		[ "$i" -le 400 ] || fail "$1: the ranks did not start"
 		sleep 0.05
 	done
 }
