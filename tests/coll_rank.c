@@ -1465,10 +1465,15 @@ static void run_kill_one(void)
 		raise(SIGKILL);
 	}
 	st = shemb_alltoallv(ctx, a.sb, a.sc, a.sd, a.rb, a.rc, a.rd, NULL);
-	if (st != SHEMB_EPEER && st != SHEMB_ETIMEDOUT)
+	/* the victim's sleep may run long on a loaded machine, and what it
+	 * had to receive may all have arrived first: the barrier fails */
+	if (st == 0)
+		printf("finished before rank %d died\n", world - 1);
+	else if (st != SHEMB_EPEER && st != SHEMB_ETIMEDOUT)
 		FAIL("want SHEMB_EPEER or SHEMB_ETIMEDOUT, got %d: %s", st,
 		     shemb_ctx_last_error(ctx));
-	printf("failed as it should: %s\n", shemb_ctx_last_error(ctx));
+	else
+		printf("failed as it should: %s\n", shemb_ctx_last_error(ctx));
 	st = shemb_barrier(ctx, NULL);
 	if (st != SHEMB_EPEER && st != SHEMB_ETIMEDOUT)
 		FAIL("a later call must fail too, got %d", st);

@@ -1183,7 +1183,7 @@ START_TEST(test_missing_rank_named)
 	struct rank_spec s0 = spec(0, 4, port), s1 = spec(1, 4, port);
 	struct kid *k0, *k1;
 
-	s0.timeout_ms = 800;
+	s0.timeout_ms = 3000;
 	k0 = start_rank(&s0);
 	k1 = start_rank(&s1);
 	expect_refused(k0, SHEMB_ETIMEDOUT, "ranks 2-3 did not join");
@@ -1406,7 +1406,7 @@ START_TEST(test_handshake_deadline)
 	int stall;
 
 	/* a connection gets half of rank 0's timeout to join */
-	s0.timeout_ms = 4000;
+	s0.timeout_ms = 10000;
 	k0 = start_rank(&s0);
 	stall = tcp_connect(port, REPORT_MS);
 	shemb__boot_put_hdr(half, SHEMB__BOOT_JOIN, 0, SHEMB__BOOT_JOIN_LEN);

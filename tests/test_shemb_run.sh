@@ -354,7 +354,7 @@ launch stubborn 15 -n 2 "$tmp/rank.sh" stubborn stubborn
 expect stubborn 5
 gone stubborn 2
 
-launch timeout 10 -n 3 --timeout 1 "$tmp/rank.sh" timeout sleep
+launch timeout 15 -n 3 --timeout 5 "$tmp/rank.sh" timeout sleep
 expect timeout 124
 grep -q '^shemb-run: timed out' "$tmp/timeout.err" ||
 	fail "timeout: no message (timeout(1) may have killed shemb-run)"
@@ -541,7 +541,7 @@ grep -q '^shemb-run: dropped [0-9]* bytes of output' "$tmp/stterm.err" ||
 gone stterm 3
 
 # --timeout, and 3 s for the output after the ranks' end
-stall_start sttime -n 3 --timeout 2 "$tmp/rank.sh" sttime write_sleep
+stall_start sttime -n 3 --timeout 5 "$tmp/rank.sh" sttime write_sleep
 stall_end sttime 124
 grep -q '^shemb-run: timed out' "$tmp/sttime.err" ||
 	fail "sttime: no message (timeout(1) may have killed shemb-run)"
