@@ -119,6 +119,11 @@ write_sleep)
 	started
 	numbered
 	exec sleep 1000 ;;
+slow_term) # notes SIGTERM, and ends a second after it
+	trap 'echo > "$dir/$case.term.$SHEMB_RANK"; sleep 1; exit 143' TERM
+	started
+	numbered
+	exec sleep 1000 ;;
 write_fail) # rank 1 exits 3; the others write, sleep and note SIGTERM
 	if [ "$SHEMB_RANK" != 1 ]; then
 		trap 'echo > "$dir/$case.term.$SHEMB_RANK"; exit 0' TERM
@@ -539,6 +544,19 @@ grep -q '^shemb-run: rank [0-2] was killed by signal 15' "$tmp/stterm.err" ||
 grep -q '^shemb-run: dropped [0-9]* bytes of output' "$tmp/stterm.err" ||
 	fail "stterm: no line about the output dropped"
 gone stterm 3
+
+# ... also when the launcher learns of the ranks' end only after that
+# signal (stopped meanwhile here; a loaded machine can do the same): it
+# once took that signal for one that came before the end
+stall_start stterm2 -n 3 "$tmp/rank.sh" stterm2 slow_term
+kill -TERM "$launcher"
+within 10 "stterm2: SIGTERM not forwarded" present term stterm2 0 1 2
+kill -STOP "$launcher"
+within 10 "stterm2: the ranks did not end" ended stterm2 0 1 2
+kill -TERM "$launcher"
+kill -CONT "$launcher"
+stall_end stterm2 143
+gone stterm2 3
 
 # --timeout, and 3 s for the output after the ranks' end
 stall_start sttime -n 3 --timeout 5 "$tmp/rank.sh" sttime write_sleep
