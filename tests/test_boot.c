@@ -1349,6 +1349,38 @@ START_TEST(test_root_fd_not_listener)
 }
 END_TEST
 
+/* errno of a connection to ip:port, 0 if it was accepted */
+static int connect_errno(const char *ip, int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), err = 0;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(inet_pton(AF_INET, ip, &sa.sin_addr), 1);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/* Rank 0 listens at the root's address only: 127.0.0.2, also this host,
+ * finds nothing at the port (a listener on every address would take it),
+ * and the job still forms. */
+START_TEST(test_root_binds_its_address)
+{
+	int port = unheld_port();	/* the library binds it itself */
+	struct rank_spec s0 = spec(0, 2, port), s1 = spec(1, 2, port);
+	struct kid *k0 = start_rank(&s0);
+
+	close(tcp_connect(port, REPORT_MS)); /* listening by now */
+	ck_assert_int_eq(connect_errno("127.0.0.2", port), ECONNREFUSED);
+	expect_joined(start_rank(&s1), 1);
+	expect_joined(k0, 0);
+	finish();
+}
+END_TEST
+
 START_TEST(test_foreign_connections)
 {
 	int port = free_port();
@@ -1734,6 +1766,7 @@ static Suite *boot_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase("hostile");
+	tcase_add_test(tc, test_root_binds_its_address);
 	tcase_add_test(tc, test_foreign_connections);
 	tcase_add_test(tc, test_handshake_deadline);
 	tcase_add_test(tc, test_sequence_mismatch_at_root);
