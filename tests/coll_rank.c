@@ -30,7 +30,8 @@
  * alltoallv), hold (rank 0 waits for an urgent alltoallv while the others
  * wait for the bulk allreduce before it), stall (the last rank makes no
  * call for twice the timeout), mismatch-count, mismatch-order,
- * mismatch-prio,
+ * mismatch-prio, mismatch-args (an allreduce's count, dtype or op, an
+ * allgatherv's count),
  * kill-one (rank world-1 dies in the middle of a large alltoallv; the
  * others must fail with SHEMB_EPEER or SHEMB_ETIMEDOUT, and a later call
  * too), kill-steps (it dies with steps started on the others: each of
@@ -1414,6 +1415,50 @@ static void run_mismatch_prio(void)
 		FAIL("allreduce after the mismatch: %g, want %d", v, world);
 }
 
+/* An allreduce where rank 0 differs in count, then dtype, then op, and
+ * an allgatherv where rank 0 sends one byte more than the others expect
+ * of it (and expects of itself): each call pairs every rank with rank 0,
+ * so every rank fails each, and the next collective works. */
+static void run_mismatch_args(void)
+{
+	static const struct {
+		size_t count;
+		int dtype, op;
+		const char *what;
+	} ar[] = {
+		{ 3, SHEMB_F16, SHEMB_REDUCE_SUM, "allreduce count mismatch" },
+		/* as many bytes: only the header's dtype tells */
+		{ 2, SHEMB_BF16, SHEMB_REDUCE_SUM, "allreduce dtype mismatch" },
+		{ 2, SHEMB_F16, SHEMB_REDUCE_MAX, "allreduce op mismatch" },
+	};
+	uint16_t v[4] = { 0 };
+	size_t rc[64], rd[64];
+	char sb[4] = { 0 }, rb[256];
+
+	for (size_t i = 0; i < sizeof(ar) / sizeof(ar[0]); i++) {
+		int st = rank == 0
+			? shemb_allreduce(ctx, v, v, ar[i].count, ar[i].dtype,
+					  ar[i].op, NULL)
+			: shemb_allreduce(ctx, v, v, 2, SHEMB_F16,
+					  SHEMB_REDUCE_SUM, NULL);
+
+		expect_einval(st, ar[i].what);
+		CHECK(shemb_barrier(ctx, NULL));
+	}
+	if (world > 64)
+		FAIL("at most 64 ranks");
+	for (int p = 0; p < world; p++) {
+		rc[p] = 2;
+		rd[p] = (size_t)p * 4;
+	}
+	if (rank == 0)
+		rc[0] = 3;	/* its own counts agree */
+	expect_einval(shemb_allgatherv(ctx, sb, rank == 0 ? 3 : 2, rb, rc, rd,
+				       NULL),
+		      "allgatherv count mismatch");
+	CHECK(shemb_barrier(ctx, NULL));
+}
+
 /* ---- a rank that stops answering ---- */
 
 /*
@@ -1855,6 +1900,8 @@ int main(int argc, char **argv)
 		run_mismatch_order();
 	else if (!strcmp(s, "mismatch-prio"))
 		run_mismatch_prio();
+	else if (!strcmp(s, "mismatch-args"))
+		run_mismatch_args();
 	else if (!strcmp(s, "kill-one"))
 		run_kill_one();
 	else if (!strcmp(s, "kill-steps"))

@@ -9,7 +9,8 @@
 # bulk data by single copy and through libfabric, a rank that stops
 # answering, a provider call that never returns, and
 # collectives on device buffers of the emulated device, one rank finding
-# no memory for their host copies.
+# no memory for their host copies; and the provider chosen when none is
+# asked for.
 . "$top_srcdir/tests/run_ranks.sh"
 rank=$top_builddir/tests/coll_rank
 
@@ -31,7 +32,7 @@ for p in shm "tcp;ofi_rxm"; do
 	for n in 2 3 4; do
 		for s in alltoallv allgatherv allreduce barrier concurrent \
 			priorities staggered lanes mismatch-count \
-			mismatch-order mismatch-prio; do
+			mismatch-order mismatch-prio mismatch-args; do
 			one "$p" "$n" "$s"
 		done
 		one "$p" "$n" alltoallv-big
@@ -179,4 +180,24 @@ fi
 # more ranks than half of what one shm address vector holds (256): each
 # lane has a vector of its own
 one shm 130 barrier
+
+# chosen VALUE WANT: with SHEMB_PROVIDER unset and FI_PROVIDER set to
+# VALUE (unset if empty), a job of 2 ranks runs over WANT
+chosen() {
+	label="provider chosen (FI_PROVIDER '$1'): $2"
+	if out=$(unset SHEMB_PROVIDER FI_PROVIDER
+		[ -z "$1" ] || export FI_PROVIDER="$1"
+		"$top_builddir/tools/shemb-run" -n 2 --timeout 120 \
+			"$rank" barrier 2>&1) &&
+	   echo "$out" | grep -Fq "[0] 2 ranks over $2"; then
+		echo "ok   $label"
+	else
+		echo "FAIL $label"
+		echo "$out" | tail -n 20
+		fails=$((fails + 1))
+	fi
+}
+# every rank on this host: shm; FI_PROVIDER where SHEMB_PROVIDER is unset
+chosen "" shm
+chosen "tcp;ofi_rxm" "tcp;ofi_rxm"
 [ "$fails" -eq 0 ]
