@@ -48,9 +48,11 @@ for p in shm "tcp;ofi_rxm"; do
 	SHEMB_FABRIC_STAND_BACK_MS=600000 one "$p" 3 unwatched
 	SHEMB_FABRIC_STAND_BACK_MS=600000 one "$p" 4 unwatched --chunk 131072
 	# a rank that makes no call: the other times out, naming it (with
-	# more ranks, the first to time out would leave, and the others
-	# could see that instead)
-	one "$p" 2 stall --timeout 3000
+	# more ranks, the first to time out leaves, and the others may see
+	# that instead)
+	for n in 2 3 4; do
+		one "$p" "$n" stall --timeout 3000
+	done
 	one "$p" 3 allreduce --caller --chunk 4096
 	# chunks that do not hold whole elements of every dtype, and few
 	# chunks in flight: the priority queue holds most transfers back

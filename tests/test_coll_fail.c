@@ -2,10 +2,11 @@
  * test_coll_fail.c - a rank killed in the middle of a large alltoallv, or
  * with steps started without waiting on the others (also a backward with
  * the lookup behind it, run relaxed): they must fail with
- * SHEMB_EPEER (or SHEMB_ETIMEDOUT) within the timeout, never hang.
- * Starts its own ranks (shemb-run would kill them all as soon as one
- * dies), on loopback, over shm and tcp;ofi_rxm; every child is killed and
- * reaped if the test runs out of time.
+ * SHEMB_EPEER (or SHEMB_ETIMEDOUT) within the timeout, never hang; the
+ * alltoallv on 2, 3 and 4 ranks, the steps on 3.  Starts its own ranks
+ * (shemb-run would kill them all as soon as one dies), on loopback, over
+ * shm and tcp;ofi_rxm; every child is killed and reaped if the test runs
+ * out of time.
  *
  * One hang is not the library's: over shm, a rank killed while it holds a
  * spin lock in libfabric's shared memory leaves a survivor's thread
@@ -33,10 +34,11 @@
 #include "tools/free_port.h"
 #include "tools/shm_regions.h"
 
-#define WORLD 3
-#define LIMIT_S 420 /* 6 scenarios of SCENARIO_S at most, and more */
+#define MAX_WORLD 4
+#define LIMIT_S 660 /* 10 scenarios of SCENARIO_S at most, and more */
 
-static pid_t kids[WORLD];
+static pid_t kids[MAX_WORLD];
+static int world;	/* of the scenario running */
 
 /* Rank 0 inherits the listener (lfd) as SHEMB_ROOT_FD, as from shemb-run:
  * no other test can take the port in between. */
@@ -52,7 +54,7 @@ static void start_rank(int r, const char *prog, const char *scenario,
 		return;
 	snprintf(v, sizeof(v), "%d", r);
 	setenv("SHEMB_RANK", v, 1);
-	snprintf(v, sizeof(v), "%d", WORLD);
+	snprintf(v, sizeof(v), "%d", world);
 	setenv("SHEMB_WORLD_SIZE", v, 1);
 	snprintf(v, sizeof(v), "127.0.0.1:%d", port);
 	setenv("SHEMB_ROOT", v, 1);
@@ -70,7 +72,7 @@ static void start_rank(int r, const char *prog, const char *scenario,
 
 static void kill_all(void)
 {
-	for (int r = 0; r < WORLD; r++)
+	for (int r = 0; r < world; r++)
 		if (kids[r] > 0)
 			kill(kids[r], SIGKILL);
 }
@@ -78,7 +80,7 @@ static void kill_all(void)
 static const char *running = "", *running_on = "";
 
 /* Out of time: say which scenario and which ranks had not ended (with
- * async-signal-safe calls only; WORLD < 10). */
+ * async-signal-safe calls only; MAX_WORLD < 10). */
 static void on_alarm(int sig)
 {
 	static const char head[] = "FAIL: out of time in ";
@@ -86,7 +88,7 @@ static void on_alarm(int sig)
 	size_t n = strlen(msg);
 	ssize_t w;
 
-	for (int r = 0; r < WORLD; r++) {
+	for (int r = 0; r < world; r++) {
 		if (kids[r] > 0) {
 			msg[n++] = ' ';
 			msg[n++] = (char)('0' + r);
@@ -120,7 +122,7 @@ static int reap_ended(int *st, int *ok)
 {
 	int left = 0;
 
-	for (int r = 0; r < WORLD; r++) {
+	for (int r = 0; r < world; r++) {
 		if (kids[r] <= 0)
 			continue;
 		if (waitpid(kids[r], &st[r], WNOHANG) != kids[r]) {
@@ -129,7 +131,7 @@ static int reap_ended(int *st, int *ok)
 		}
 		shemb_run_remove_shm_regions(kids[r]);
 		kids[r] = 0;
-		if (r == WORLD - 1)
+		if (r == world - 1)
 			*ok &= WIFSIGNALED(st[r]) && WTERMSIG(st[r]) == SIGKILL;
 		else
 			*ok &= WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0;
@@ -148,14 +150,14 @@ static int stuck_in_libfabric(const char *provider)
 {
 	int known = strcmp(provider, "shm") == 0, n = 0;
 
-	for (int r = 0; r < WORLD - 1; r++) {
+	for (int r = 0; r < world - 1; r++) {
 		if (kids[r] <= 0)
 			continue;
 		n++;
 		known &= spin_probe_spinning(kids[r], "libfabric", 5) == 1;
 	}
 	kill_all();
-	for (int r = 0; r < WORLD; r++) {
+	for (int r = 0; r < world; r++) {
 		if (kids[r] > 0) {
 			waitpid(kids[r], NULL, 0);
 			shemb_run_remove_shm_regions(kids[r]);
@@ -165,36 +167,41 @@ static int stuck_in_libfabric(const char *provider)
 	return n > 0 && known;
 }
 
-/* The survivors exit 0 (they saw the failure), the victim by SIGKILL. */
-static int run(const char *prog, const char *scenario, const char *provider)
+/* n ranks: the survivors exit 0 (they saw the failure), the victim by
+ * SIGKILL. */
+static int run(const char *prog, const char *scenario, const char *provider,
+	       int n)
 {
 	unsigned port;
-	int ok = 1, ended, st[WORLD], lfd = shemb_tool_listen_free_port(&port);
+	int ok = 1, ended, st[MAX_WORLD];
+	int lfd = shemb_tool_listen_free_port(&port);
 	int64_t deadline = now_ms() + SCENARIO_S * 1000;
 	struct timespec nap = { 0, 20000000 };
 
 	if (lfd < 0)
 		return 0;
+	world = n;
 	running = scenario;
 	running_on = provider;
-	for (int r = 0; r < WORLD; r++)
+	for (int r = 0; r < world; r++)
 		start_rank(r, prog, scenario, provider, (int)port, lfd);
 	close(lfd);
 	while (!(ended = reap_ended(st, &ok)) && now_ms() < deadline)
 		nanosleep(&nap, NULL);
 	if (!ended) {
 		if (stuck_in_libfabric(provider)) {
-			printf("known %s %s: a survivor spins inside libfabric "
-			       "(a lock of shm held by the killed rank; see "
-			       "BUGS in shemb_alltoallv(3))\n", scenario,
-			       provider);
+			printf("known %s %s n=%d: a survivor spins inside "
+			       "libfabric (a lock of shm held by the killed "
+			       "rank; see BUGS in shemb_alltoallv(3))\n",
+			       scenario, provider, n);
 			return ok;
 		}
-		printf("FAIL %s %s: ranks still running after %d s\n",
-		       scenario, provider, SCENARIO_S);
+		printf("FAIL %s %s n=%d: ranks still running after %d s\n",
+		       scenario, provider, n, SCENARIO_S);
 		return 0;
 	}
-	printf("%s %s %s\n", ok ? "ok  " : "FAIL", scenario, provider);
+	printf("%s %s %s n=%d\n", ok ? "ok  " : "FAIL", scenario, provider,
+	       n);
 	return ok;
 }
 
@@ -249,11 +256,14 @@ int main(void)
 	if (!spin_probe_works())
 		printf("the spin probe does not work here: a known hang of "
 		       "libfabric counts as a failure\n");
-	ok = run(prog, "kill-one", "shm");
-	ok &= run(prog, "kill-one", "tcp;ofi_rxm");
-	ok &= run(prog, "kill-steps", "shm");
-	ok &= run(prog, "kill-steps", "tcp;ofi_rxm");
-	ok &= run(prog, "kill-relaxed", "shm");
-	ok &= run(prog, "kill-relaxed", "tcp;ofi_rxm");
+	ok = 1;
+	for (int n = 2; n <= MAX_WORLD; n++) {
+		ok &= run(prog, "kill-one", "shm", n);
+		ok &= run(prog, "kill-one", "tcp;ofi_rxm", n);
+	}
+	ok &= run(prog, "kill-steps", "shm", 3);
+	ok &= run(prog, "kill-steps", "tcp;ofi_rxm", 3);
+	ok &= run(prog, "kill-relaxed", "shm", 3);
+	ok &= run(prog, "kill-relaxed", "tcp;ofi_rxm", 3);
 	return ok ? 0 : 1;
 }
