@@ -183,15 +183,11 @@ fi
 # lane has a vector of its own
 one shm 130 barrier
 
-# chosen VALUE WANT: with SHEMB_PROVIDER unset and FI_PROVIDER set to
-# VALUE (unset if empty), a job of 2 ranks runs over WANT
-chosen() {
-	label="provider chosen (FI_PROVIDER '$1'): $2"
-	if out=$(unset SHEMB_PROVIDER FI_PROVIDER
-		[ -z "$1" ] || export FI_PROVIDER="$1"
-		"$top_builddir/tools/shemb-run" -n 2 --timeout 120 \
-			"$rank" barrier 2>&1) &&
-	   echo "$out" | grep -Fq "[0] 2 ranks over $2"; then
+# expect_out LABEL LINE COMMAND...: COMMAND succeeds and prints LINE
+expect_out() {
+	label=$1 want=$2
+	shift 2
+	if out=$("$@" 2>&1) && echo "$out" | grep -Fq "$want"; then
 		echo "ok   $label"
 	else
 		echo "FAIL $label"
@@ -199,7 +195,24 @@ chosen() {
 		fails=$((fails + 1))
 	fi
 }
-# every rank on this host: shm; FI_PROVIDER where SHEMB_PROVIDER is unset
-chosen "" shm
-chosen "tcp;ofi_rxm" "tcp;ofi_rxm"
+launcher=$top_builddir/tools/shemb-run
+# the provider chosen when none is asked for: shm, every rank being on
+# this host; FI_PROVIDER's where SHEMB_PROVIDER is unset
+expect_out "no provider asked for: shm" "[0] 2 ranks over shm" \
+	env -u SHEMB_PROVIDER -u FI_PROVIDER \
+	"$launcher" -n 2 --timeout 120 "$rank" barrier
+expect_out "FI_PROVIDER=tcp;ofi_rxm" "[0] 2 ranks over tcp;ofi_rxm" \
+	env -u SHEMB_PROVIDER "FI_PROVIDER=tcp;ofi_rxm" \
+	"$launcher" -n 2 --timeout 120 "$rank" barrier
+# ranks named by another launcher's variables only (PMI's, Slurm's; mpirun's
+# are tested by test_mpirun.sh): shemb-run's SHEMB_RANK and
+# SHEMB_WORLD_SIZE are moved into them
+for v in "PMI_RANK PMI_SIZE" "SLURM_PROCID SLURM_NTASKS"; do
+	set -- $v
+	expect_out "$1 and $2 only: 3 ranks" "[0] 3 ranks over shm" \
+		"$launcher" -n 3 --provider shm --timeout 120 \
+		sh -c 'export "$1=$SHEMB_RANK" "$2=$SHEMB_WORLD_SIZE"
+			unset SHEMB_RANK SHEMB_WORLD_SIZE
+			exec "$3" allreduce' sh "$1" "$2" "$rank"
+done
 [ "$fails" -eq 0 ]
