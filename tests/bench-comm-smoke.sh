@@ -1,8 +1,9 @@
 #!/bin/sh
 # bench-comm-smoke.sh - shemb-bench comm on one small size, 2 ranks over
 # shm: every job runs, and the output ends with the three result lines,
-# each a number or nan.  No timing is judged here.  OpenMPI is left out
-# when shemb-bench-mpi was not built or mpirun is missing.
+# each a number or nan; over tcp;ofi_rxm, OpenMPI runs on that provider.
+# No timing is judged here.  OpenMPI is left out when shemb-bench-mpi was
+# not built or mpirun is missing.
 set -u
 . "$top_srcdir/tests/smoke.sh"
 
@@ -54,6 +55,22 @@ grep -q 'alltoallv_vs_openmpi_ofi_min: not measured' "$tmp/out" ||
 [ "$(wc -l < "$tmp/runs.csv")" -eq 2 ] || fail "runs.csv is not 2 lines"
 head -n 1 "$tmp/runs.csv" | grep -q '^mode,provider,' || fail "no CSV header"
 [ -s "$tmp/err" ] && fail "wrote to stderr, not a terminal"
+
+# over tcp;ofi_rxm: OpenMPI is forced onto the same provider (its cm PML
+# over the ofi MTL), and says which it took; a figure only if it took it
+set -- comm --ranks 2 --sizes 64K --provider tcp --reps 2 --passes 1 \
+	--raw-total 4M --raw-iters 2 --timeout 15 $mpi
+echo "+ shemb-bench $*"
+timeout 60 "$bench" "$@" > "$tmp/out" 2> "$tmp/err" ||
+	fail "shemb-bench comm --provider tcp exited $?"
+grep -q '^ *2 *64 KiB | *[0-9]' "$tmp/out" ||
+	fail "no libshemb figure over tcp;ofi_rxm"
+if [ -z "$mpi" ]; then
+	grep -q '^result alltoallv_vs_openmpi_ofi_min [0-9]' "$tmp/out" ||
+		fail "OpenMPI over tcp;ofi_rxm gave no figure"
+	grep -q "OpenMPI's ofi MTL said it took provider tcp;ofi_rxm" \
+		"$tmp/out" || fail "OpenMPI's provider is not shown"
+fi
 
 # calls back to back: the header says so, and both jobs take the option
 # (the MPI program refuses options it does not know)
