@@ -119,8 +119,8 @@ write_sleep)
 	started
 	numbered
 	exec sleep 1000 ;;
-slow_term) # notes SIGTERM, and ends a second after it
-	trap 'echo > "$dir/$case.term.$SHEMB_RANK"; sleep 1; exit 143' TERM
+slow_term) # notes SIGTERM, and ends 3 s after it
+	trap 'echo > "$dir/$case.term.$SHEMB_RANK"; sleep 3; exit 143' TERM
 	started
 	numbered
 	exec sleep 1000 ;;
@@ -387,7 +387,7 @@ expect noexec2 127
 signal_job()
 {
 	echo "+ shemb-run -n 3 rank.sh $1 sleep; kill -$2 shemb-run"
-	timeout -k 2 10 "$run" -n 3 "$tmp/rank.sh" "$1" sleep \
+	timeout -k 2 30 "$run" -n 3 "$tmp/rank.sh" "$1" sleep \
 		> "$tmp/$1.out" 2> "$tmp/$1.err" &
 	bg=$!
 	wait_pids "$1" 3
@@ -411,7 +411,7 @@ signal_job quit QUIT 131
 # signals, enforces --timeout and stops the job when a rank fails, and the
 # ranks' lines come out whole and in order once stdout moves again
 
-# stall_start CASE ARGS...: shemb-run ARGS in the background (20 s at
+# stall_start CASE ARGS...: shemb-run ARGS in the background (40 s at
 # most), its stdout into a FIFO that another process holds open but does
 # not read; sets bg, sleeper and launcher (the pid of shemb-run)
 stall_start()
@@ -424,7 +424,7 @@ stall_start()
 	sleep 1000 < "$tmp/$c.fifo" &
 	sleeper=$!
 	reader=
-	timeout -k 2 20 "$run" "$@" > "$tmp/$c.fifo" 2> "$tmp/$c.err" &
+	timeout -k 2 40 "$run" "$@" > "$tmp/$c.fifo" 2> "$tmp/$c.err" &
 	bg=$!
 	pids="$sleeper $bg"
 	wait_pids "$c" 3

@@ -549,8 +549,9 @@ static void read_signals(struct job *job)
 				child = true;
 				continue;
 			}
-			/* a rank that ended before this signal came (its
-			 * SIGCHLD may be read after it) has ended for it */
+			/* a rank that has ended by now counts as ended for
+			 * this signal: its SIGCHLD, numbered above, is read
+			 * after it */
 			check_ranks(job);
 			signal_groups(job, si[i].ssi_signo);
 			limit_output_wait(job);
