@@ -1470,7 +1470,8 @@ static void run_mismatch_args(void)
  * without a check of the result: its peers' messages may have landed
  * before they gave up (success), or they may have left (SHEMB_EPEER).
  * With more ranks, the first waiting one to time out leaves, and the
- * others may see that first: SHEMB_EPEER, which is all they can check.
+ * others may see that first (SHEMB_EPEER); the rank that timed out
+ * prints its detail, which test_coll.sh requires of at least one.
  */
 static void run_stall(void)
 {
@@ -1493,6 +1494,7 @@ static void run_stall(void)
 	if (!strstr(shemb_ctx_last_error(ctx), want))
 		FAIL("the timeout's detail '%s' lacks '%s'",
 		     shemb_ctx_last_error(ctx), want);
+	printf("timed out: %s\n", shemb_ctx_last_error(ctx));
 }
 
 /* ---- a rank that dies ---- */

@@ -18,6 +18,20 @@ one() { # provider ranks scenario [options...]
 	ranks_job 120 "$@"
 }
 
+# expect_out LABEL LINE COMMAND...: COMMAND succeeds and prints LINE
+expect_out() {
+	label=$1 want=$2
+	shift 2
+	if out=$("$@" 2>&1) && echo "$out" | grep -Fq "$want"; then
+		echo "ok   $label"
+	else
+		echo "FAIL $label"
+		echo "$out" | tail -n 20
+		fails=$((fails + 1))
+	fi
+}
+launcher=$top_builddir/tools/shemb-run
+
 taskset_one() { # cpu provider ranks scenario [options...]
 	c=$1 p=$2 n=$3
 	shift 3
@@ -47,11 +61,14 @@ for p in shm "tcp;ofi_rxm"; do
 	# polled
 	SHEMB_FABRIC_STAND_BACK_MS=600000 one "$p" 3 unwatched
 	SHEMB_FABRIC_STAND_BACK_MS=600000 one "$p" 4 unwatched --chunk 131072
-	# a rank that makes no call: the other times out, naming it (with
+	# a rank that makes no call: the others time out, naming it (with
 	# more ranks, the first to time out leaves, and the others may see
-	# that instead)
+	# that instead: at least one must name it)
 	for n in 2 3 4; do
-		one "$p" "$n" stall --timeout 3000
+		expect_out "$p n=$n stall --timeout 3000" \
+			"timed out: " \
+			"$launcher" -n "$n" --provider "$p" --timeout 120 \
+			"$rank" stall --timeout 3000
 	done
 	one "$p" 3 allreduce --caller --chunk 4096
 	# chunks that do not hold whole elements of every dtype, and few
@@ -183,19 +200,6 @@ fi
 # lane has a vector of its own
 one shm 130 barrier
 
-# expect_out LABEL LINE COMMAND...: COMMAND succeeds and prints LINE
-expect_out() {
-	label=$1 want=$2
-	shift 2
-	if out=$("$@" 2>&1) && echo "$out" | grep -Fq "$want"; then
-		echo "ok   $label"
-	else
-		echo "FAIL $label"
-		echo "$out" | tail -n 20
-		fails=$((fails + 1))
-	fi
-}
-launcher=$top_builddir/tools/shemb-run
 # the provider chosen when none is asked for: shm, every rank being on
 # this host; FI_PROVIDER's where SHEMB_PROVIDER is unset
 expect_out "no provider asked for: shm" "[0] 2 ranks over shm" \
